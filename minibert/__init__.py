@@ -1,0 +1,1 @@
+"""minibert: the BERT family as configurations of one small, readable encoder."""

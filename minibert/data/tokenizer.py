@@ -1,0 +1,147 @@
+"""The one tokenizer interface the rest of minibert talks to.
+
+A BERT-family model only ever sees integer ids laid out as
+
+    [CLS] segment A [SEP]                    (one text)
+    [CLS] segment A [SEP] segment B [SEP]    (a pair; segment ids 0 ... 0 1 ... 1)
+
+How a text becomes ids differs between families (WordPiece for BERT checkpoints,
+SentencePiece for the models we pretrain ourselves), but the layout above does not.
+So a concrete tokenizer implements only three things — `tokenize_to_ids`,
+`decode_ids` and `vocab_size` — and inherits everything about special tokens,
+segment ids, truncation and batching from this file. Those rules live here and
+nowhere else.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+# Fixed names of the special tokens. Each tokenizer knows their ids.
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+def join_segments(
+    ids_a: Sequence[int], ids_b: Sequence[int] | None, *, cls_id: int, sep_id: int
+) -> tuple[list[int], list[int]]:
+    """Lay out one or two segments as BERT expects and return (ids, segment_ids).
+
+    Segment ids tell the model which sentence a token belongs to: 0 for [CLS], A and
+    the first [SEP]; 1 for B and the final [SEP].
+    """
+    ids = [cls_id, *ids_a, sep_id]
+    segments = [0] * len(ids)
+    if ids_b is not None:
+        ids += [*ids_b, sep_id]
+        segments += [1] * (len(ids_b) + 1)
+    return ids, segments
+
+
+def truncate_pair(
+    ids_a: list[int], ids_b: list[int] | None, max_tokens: int
+) -> tuple[list[int], list[int] | None]:
+    """Trim the longer segment one token at a time until both fit in `max_tokens`.
+
+    This is BERT's "longest first" rule: it keeps the two segments balanced, so a
+    very long premise cannot push its hypothesis out of the window entirely.
+    """
+    ids_a = list(ids_a)
+    ids_b = None if ids_b is None else list(ids_b)
+    while len(ids_a) + (len(ids_b) if ids_b is not None else 0) > max_tokens:
+        if ids_b is not None and len(ids_b) > len(ids_a):
+            ids_b.pop()
+        else:
+            ids_a.pop()
+    return ids_a, ids_b
+
+
+class Tokenizer:
+    """Base class: special tokens, segment layout, truncation and batching.
+
+    Subclasses set `pad_id, unk_id, cls_id, sep_id, mask_id` and implement
+    `tokenize_to_ids` (text -> ids without special tokens), `decode_ids` and
+    `vocab_size`.
+    """
+
+    pad_id: int
+    unk_id: int
+    cls_id: int
+    sep_id: int
+    mask_id: int
+
+    # --- what a concrete tokenizer provides -------------------------------------
+    @property
+    def vocab_size(self) -> int:
+        raise NotImplementedError
+
+    def tokenize_to_ids(self, text: str) -> list[int]:
+        """Text -> ids of its pieces, with no special tokens added."""
+        raise NotImplementedError
+
+    def decode_ids(self, ids: Sequence[int]) -> str:
+        """Ids of ordinary pieces (no special tokens) -> text."""
+        raise NotImplementedError
+
+    # --- shared behaviour --------------------------------------------------------
+    @property
+    def special_ids(self) -> frozenset[int]:
+        return frozenset((self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id)) - {self.unk_id}
+
+    def encode(self, text: str, max_length: int | None = None) -> list[int]:
+        """[CLS] text [SEP], truncated to at most `max_length` ids."""
+        ids, _ = self.encode_pair(text, None, max_length=max_length)
+        return ids
+
+    def encode_pair(
+        self, text_a: str, text_b: str | None, max_length: int | None = None
+    ) -> tuple[list[int], list[int]]:
+        """[CLS] a [SEP] b [SEP] and its segment ids, longest-first truncated."""
+        ids_a = self.tokenize_to_ids(text_a)
+        ids_b = None if text_b is None else self.tokenize_to_ids(text_b)
+        if max_length is not None:
+            n_special = 2 if ids_b is None else 3
+            if max_length < n_special:
+                raise ValueError(f"max_length={max_length} leaves no room for the {n_special} special tokens; use at least {n_special}")
+            ids_a, ids_b = truncate_pair(ids_a, ids_b, max_length - n_special)
+        return join_segments(ids_a, ids_b, cls_id=self.cls_id, sep_id=self.sep_id)
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        """Ids -> text. Padding and [CLS]/[SEP]/[MASK] are dropped unless asked for."""
+        ids = [int(i) for i in ids]
+        if skip_special_tokens:
+            return self.decode_ids([i for i in ids if i not in self.special_ids])
+        return self.decode_ids(ids)
+
+    def special_tokens_mask(self, ids: Sequence[int]) -> list[bool]:
+        """True where an id is [PAD], [CLS], [SEP] or [MASK] (never masked for MLM)."""
+        special = self.special_ids
+        return [int(i) in special for i in ids]
+
+    def batch(
+        self,
+        texts: Sequence[str],
+        pairs: Sequence[str] | None = None,
+        max_length: int | None = None,
+    ) -> dict[str, torch.Tensor]:
+        """Encode many texts (or pairs), pad to the longest, return model inputs.
+
+        Returns LongTensors `input_ids`, `attention_mask` (1 = real token) and
+        `token_type_ids`, each [batch, longest].
+        """
+        if pairs is not None and len(pairs) != len(texts):
+            raise ValueError(f"got {len(texts)} first segments but {len(pairs)} second segments; pass one pair per text")
+        encoded = [
+            self.encode_pair(t, None if pairs is None else pairs[i], max_length=max_length)
+            for i, t in enumerate(texts)
+        ]
+        longest = max((len(ids) for ids, _ in encoded), default=0)
+        input_ids = torch.full((len(encoded), longest), self.pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(encoded), longest), dtype=torch.long)
+        token_type_ids = torch.zeros((len(encoded), longest), dtype=torch.long)
+        for row, (ids, segments) in enumerate(encoded):
+            input_ids[row, : len(ids)] = torch.tensor(ids)
+            attention_mask[row, : len(ids)] = 1
+            token_type_ids[row, : len(ids)] = torch.tensor(segments)
+        return {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
