@@ -1,0 +1,165 @@
+"""ModelConfig: every architectural choice of the BERT family, as one validated dataclass.
+
+The five families differ in a handful of switches, not in code:
+
+    BERT        post-LN, learned positions, 2 segment types, pooler
+    RoBERTa     BERT's shape; one segment type, positions start after the pad id
+    ALBERT      embedding_size 128 < hidden_size (factorized) and share_layers="all"
+    DistilBERT  6 layers, no segment embeddings, no pooler
+    ELECTRA     embedding_size < hidden_size for the small model, no pooler
+
+`ModelConfig.preset(name)` returns the published sizes; their parameter counts equal the
+reference backbones exactly (see tests/test_config.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+SHARE_CHOICES = ("none", "all", "attention", "ffn")
+NORM_CHOICES = ("post", "pre")
+ACTIVATION_CHOICES = ("gelu", "gelu_tanh", "relu", "silu")
+ATTENTION_CHOICES = ("auto", "naive", "sdpa", "triton")
+
+
+@dataclass
+class ModelConfig:
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_layers: int = 12
+    num_heads: int = 12
+    intermediate_size: int = 3072
+    # None means "same as hidden_size". Smaller = factorized embeddings (ALBERT, ELECTRA-small):
+    # tokens live in a small E-dimensional table and one Linear projects them up to H.
+    embedding_size: int | None = None
+    # Cross-layer parameter sharing (ALBERT): which sublayers one copy serves at every depth.
+    share_layers: str = "none"
+    max_positions: int = 512
+    # Number of segment (token type) embeddings; 0 = none (DistilBERT).
+    type_vocab_size: int = 2
+    # Position ids start at this value (RoBERTa: pad_token_id + 1 = 2, so 514 positions).
+    position_offset: int = 0
+    norm: str = "post"
+    activation: str = "gelu"
+    hidden_dropout: float = 0.1
+    attention_dropout: float = 0.1
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int = 0
+    pooler: bool = True
+    attention: str = "auto"
+    # Run the layers on the real tokens only (gathered once by the attention mask).
+    unpad: bool = True
+    initializer_range: float = 0.02
+
+    def __post_init__(self) -> None:
+        def positive(name: str) -> None:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"ModelConfig.{name} must be a positive integer, got {value!r}")
+
+        for name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size", "max_positions"):
+            positive(name)
+        if self.embedding_size is not None:
+            positive("embedding_size")
+            if self.embedding_size > self.hidden_size:
+                raise ValueError(
+                    f"ModelConfig.embedding_size ({self.embedding_size}) must not exceed hidden_size "
+                    f"({self.hidden_size}): factorization projects a small embedding up, never down"
+                )
+        if self.hidden_size % self.num_heads:
+            raise ValueError(
+                f"ModelConfig.hidden_size ({self.hidden_size}) must be divisible by num_heads ({self.num_heads})"
+            )
+        for name, choices in (
+            ("share_layers", SHARE_CHOICES),
+            ("norm", NORM_CHOICES),
+            ("activation", ACTIVATION_CHOICES),
+            ("attention", ATTENTION_CHOICES),
+        ):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"ModelConfig.{name} must be one of {', '.join(choices)}; got {getattr(self, name)!r}")
+        for name in ("type_vocab_size", "position_offset"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"ModelConfig.{name} must be a non-negative integer, got {value!r}")
+        if self.position_offset >= self.max_positions:
+            raise ValueError(
+                f"ModelConfig.position_offset ({self.position_offset}) must be smaller than max_positions ({self.max_positions})"
+            )
+        for name in ("hidden_dropout", "attention_dropout"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"ModelConfig.{name} must be in [0, 1), got {value!r}")
+        if not self.layer_norm_eps > 0:
+            raise ValueError(f"ModelConfig.layer_norm_eps must be positive, got {self.layer_norm_eps!r}")
+        if not 0 <= self.pad_token_id < self.vocab_size:
+            raise ValueError(
+                f"ModelConfig.pad_token_id ({self.pad_token_id}) must be a valid id below vocab_size ({self.vocab_size})"
+            )
+
+    # -- derived sizes ------------------------------------------------------------
+    @property
+    def embedding_dim(self) -> int:
+        """E: the width of the embedding tables (H unless factorized)."""
+        return self.embedding_size or self.hidden_size
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_heads
+
+    @property
+    def max_length(self) -> int:
+        """The longest sequence the position table can describe."""
+        return self.max_positions - self.position_offset
+
+    # -- construction -------------------------------------------------------------
+    def replace(self, **changes) -> "ModelConfig":
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "ModelConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown ModelConfig field(s) {', '.join(unknown)}; known fields: {', '.join(sorted(known))}")
+        return cls(**values)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+
+    @classmethod
+    def preset(cls, name: str, **overrides) -> "ModelConfig":
+        """The published architecture called `name`, optionally with some fields changed."""
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+        return cls(**{**PRESETS[name], **overrides})
+
+
+_ALBERT = dict(
+    vocab_size=30000, embedding_size=128, share_layers="all", activation="gelu_tanh",
+    hidden_dropout=0.0, attention_dropout=0.0,
+)
+_ELECTRA = dict(pooler=False)
+
+# Published backbones (Hugging Face configs of the original checkpoints).
+PRESETS: dict[str, dict] = {
+    "bert-base": dict(),
+    "bert-large": dict(hidden_size=1024, num_layers=24, num_heads=16, intermediate_size=4096),
+    "roberta-base": dict(
+        vocab_size=50265, max_positions=514, type_vocab_size=1, pad_token_id=1, position_offset=2,
+        layer_norm_eps=1e-5,
+    ),
+    "albert-base": dict(_ALBERT),
+    "albert-large": dict(_ALBERT, hidden_size=1024, num_layers=24, num_heads=16, intermediate_size=4096),
+    "albert-xlarge": dict(_ALBERT, hidden_size=2048, num_layers=24, num_heads=16, intermediate_size=8192),
+    "distilbert-base": dict(num_layers=6, type_vocab_size=0, pooler=False),
+    "electra-small": dict(_ELECTRA, embedding_size=128, hidden_size=256, num_heads=4, intermediate_size=1024),
+    "electra-base": dict(_ELECTRA),
+}

@@ -1,0 +1,164 @@
+"""Heads: what sits on top of the encoder for each task, and the models they make.
+
+    MaskedLMHead        H → E, activation, LayerNorm, decoder tied to the word embeddings
+    SentencePairHead    2 classes on the pooled output (NSP for BERT, SOP for ALBERT)
+    ReplacedTokenHead   one logit per token: "was this token replaced?" (ELECTRA)
+    ClassificationHead  num_labels on the pooled output (fine-tuning)
+
+A task model is an `Encoder` plus one head: `MaskedLM`, `ReplacedTokenDetector`,
+`SequenceClassifier`.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import ModelConfig
+from .model import ACTIVATIONS, Encoder, ModelOutput, init_weights
+
+IGNORE_INDEX = -100  # label of a position the MLM loss skips
+
+
+class MaskedLMHead(nn.Module):
+    """Predict the original token at masked positions.
+
+    The decoder reuses the input word-embedding table (weight tying, as in BERT): the same
+    vector that represents token t on the way in scores token t on the way out. With
+    factorized embeddings (ALBERT, ELECTRA's generator) the transform maps H → E first.
+    """
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.transform = nn.Linear(config.hidden_size, config.embedding_dim)
+        self.act = ACTIVATIONS[config.activation]
+        self.norm = nn.LayerNorm(config.embedding_dim, eps=config.layer_norm_eps)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, hidden: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
+        return F.linear(self.norm(self.act(self.transform(hidden))), word_embeddings, self.bias)
+
+
+def masked_lm_loss(head: MaskedLMHead, word_embeddings, hidden, labels) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Sparse prediction: run the vocabulary projection only where a label exists.
+
+    With a 30k vocabulary the decoder is most of a small model's compute, yet only ~15% of
+    positions carry a label. Selecting those rows first gives the same loss for a fraction
+    of the FLOPs. Returns (loss, logits at the labeled positions, their labels).
+    """
+    selected = labels != IGNORE_INDEX
+    targets = labels[selected]
+    logits = head(hidden[selected], word_embeddings)
+    loss = F.cross_entropy(logits.float(), targets) if targets.numel() else logits.sum() * 0.0
+    return loss, logits, targets
+
+
+class SentencePairHead(nn.Module):
+    """Two classes from the pooled [CLS] vector: NSP (is B the real next segment?) or SOP
+    (are the two segments in their original order?)."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.classifier = nn.Linear(config.hidden_size, 2)
+
+    def forward(self, pooled: torch.Tensor) -> torch.Tensor:
+        return self.classifier(pooled)
+
+
+class ReplacedTokenHead(nn.Module):
+    """ELECTRA's discriminator head: one logit per token, positive = "replaced"."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.act = ACTIVATIONS[config.activation]
+        self.prediction = nn.Linear(config.hidden_size, 1)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.prediction(self.act(self.dense(hidden))).squeeze(-1)
+
+
+def replaced_token_loss(logits, labels, attention_mask=None) -> torch.Tensor:
+    """Binary cross-entropy averaged over the real (non-padding) tokens."""
+    if attention_mask is not None:
+        real = attention_mask.bool()
+        logits, labels = logits[real], labels[real]
+    return F.binary_cross_entropy_with_logits(logits.float(), labels.float())
+
+
+class ClassificationHead(nn.Module):
+    """Sequence classification from the pooled vector (or the first token without a pooler)."""
+
+    def __init__(self, config: ModelConfig, num_labels: int):
+        super().__init__()
+        self.dropout = nn.Dropout(config.hidden_dropout)
+        self.classifier = nn.Linear(config.hidden_size, num_labels)
+
+    def forward(self, pooled: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.dropout(pooled))
+
+
+def pooled_or_first(output: ModelOutput) -> torch.Tensor:
+    return output.pooler_output if output.pooler_output is not None else output.last_hidden_state[:, 0]
+
+
+class MaskedLM(nn.Module):
+    """Encoder + MLM head. With labels, logits are computed at labeled positions only
+    (`logits` is then [num_labeled, V]); without, over the whole grid [B, T, V]."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        self.encoder = Encoder(config)
+        self.head = MaskedLMHead(config)
+        init_weights(self.head, config)
+
+    @property
+    def word_embeddings(self) -> torch.Tensor:
+        return self.encoder.embeddings.word_embeddings.weight
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> ModelOutput:
+        out = self.encoder(input_ids, attention_mask, token_type_ids)
+        if labels is None:
+            out.logits = self.head(out.last_hidden_state, self.word_embeddings)
+        else:
+            out.loss, out.logits, _ = masked_lm_loss(self.head, self.word_embeddings, out.last_hidden_state, labels)
+        return out
+
+
+class ReplacedTokenDetector(nn.Module):
+    """Encoder + RTD head: the ELECTRA discriminator, the model kept for fine-tuning."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        self.encoder = Encoder(config)
+        self.head = ReplacedTokenHead(config)
+        init_weights(self.head, config)
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> ModelOutput:
+        out = self.encoder(input_ids, attention_mask, token_type_ids)
+        out.logits = self.head(out.last_hidden_state)
+        if labels is not None:
+            out.loss = replaced_token_loss(out.logits, labels, attention_mask)
+        return out
+
+
+class SequenceClassifier(nn.Module):
+    """Encoder + classification head, for fine-tuning."""
+
+    def __init__(self, config: ModelConfig, num_labels: int):
+        super().__init__()
+        self.config = config
+        self.num_labels = num_labels
+        self.encoder = Encoder(config)
+        self.head = ClassificationHead(config, num_labels)
+        init_weights(self.head, config)
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> ModelOutput:
+        out = self.encoder(input_ids, attention_mask, token_type_ids)
+        out.logits = self.head(pooled_or_first(out))
+        if labels is not None:
+            out.loss = F.cross_entropy(out.logits.float(), labels)
+        return out

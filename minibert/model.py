@@ -1,0 +1,181 @@
+"""The one Transformer encoder of the BERT family.
+
+    input ids ─► Embeddings (token + position + segment, LayerNorm, dropout)
+              ─► [projection E → H, when embeddings are factorized]
+              ─► depth × ( self-attention sublayer ─► feed-forward sublayer )
+              ─► last_hidden_state  (─► pooler: tanh(Linear) of the first token)
+
+BERT, RoBERTa, ALBERT, DistilBERT and ELECTRA are all this encoder with different
+`ModelConfig` values. Padding is removed once at the start ("unpadding"): the layers run
+on the real tokens only and the result is scattered back into the padded grid at the end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import SelfAttention, TokenLayout
+from .config import ModelConfig
+
+ACTIVATIONS = {
+    "gelu": nn.GELU(),
+    "gelu_tanh": nn.GELU(approximate="tanh"),  # ALBERT's "gelu_new"
+    "relu": nn.ReLU(),
+    "silu": nn.SiLU(),
+}
+
+
+@dataclass
+class ModelOutput:
+    """What every minibert model returns; fields a model does not compute stay None."""
+
+    last_hidden_state: torch.Tensor | None = None
+    pooler_output: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    loss: torch.Tensor | None = None
+
+
+class Embeddings(nn.Module):
+    """token + position (+ segment) embeddings, then LayerNorm and dropout.
+
+    The tables are `embedding_dim` (E) wide. BERT uses E = H. ALBERT's factorization picks
+    a small E (128): the vocabulary costs V·E + E·H parameters (table + projection) instead
+    of V·H — for V = 30k, H = 4096 that is 4M instead of 123M. The projection E → H lives
+    in the Encoder, so that ELECTRA's generator and discriminator can share these tables
+    while each projects them to its own width.
+    """
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        E = config.embedding_dim
+        self.word_embeddings = nn.Embedding(config.vocab_size, E)
+        self.position_embeddings = nn.Embedding(config.max_positions, E)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, E) if config.type_vocab_size else None
+        self.norm = nn.LayerNorm(E, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout)
+
+    def forward(self, input_ids, position_ids, token_type_ids=None) -> torch.Tensor:
+        x = self.word_embeddings(input_ids) + self.position_embeddings(position_ids)
+        if self.token_type_embeddings is not None:
+            if token_type_ids is None:
+                token_type_ids = torch.zeros_like(input_ids)
+            x = x + self.token_type_embeddings(token_type_ids)
+        return self.dropout(self.norm(x))
+
+
+class FeedForward(nn.Module):
+    """The position-wise MLP: H → intermediate → H."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.up = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.act = ACTIVATIONS[config.activation]
+        self.down = nn.Linear(config.intermediate_size, config.hidden_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(self.act(self.up(x)))
+
+
+class Sublayer(nn.Module):
+    """A residual branch with its LayerNorm: `attention` or `feed_forward` of a layer.
+
+    post-LN (BERT):   x = LayerNorm(x + dropout(f(x)))
+    pre-LN:           x = x + dropout(f(LayerNorm(x)))   (trains more stably when deep)
+    """
+
+    def __init__(self, fn: nn.Module, config: ModelConfig):
+        super().__init__()
+        self.fn = fn
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout)
+        self.pre_norm = config.norm == "pre"
+
+    def forward(self, x: torch.Tensor, *args) -> torch.Tensor:
+        if self.pre_norm:
+            return x + self.dropout(self.fn(self.norm(x), *args))
+        return self.norm(x + self.dropout(self.fn(x, *args)))
+
+
+def build_layers(config: ModelConfig) -> tuple[nn.ModuleList, nn.ModuleList]:
+    """How ALBERT shares layers: fewer modules than depth, each reused at every depth.
+
+    ALBERT's cross-layer sharing is plain module reuse: instead of num_layers different
+    attention (or feed-forward) sublayers, the encoder keeps ONE and applies it at every
+    depth, so the parameter count no longer grows with depth (ALBERT-large: 18M parameters
+    instead of BERT-large's 334M). The paper also studies sharing only the attention
+    sublayers or only the feed-forward ones; `share_layers` picks which.
+    """
+    depth = config.num_layers
+    n_attention = 1 if config.share_layers in ("all", "attention") else depth
+    n_feed_forward = 1 if config.share_layers in ("all", "ffn") else depth
+    attention = nn.ModuleList(Sublayer(SelfAttention(config), config) for _ in range(n_attention))
+    feed_forward = nn.ModuleList(Sublayer(FeedForward(config), config) for _ in range(n_feed_forward))
+    return attention, feed_forward
+
+
+class Encoder(nn.Module):
+    """The backbone. forward() -> ModelOutput(last_hidden_state [B,T,H], pooler_output [B,H])."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        self.embeddings = Embeddings(config)
+        E, H = config.embedding_dim, config.hidden_size
+        self.embedding_projection = nn.Linear(E, H) if E != H else None
+        self.attention, self.feed_forward = build_layers(config)
+        self.final_norm = nn.LayerNorm(H, eps=config.layer_norm_eps) if config.norm == "pre" else None
+        self.pooler = nn.Linear(H, H) if config.pooler else None
+        init_weights(self, config)
+
+    def layer(self, depth: int) -> tuple[Sublayer, Sublayer]:
+        """The (attention, feed-forward) sublayers applied at `depth` — shared ones repeat."""
+        return self.attention[depth % len(self.attention)], self.feed_forward[depth % len(self.feed_forward)]
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None) -> ModelOutput:
+        batch, seq_len = input_ids.shape
+        if seq_len > self.config.max_length:
+            raise ValueError(
+                f"sequence length {seq_len} exceeds the {self.config.max_length} positions this model has; "
+                f"truncate inputs to {self.config.max_length} tokens"
+            )
+        position_ids = self.config.position_offset + torch.arange(seq_len, device=input_ids.device).expand(batch, -1)
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        has_padding = attention_mask is not None and not bool(attention_mask.bool().all())
+        layout = key_mask = None
+        if has_padding and (self.config.unpad or self.config.attention == "triton"):
+            # Unpadding: gather the real tokens once; every layer then works on [tokens, H].
+            layout = TokenLayout.from_mask(attention_mask)
+            input_ids, position_ids, token_type_ids = map(layout.pack, (input_ids, position_ids, token_type_ids))
+        elif has_padding:
+            key_mask = attention_mask.bool()
+            key_mask = key_mask | ~key_mask.any(dim=1, keepdim=True)  # an all-padding row sees itself
+
+        x = self.embeddings(input_ids, position_ids, token_type_ids)
+        if self.embedding_projection is not None:
+            x = self.embedding_projection(x)
+        for depth in range(self.config.num_layers):
+            attention, feed_forward = self.layer(depth)
+            x = feed_forward(attention(x, layout, key_mask))
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+
+        hidden = x if layout is None else layout.unpack(x)
+        pooled = torch.tanh(self.pooler(hidden[:, 0])) if self.pooler is not None else None
+        return ModelOutput(last_hidden_state=hidden, pooler_output=pooled)
+
+
+def init_weights(module: nn.Module, config: ModelConfig) -> None:
+    """BERT's initialisation: N(0, 0.02) weights, zero biases, LayerNorm = identity."""
+    for m in module.modules():
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=config.initializer_range)
+        if isinstance(m, nn.Linear) and m.bias is not None:
+            nn.init.zeros_(m.bias)
+        if isinstance(m, nn.LayerNorm):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)

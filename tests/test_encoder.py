@@ -1,0 +1,176 @@
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings, strategies as st
+
+from minibert import Encoder, MaskedLM, ModelConfig, ReplacedTokenDetector, SequenceClassifier
+
+
+def tiny(**changes) -> ModelConfig:
+    base = dict(vocab_size=97, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=48,
+                max_positions=40, hidden_dropout=0.0, attention_dropout=0.0)
+    return ModelConfig(**{**base, **changes})
+
+
+def batch_with_lengths(lengths, seq_len, vocab=97, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, vocab, (len(lengths), seq_len), generator=g)
+    mask = torch.zeros(len(lengths), seq_len, dtype=torch.long)
+    for row, n in enumerate(lengths):
+        mask[row, :n] = 1
+    ids = ids.masked_fill(mask == 0, 0)
+    types = torch.randint(0, 2, ids.shape, generator=g) * mask
+    return ids, mask, types
+
+
+def clone_with(model_cls, config, source, **cls_args):
+    other = model_cls(config, **cls_args)
+    other.load_state_dict(source.state_dict())
+    return other.eval()
+
+
+lengths_strategy = st.lists(st.integers(0, 24), min_size=1, max_size=4)
+
+
+@settings(max_examples=30, deadline=None)
+@given(lengths=lengths_strategy, extra=st.integers(0, 6), norm=st.sampled_from(["post", "pre"]),
+       share=st.sampled_from(["none", "all", "attention", "ffn"]), heads=st.sampled_from([1, 2, 4]))
+def test_backends_and_unpadding_agree(lengths, extra, norm, share, heads):
+    """naive == sdpa, packed == padded, on any lengths, masks and sharing."""
+    seq_len = max(max(lengths), 1) + extra
+    torch.manual_seed(0)
+    reference = Encoder(tiny(norm=norm, share_layers=share, num_heads=heads, attention="naive", unpad=False)).eval()
+    ids, mask, types = batch_with_lengths(lengths, seq_len)
+    expected = reference(ids, mask, types).last_hidden_state
+    real = mask.bool()
+    for attention in ("naive", "sdpa"):
+        for unpad in (False, True):
+            config = reference.config.replace(attention=attention, unpad=unpad)
+            got = clone_with(Encoder, config, reference)(ids, mask, types).last_hidden_state
+            assert torch.isfinite(got).all()
+            torch.testing.assert_close(got[real], expected[real], atol=1e-5, rtol=1e-5)
+
+
+@settings(max_examples=20, deadline=None)
+@given(lengths=lengths_strategy, extra=st.integers(1, 8), attention=st.sampled_from(["naive", "sdpa"]),
+       unpad=st.booleans())
+def test_trailing_padding_changes_nothing_at_real_positions(lengths, extra, attention, unpad):
+    torch.manual_seed(1)
+    model = Encoder(tiny(attention=attention, unpad=unpad)).eval()
+    seq_len = max(max(lengths), 1)
+    ids, mask, types = batch_with_lengths(lengths, seq_len)
+    padded = [F.pad(t, (0, extra)) for t in (ids, mask, types)]
+    short = model(ids, mask, types)
+    long = model(*padded)
+    torch.testing.assert_close(long.last_hidden_state[:, :seq_len][mask.bool()], short.last_hidden_state[mask.bool()],
+                               atol=1e-5, rtol=1e-5)
+    nonempty = mask.any(dim=1)  # an empty sequence has no first token to pool
+    torch.testing.assert_close(long.pooler_output[nonempty], short.pooler_output[nonempty], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("attention", ["naive", "sdpa"])
+@pytest.mark.parametrize("unpad", [False, True])
+def test_padding_never_produces_nan_even_for_fully_masked_rows(dtype, attention, unpad):
+    model = Encoder(tiny(attention=attention, unpad=unpad)).to(dtype).eval()
+    ids, mask, types = batch_with_lengths([0, 3, 9, 0], 9)
+    out = model(ids, mask, types)
+    assert torch.isfinite(out.last_hidden_state).all()
+    assert torch.isfinite(out.pooler_output).all()
+
+
+@settings(max_examples=10, deadline=None)
+@given(layers=st.integers(1, 6))
+def test_all_shared_layers_are_one_module_and_cost_the_same_at_any_depth(layers):
+    one = Encoder(tiny(share_layers="all", num_layers=1))
+    deep = Encoder(tiny(share_layers="all", num_layers=layers))
+    assert sum(p.numel() for p in one.parameters()) == sum(p.numel() for p in deep.parameters())
+    first = deep.layer(0)
+    for depth in range(layers):
+        assert deep.layer(depth)[0] is first[0] and deep.layer(depth)[1] is first[1]
+
+
+def test_one_optimizer_step_keeps_shared_layers_identical():
+    torch.manual_seed(0)
+    model = MaskedLM(tiny(share_layers="all", num_layers=4))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    ids, mask, types = batch_with_lengths([10, 7], 10)
+    labels = torch.where(torch.rand(ids.shape) < 0.3, ids, -100).masked_fill(mask == 0, -100)
+    labels[0, 0] = ids[0, 0]
+    before = [p.detach().clone() for p in model.encoder.layer(0)[0].parameters()]
+    model(ids, mask, types, labels=labels).loss.backward()
+    opt.step()
+    after = {d: [p.detach() for p in (*model.encoder.layer(d)[0].parameters(), *model.encoder.layer(d)[1].parameters())]
+             for d in range(4)}
+    for d in range(1, 4):
+        for a, b in zip(after[0], after[d]):
+            assert torch.equal(a, b)
+    assert any(not torch.equal(b, a) for b, a in zip(before, after[0]))  # the step did move them
+
+
+@pytest.mark.parametrize("share, attention_modules, ffn_modules", [("none", 3, 3), ("attention", 1, 3), ("ffn", 3, 1)])
+def test_partial_sharing_keeps_one_copy_of_the_shared_sublayer(share, attention_modules, ffn_modules):
+    enc = Encoder(tiny(share_layers=share, num_layers=3))
+    assert len({id(enc.layer(d)[0]) for d in range(3)}) == attention_modules
+    assert len({id(enc.layer(d)[1]) for d in range(3)}) == ffn_modules
+
+
+@settings(max_examples=15, deadline=None)
+@given(lengths=lengths_strategy, rate=st.floats(0.05, 0.9), embedding=st.sampled_from([None, 8]))
+def test_sparse_mlm_loss_equals_the_full_projection_loss(lengths, rate, embedding):
+    torch.manual_seed(2)
+    model = MaskedLM(tiny(embedding_size=embedding)).eval()
+    seq_len = max(max(lengths), 1)
+    ids, mask, types = batch_with_lengths(lengths, seq_len)
+    g = torch.Generator().manual_seed(3)
+    labels = torch.where((torch.rand(ids.shape, generator=g) < rate) & mask.bool(), ids, -100)
+    sparse = model(ids, mask, types, labels=labels)
+    full_logits = model(ids, mask, types).logits
+    assert full_logits.shape == (*ids.shape, 97)
+    if (labels != -100).any():
+        expected = F.cross_entropy(full_logits.reshape(-1, 97), labels.reshape(-1), ignore_index=-100)
+        torch.testing.assert_close(sparse.loss, expected, atol=1e-5, rtol=1e-5)
+        assert sparse.logits.shape == ((labels != -100).sum(), 97)
+    else:
+        assert sparse.loss == 0
+
+
+def test_mlm_decoder_is_tied_to_the_word_embeddings():
+    model = MaskedLM(tiny())
+    names = [n for n, _ in model.named_parameters()]
+    assert not any("decoder" in n for n in names)
+    with torch.no_grad():
+        model.encoder.embeddings.word_embeddings.weight[7] += 1.0
+    ids = torch.tensor([[5, 6, 8]])
+    out = model(ids).logits
+    assert out.shape == (1, 3, 97)
+
+
+def test_rtd_loss_ignores_padding_and_classifier_runs():
+    torch.manual_seed(0)
+    model = ReplacedTokenDetector(tiny(pooler=False)).eval()
+    ids, mask, types = batch_with_lengths([6, 3], 6)
+    labels = torch.randint(0, 2, ids.shape)
+    out = model(ids, mask, types, labels=labels)
+    real = mask.bool()
+    expected = F.binary_cross_entropy_with_logits(out.logits[real], labels[real].float())
+    torch.testing.assert_close(out.loss, expected)
+    assert out.logits.shape == ids.shape
+    clf = SequenceClassifier(tiny(), num_labels=3).eval()
+    out = clf(ids, mask, types, labels=torch.tensor([0, 2]))
+    assert out.logits.shape == (2, 3) and torch.isfinite(out.loss)
+
+
+def test_too_long_sequence_is_a_clear_error():
+    model = Encoder(tiny())
+    with pytest.raises(ValueError, match="exceeds the 40 positions"):
+        model(torch.zeros(1, 41, dtype=torch.long))
+
+
+def test_roberta_style_position_offset_shifts_positions():
+    config = tiny(position_offset=2, pad_token_id=1, max_positions=42, type_vocab_size=1)
+    model = Encoder(config).eval()
+    ids = torch.randint(5, 97, (1, 40))
+    assert model(ids).last_hidden_state.shape == (1, 40, 32)
+    with pytest.raises(ValueError, match="exceeds the 40 positions"):
+        model(torch.randint(5, 97, (1, 41)))
