@@ -42,7 +42,7 @@ def join_segments(
 def truncate_pair(
     ids_a: list[int], ids_b: list[int] | None, max_tokens: int
 ) -> tuple[list[int], list[int] | None]:
-    """Trim the longer segment one token at a time until both fit in `max_tokens`.
+    """Trim the longer segment (B on a tie) one token at a time until both fit in `max_tokens`.
 
     This is BERT's "longest first" rule: it keeps the two segments balanced, so a
     very long premise cannot push its hypothesis out of the window entirely.
@@ -50,7 +50,7 @@ def truncate_pair(
     ids_a = list(ids_a)
     ids_b = None if ids_b is None else list(ids_b)
     while len(ids_a) + (len(ids_b) if ids_b is not None else 0) > max_tokens:
-        if ids_b is not None and len(ids_b) > len(ids_a):
+        if ids_b is not None and len(ids_b) >= len(ids_a):
             ids_b.pop()
         else:
             ids_a.pop()

@@ -1,0 +1,291 @@
+"""BERT's WordPiece tokenizer, written from scratch.
+
+BERT (Devlin et al., 2019) turns text into ids in two stages:
+
+1. **Basic tokenization** cuts raw text into words: clean out invalid and control
+   characters, split on whitespace, make every CJK ideograph its own word,
+   optionally lowercase and strip accents, and split punctuation off into
+   one-character words.
+2. **WordPiece** (Wu et al., 2016) cuts each word into pieces of a fixed
+   vocabulary, greedily taking the longest matching piece first. A piece that
+   continues a word carries a `##` prefix, so "unaffable" -> un ##aff ##able and
+   the word boundaries survive for decoding. A word that cannot be cut, or is
+   absurdly long, becomes one [UNK].
+
+The rules follow Google's original `tokenization.py` and the Hugging Face
+tokenizers, so a checkpoint's `vocab.txt` gives the same ids as the tokenizer
+shipped with it. Two choices where the two references differ: we do
+not NFC-normalise before splitting (the original BERT and the fast Hugging Face
+tokenizer do not; the slow Python one does, which only matters for cased
+vocabularies fed decomposed accents), and we lowercase with Python's
+`str.lower` like the original (a word-final "Σ" becomes "ς"; the fast tokenizer
+lowercases letter by letter and gives "σ").
+
+Special-token strings typed in the text ("paris is the [MASK] of france") become
+their special id, exactly as in the references; the match is on the raw text
+and case-sensitive, so "[mask]" is ordinary text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from pathlib import Path
+from typing import Sequence
+
+from .tokenizer import SPECIAL_TOKENS, Tokenizer
+
+VOCAB_FILE = "vocab.txt"
+CONFIG_FILE = "tokenizer_config.json"  # Hugging Face's name, so a saved directory loads there too
+CONTINUATION = "##"
+MAX_WORD_CHARS = 100
+
+# The CJK Unified Ideographs blocks (and extensions / compatibility forms) that BERT
+# treats as one word per character. Hangul, Hiragana and Katakana are not here: those
+# scripts put spaces between words, so they need no special treatment.
+CJK_RANGES = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F),
+    (0x2B820, 0x2CEAF),
+    (0xF900, 0xFAFF),
+    (0x2F800, 0x2FA1F),
+)
+
+SPECIAL_TOKEN_PATTERN = re.compile("(" + "|".join(re.escape(t) for t in SPECIAL_TOKENS) + ")")
+
+
+# --- basic tokenization: text -> words ------------------------------------------
+
+
+def is_whitespace(char: str) -> bool:
+    """Space separators (category Zs, e.g. the no-break space) and tab/newline/return.
+
+    Tabs and newlines are control characters to Unicode, but in text they mean
+    "a gap between words", so they count as whitespace, not as noise to delete.
+    """
+    return char in " \t\n\r" or unicodedata.category(char) == "Zs"
+
+
+def is_control(char: str) -> bool:
+    """Characters of category C* (control, format, private use, unassigned) except tab/newline/return.
+
+    They carry no meaning for the model (zero-width joiners, byte-order marks,
+    stray escape codes) and would otherwise end up as [UNK] inside words.
+    """
+    return char not in "\t\n\r" and unicodedata.category(char).startswith("C")
+
+
+def is_punctuation(char: str) -> bool:
+    """Unicode punctuation (P*) plus every ASCII symbol that is neither letter nor digit.
+
+    "$", "^", "`", "+" and friends are Unicode *symbols*, not punctuation, but BERT
+    splits them off like punctuation so that "$5" and "5" share the piece "5".
+    """
+    cp = ord(char)
+    if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
+        return True
+    return unicodedata.category(char).startswith("P")
+
+
+def is_cjk(char: str) -> bool:
+    """True for a CJK ideograph: Chinese is written without spaces, so each character is a word."""
+    cp = ord(char)
+    return any(lo <= cp <= hi for lo, hi in CJK_RANGES)
+
+
+def clean_text(text: str) -> str:
+    """Drop control characters (NUL among them) and U+FFFD, the mark of a decoding error; make all whitespace a plain space.
+
+    Web text is full of invisible debris; removing it here means the same visible
+    text always gives the same ids.
+    """
+    out = []
+    for char in text:
+        if char == "\ufffd" or is_control(char):
+            continue
+        out.append(" " if is_whitespace(char) else char)
+    return "".join(out)
+
+
+def separate_cjk(text: str) -> str:
+    """Put spaces around every CJK ideograph so that whitespace splitting makes it a word of its own."""
+    return "".join(f" {char} " if is_cjk(char) else char for char in text)
+
+
+def strip_accents(word: str) -> str:
+    """Decompose (NFD) and drop the combining marks (category Mn): "café" -> "cafe".
+
+    Uncased BERT does this so that accented and plain spellings share pieces; it
+    is what "uncased" means besides lowercasing.
+    """
+    return "".join(c for c in unicodedata.normalize("NFD", word) if unicodedata.category(c) != "Mn")
+
+
+def split_punctuation(word: str) -> list[str]:
+    """Cut a word around each punctuation character, which becomes a word of its own: "don't" -> don ' t."""
+    pieces: list[str] = []
+    run = ""
+    for char in word:
+        if is_punctuation(char):
+            if run:
+                pieces.append(run)
+            pieces.append(char)
+            run = ""
+        else:
+            run += char
+    if run:
+        pieces.append(run)
+    return pieces
+
+
+def basic_tokenize(text: str, lowercase: bool) -> list[str]:
+    """Text -> words, the input WordPiece expects: clean, separate CJK, split on whitespace, normalise case, split punctuation.
+
+    Lowercasing and accent stripping come after the whitespace split and before the
+    punctuation split, as in the original; str.split also treats the Unicode line
+    and paragraph separators (U+2028, U+2029) as gaps.
+    """
+    words = []
+    for word in separate_cjk(clean_text(text)).split():
+        if lowercase:
+            word = strip_accents(word.lower())
+        words.extend(split_punctuation(word))
+    return words
+
+
+# --- WordPiece: word -> pieces ---------------------------------------------------
+
+
+def wordpiece(word: str, vocab: dict[str, int], unk_token: str) -> list[str]:
+    """Cut one word into vocabulary pieces, greedy longest-match-first.
+
+    At each position take the longest vocabulary entry that matches (with the `##`
+    prefix after the first piece). There is no backtracking: if some position has
+    no match at all, the whole word becomes [UNK] — as does any word longer than
+    100 characters, which is almost always noise (URLs, hashes, base64).
+    """
+    if len(word) > MAX_WORD_CHARS:
+        return [unk_token]
+    pieces = []
+    start = 0
+    while start < len(word):
+        prefix = CONTINUATION if start > 0 else ""
+        for end in range(len(word), start, -1):
+            piece = prefix + word[start:end]
+            if piece in vocab:
+                pieces.append(piece)
+                start = end
+                break
+        else:
+            return [unk_token]
+    return pieces
+
+
+# --- the tokenizer ----------------------------------------------------------------
+
+
+class WordPieceTokenizer(Tokenizer):
+    """BERT's tokenizer: basic tokenization, then WordPiece, over a fixed vocabulary.
+
+    `vocab` lists the pieces in id order (line i of `vocab.txt` is id i); it must
+    contain the five special tokens [PAD] [UNK] [CLS] [SEP] [MASK]. Uncased models
+    (bert-base-uncased) want `lowercase=True`, cased ones `lowercase=False`.
+    """
+
+    def __init__(self, vocab: Sequence[str], lowercase: bool = True):
+        if not isinstance(lowercase, bool):
+            raise TypeError(f"lowercase must be True or False, got {lowercase!r}")
+        bad = [t for t in vocab if "\n" in t]
+        if bad:
+            raise ValueError(f"vocabulary token {bad[0]!r} contains a newline; a vocab.txt holds one token per line")
+        self.id_to_token = list(vocab)
+        self.token_to_id = {token: i for i, token in enumerate(self.id_to_token)}  # a repeated line: the last id wins, as in BERT
+        missing = [t for t in SPECIAL_TOKENS if t not in self.token_to_id]
+        if missing:
+            raise ValueError(f"the vocabulary lacks the special token(s) {' '.join(missing)}; a BERT vocab.txt must list {' '.join(SPECIAL_TOKENS)}")
+        self.lowercase = lowercase
+        self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (self.token_to_id[t] for t in SPECIAL_TOKENS)
+
+    @classmethod
+    def from_file(cls, path: str | Path, lowercase: bool | None = None) -> "WordPieceTokenizer":
+        """Load a BERT `vocab.txt`, or a directory holding one (a checkpoint or a `save`d tokenizer).
+
+        With `lowercase=None` the casing comes from `do_lower_case` in a
+        `tokenizer_config.json` beside the vocabulary, and defaults to True (uncased
+        BERT) when there is none.
+        """
+        path = Path(path)
+        vocab_path = path / VOCAB_FILE if path.is_dir() else path
+        if not vocab_path.is_file():
+            raise FileNotFoundError(f"no WordPiece vocabulary at {vocab_path}; pass a BERT vocab.txt (one token per line) or a directory holding one")
+        vocab = vocab_path.read_text(encoding="utf-8").split("\n")
+        if vocab and vocab[-1] == "":
+            vocab.pop()  # the newline that ends the last line
+        if lowercase is None:
+            lowercase = read_lowercase(vocab_path.parent / CONFIG_FILE)
+        try:
+            return cls(vocab, lowercase=lowercase)
+        except ValueError as error:
+            raise ValueError(f"{vocab_path}: {error}") from None
+
+    def save(self, directory: str | Path) -> Path:
+        """Write `vocab.txt` and `tokenizer_config.json` (the casing) into `directory`; return the directory.
+
+        The file names are Hugging Face's, so the directory also loads with
+        `transformers.BertTokenizer.from_pretrained`.
+        """
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / VOCAB_FILE).write_text("".join(t + "\n" for t in self.id_to_token), encoding="utf-8")
+        config = {"tokenizer_class": "BertTokenizer", "do_lower_case": self.lowercase}
+        (directory / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        return directory
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.id_to_token)
+
+    def tokens(self, text: str) -> list[str]:
+        """Text -> its WordPiece strings, no [CLS]/[SEP] added: "Unaffable!" -> un ##aff ##able !"""
+        if not isinstance(text, str):
+            raise TypeError(f"expected text as a str, got {type(text).__name__}")
+        unk = self.id_to_token[self.unk_id]
+        pieces = []
+        for chunk in SPECIAL_TOKEN_PATTERN.split(text):
+            if chunk in SPECIAL_TOKENS:
+                pieces.append(chunk)
+                continue
+            for word in basic_tokenize(chunk, self.lowercase):
+                pieces.extend(wordpiece(word, self.token_to_id, unk))
+        return pieces
+
+    def tokenize_to_ids(self, text: str) -> list[int]:
+        return [self.token_to_id[piece] for piece in self.tokens(text)]
+
+    def decode_ids(self, ids: Sequence[int]) -> str:
+        """Ids -> text: pieces joined by spaces, `##` continuations glued back onto their word.
+
+        Lowercasing, accents and the spaces around punctuation are lost in encoding,
+        so "Don't" comes back as "don ' t".
+        """
+        for i in ids:
+            if not 0 <= i < len(self.id_to_token):
+                raise ValueError(f"id {i} is outside the vocabulary (0..{len(self.id_to_token) - 1})")
+        return " ".join(self.id_to_token[i] for i in ids).replace(" " + CONTINUATION, "").strip()
+
+
+def read_lowercase(config_path: Path) -> bool:
+    """`do_lower_case` from a tokenizer_config.json; True (uncased BERT) when the file is absent."""
+    if not config_path.is_file():
+        return True
+    try:
+        value = json.loads(config_path.read_text(encoding="utf-8")).get("do_lower_case", True)
+    except (json.JSONDecodeError, AttributeError) as error:
+        raise ValueError(f"{config_path} is not a JSON object ({error}); fix or delete it, or pass lowercase= explicitly") from None
+    if not isinstance(value, bool):
+        raise ValueError(f"{config_path}: do_lower_case must be true or false, got {value!r}")
+    return value
