@@ -5,7 +5,10 @@
 """
 
 from .config import ModelConfig
+from .data.wordpiece import WordPieceTokenizer
 from .heads import MaskedLM, ReplacedTokenDetector, SequenceClassifier
 from .model import Encoder, ModelOutput
+from .pretrained import from_pretrained, save_pretrained
 
-__all__ = ["ModelConfig", "Encoder", "ModelOutput", "MaskedLM", "ReplacedTokenDetector", "SequenceClassifier"]
+__all__ = ["ModelConfig", "Encoder", "ModelOutput", "MaskedLM", "ReplacedTokenDetector", "SequenceClassifier",
+           "from_pretrained", "save_pretrained", "WordPieceTokenizer"]

@@ -1,0 +1,162 @@
+"""Load and save checkpoint directories: the five Hugging Face families, and minibert's own.
+
+    model = minibert.from_pretrained("bert-base-uncased/", head="mlm")
+    minibert.save_pretrained(model, "exported/", format="hf")
+
+A directory holds config.json and model.safetensors (or a pytorch_model.bin). Its config.json
+says which kind it is: a `model_type` names a Hugging Face family, whose names are translated by
+the tables in families.py; a `"minibert"` key marks our own format, whose tensor names are our
+parameter names. Either way the same loader (checkpoint.py) builds a fresh model from the config
+and copies every tensor by name, as nanoGPT's from_pretrained does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch import nn
+
+from ..config import ModelConfig
+from ..heads import MaskedLM, ReplacedTokenDetector
+from ..model import Encoder
+from .checkpoint import CONFIG_FILE, SAFETENSORS_FILE, load_tensors, open_tensors, read_json, save_tensors, write_json
+from .families import EXPORT_ORDER, FAMILIES, Family, inside
+
+HEADS: dict[str | None, type[nn.Module]] = {None: Encoder, "mlm": MaskedLM, "rtd": ReplacedTokenDetector}
+HEAD_NAMES = {None: "bare encoder", "mlm": "masked-LM head", "rtd": "replaced-token-detection head"}
+FORMAT_KEY, FORMAT_VERSION = "minibert", 1
+FORMATS = ("minibert", "hf")
+
+# A layout says how to build the model and where each of its parameters is in the checkpoint:
+# (config, our name -> checkpoint name(s), names tolerated without being loaded).
+Layout = tuple[ModelConfig, Callable[[str], tuple[str, ...]], tuple[str, ...]]
+
+
+def from_pretrained(path: str | Path, head: str | None = None) -> nn.Module:
+    """Load a checkpoint directory as an Encoder (head=None), MaskedLM ("mlm") or
+    ReplacedTokenDetector ("rtd"), in eval mode, with float32 parameters."""
+    if head not in HEADS:
+        raise ValueError(f"head must be None, 'mlm' or 'rtd'; got {head!r}")
+    directory = Path(path)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"no checkpoint directory at {directory}")
+    stored_config = read_json(directory / CONFIG_FILE)
+    with open_tensors(directory) as tensors:
+        layout = own_layout if FORMAT_KEY in stored_config else reference_layout
+        try:
+            config, name_of, tolerated = layout(stored_config, head, tensors.names())
+        except ValueError as error:
+            raise ValueError(f"{directory / CONFIG_FILE}: {error}") from None
+        with torch.device("meta"):  # shapes only: the checkpoint's tensors become the parameters
+            model = HEADS[head](config)
+        load_tensors(model, {ours: name_of(ours) for ours in model.state_dict()}, tensors, tolerated)
+    return model.eval()
+
+
+def reference_layout(stored: dict, head: str | None, present: set[str]) -> Layout:
+    """A Hugging Face checkpoint: the family's tables name every tensor."""
+    model_type = stored.get("model_type")
+    if model_type not in FAMILIES:
+        raise ValueError(f"model_type {model_type!r} is not supported; minibert loads {', '.join(FAMILIES)}")
+    family = FAMILIES[model_type]
+    if head is not None and head not in family.heads:
+        raise ValueError(f"{model_type} checkpoints have no {head!r} head; choose head=None or {', '.join(family.heads)}")
+    prefixed = any(name.startswith(family.prefix) for name in present)
+    if head is not None:
+        head_tensors = family.head_tensors(head)
+        if not any(inside(n, t) for n in present for t in head_tensors):
+            kind = ", ".join(stored.get("architectures") or [model_type])
+            raise ValueError(
+                f"this {kind} checkpoint has no {HEAD_NAMES[head]} ({', '.join(head_tensors)}); load it with head=None"
+            )
+        if head == "mlm" and stored.get("tie_word_embeddings", True) is not True:
+            raise ValueError("tie_word_embeddings is false, but minibert's MLM decoder is always the word-embedding table")
+    pooler = "pooler" in family.backbone and family.reference_names("pooler.weight", head, prefixed)[0] in present
+    config = family.model_config(stored, head, pooler)
+    return config, lambda ours: family.reference_names(ours, head, prefixed), family.tolerated(head, prefixed)
+
+
+def own_layout(stored: dict, head: str | None, present: set[str]) -> Layout:
+    """minibert's format: ModelConfig fields plus a marker; tensors under our own names."""
+    fields = dict(stored)
+    marker = fields.pop(FORMAT_KEY)
+    if not isinstance(marker, dict) or marker.get("format") != FORMAT_VERSION or marker.get("head") not in HEADS:
+        raise ValueError(f'"{FORMAT_KEY}" must be {{"format": {FORMAT_VERSION}, "head": null | "mlm" | "rtd"}}, got {marker!r}')
+    saved_head = marker["head"]
+    if head not in (None, saved_head):
+        raise ValueError(
+            f"this minibert checkpoint holds a {HEAD_NAMES[saved_head]}; load it with head=None or head={saved_head!r}"
+        )
+    prefix = "encoder." if saved_head is not None and head is None else ""
+    return ModelConfig.from_dict(fields), lambda ours: (prefix + ours,), ("head",) if prefix else ()
+
+
+def save_pretrained(
+    model: nn.Module, directory: str | Path, format: str = "minibert", tokenizer=None, family: str | None = None
+) -> Path:
+    """Write `model` (Encoder, MaskedLM or ReplacedTokenDetector) as a checkpoint directory.
+
+    format="minibert": our config and parameter names, read back by `from_pretrained`.
+    format="hf": a Hugging Face directory of the first family (BERT, RoBERTa, ELECTRA, ALBERT,
+    DistilBERT, in that order) whose checkpoints hold the model exactly, or of `family` if given.
+    `tokenizer` (e.g. a WordPieceTokenizer) is saved beside the weights. Files are written
+    atomically. Returns the directory.
+    """
+    head = head_of(model)
+    if format not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}; got {format!r}")
+    if family is not None and format != "hf":
+        raise ValueError("family= picks a Hugging Face family; use it with format='hf'")
+    if tokenizer is not None and tokenizer.vocab_size > model.config.vocab_size:
+        raise ValueError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model only {model.config.vocab_size}")
+    if format == "hf":
+        chosen = export_family(model.config, head, family)
+        stored_config = chosen.reference_config(model.config, head)
+        names = {ours: chosen.reference_names(ours, head, prefixed=head is not None) for ours in model.state_dict()}
+    else:
+        stored_config = {FORMAT_KEY: {"format": FORMAT_VERSION, "head": head}, **model.config.to_dict()}
+        names = {ours: (ours,) for ours in model.state_dict()}
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    save_tensors(model, names, directory / SAFETENSORS_FILE)
+    write_json(directory / CONFIG_FILE, stored_config)
+    if tokenizer is not None:
+        tokenizer.save(directory)
+    return directory
+
+
+def head_of(model: nn.Module) -> str | None:
+    for head, cls in HEADS.items():
+        if isinstance(model, cls):
+            return head
+    raise TypeError(f"save_pretrained saves an Encoder, MaskedLM or ReplacedTokenDetector; got {type(model).__name__}")
+
+
+def export_family(config: ModelConfig, head: str | None, family: str | None) -> Family:
+    """The Hugging Face family whose checkpoints hold `config` exactly."""
+    if config.norm != "post":
+        raise ValueError(
+            f"norm={config.norm!r} has no Hugging Face equivalent (all five families are post-LN); "
+            f"save with format='minibert'"
+        )
+    if config.share_layers not in ("none", "all"):
+        raise ValueError(
+            f"share_layers={config.share_layers!r} has no Hugging Face equivalent (ALBERT shares all layers "
+            f"or none); save with format='minibert'"
+        )
+    if family is not None:
+        if family not in FAMILIES:
+            raise ValueError(f"unknown family {family!r}; choose one of {', '.join(FAMILIES)}")
+        reason = FAMILIES[family].mismatch(config, head)
+        if reason:
+            raise ValueError(f"cannot export as {family}: {reason}")
+        return FAMILIES[family]
+    reasons = []
+    for candidate in EXPORT_ORDER:
+        reason = candidate.mismatch(config, head)
+        if reason is None:
+            return candidate
+        reasons.append(reason)
+    raise ValueError(f"no Hugging Face family holds this model exactly: {'; '.join(reasons)}")
