@@ -1,0 +1,39 @@
+"""Pretraining data: from raw text to masked training batches, one step per module.
+
+Read in this order — each step consumes what the previous one produced:
+
+1. `corpus.py`         text files -> a stream of documents, each a list of sentences
+                       (`default_corpus.py`: the English prose shipped with CPython,
+                       used when no corpus is given).
+2. `sentencepiece_tokenizer.py`  learn a subword vocabulary from that corpus, with the
+                       special tokens [PAD] [UNK] [CLS] [SEP] [MASK] at ids 0-4. All
+                       tokenizers share the interface of `tokenizer.py` (which also owns
+                       the [CLS] A [SEP] B [SEP] layout and truncation).
+3. `storage.py`        tokenize once, in parallel and streaming, into flat token arrays
+                       on disk, read back with np.memmap (any corpus size, flat memory).
+4. `examples.py`       cut the arrays into examples of one layout: NSP pairs (BERT),
+                       SOP pairs (ALBERT) or packed full sentences (RoBERTa).
+5. `masking.py`        `mask_tokens`: choose ~15% of tokens and apply the 80/10/10 rule.
+6. `batching.py`       pad examples into a batch of tensors and mask it;
+   `static_masks.py`   BERT's masks drawn once and stored (`dupe_factor` copies).
+7. `dataset.py`        serve batches in a seeded, resumable, DDP-sharded order, with
+                       static or dynamic (RoBERTa) masks.
+
+`pipeline.build_pretraining_data` runs steps 1-7 (caching each in `data/`) and is the
+only call a training run needs.
+"""
+
+from .masking import mask_tokens
+from .pipeline import PretrainingData, build_pretraining_data
+from .sentencepiece_tokenizer import SentencePieceTokenizer, load_tokenizer
+from .tokenizer import SPECIAL_TOKENS, Tokenizer
+
+__all__ = [
+    "SPECIAL_TOKENS",
+    "PretrainingData",
+    "SentencePieceTokenizer",
+    "Tokenizer",
+    "build_pretraining_data",
+    "load_tokenizer",
+    "mask_tokens",
+]

@@ -1,0 +1,145 @@
+"""Step 1 of the pipeline: text files -> a stream of documents, each a list of sentences.
+
+BERT's pretraining data is "document-level": its sentence-pair tasks need to know which
+sentences follow each other (NSP, SOP) and where one document ends (so a "random next
+sentence" really comes from elsewhere, and RoBERTa's packing can put a separator there).
+So the reader keeps exactly two levels of structure — documents and sentences.
+
+Accepted input (a path, a folder = all `.txt`/`.jsonl` files in it, sorted, or a list):
+
+* `.txt` — one paragraph (or sentence) per line; a blank line ends a document (BERT's
+  `create_pretraining_data` format). A WikiText-style heading ` = Title = ` always starts
+  a new document. A file that *opens* with such a title is read WikiText-style: there,
+  blank lines only separate paragraphs of the same article. Sub-headings ` = = Sub = = `
+  never split a document. Heading lines are structure, not prose, and are dropped (BERT
+  likewise kept "only the text passages" of Wikipedia, no headers).
+* `.jsonl` — one JSON object per line; its `"text"` field is one document, and the
+  newlines inside it separate paragraphs.
+
+Paragraphs are cut into sentences by `split_sentences`. Everything is a generator: a
+corpus of any size streams through without ever being held in memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence, Union
+
+PathLike = Union[str, Path]
+CORPUS_SUFFIXES = (".txt", ".jsonl")
+
+# A sentence ends at . ! or ? (and one closing quote or bracket) when whitespace and then
+# a capital letter, digit or opening quote/bracket follow. Simple and predictable; it also
+# cuts after abbreviations such as "e.g. Python", which costs a pair task very little.
+_SENTENCE_BREAK = re.compile(r"""(?:(?<=[.!?])|(?<=[.!?]["')\]]))\s+(?=["'(\[]?[A-Z0-9])""")
+# ` = Title = ` (level 1) or ` = = Section = = ` (level 2, ...), as in WikiText.
+_HEADING = re.compile(r"(=(?: =)*) (.+?) \1")
+
+
+def split_sentences(paragraph: str) -> list[str]:
+    """One paragraph -> its sentences (see `_SENTENCE_BREAK` for the rule)."""
+    return [s for s in _SENTENCE_BREAK.split(paragraph.strip()) if s]
+
+
+def heading_level(line: str) -> int:
+    """1 for ` = Title = `, 2 for ` = = Section = = `, ..., 0 for any other line."""
+    match = _HEADING.fullmatch(line.strip())
+    return 0 if match is None else match.group(1).count("=")
+
+
+def corpus_files(paths: PathLike | Sequence[PathLike]) -> list[Path]:
+    """Resolve the user's paths to the list of corpus files, failing clearly if there are none."""
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    files: list[Path] = []
+    for path in map(Path, paths):
+        if not path.exists():
+            raise FileNotFoundError(f"corpus path {path} does not exist; pass a .txt/.jsonl file or a folder of them")
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in CORPUS_SUFFIXES)
+            if not found:
+                raise ValueError(f"corpus folder {path} holds no .txt or .jsonl files; add some or pass the files directly")
+            files += found
+        elif path.suffix in CORPUS_SUFFIXES:
+            files.append(path)
+        else:
+            raise ValueError(f"corpus file {path} has suffix {path.suffix!r}; only .txt and .jsonl are read")
+    if not files:
+        raise ValueError("no corpus paths given; pass at least one .txt/.jsonl file or folder")
+    return files
+
+
+def corpus_fingerprint(files: Iterable[Path]) -> str:
+    """Hash of the files' bytes (not their names): the cache key of everything built from them."""
+    digest = hashlib.blake2b(digest_size=16)
+    for path in files:
+        digest.update(str(path.stat().st_size).encode() + b"\0")
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 22):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def read_documents(paths: PathLike | Sequence[PathLike]) -> Iterator[list[str]]:
+    """Stream the corpus as documents, each a non-empty list of sentences."""
+    for path in corpus_files(paths):
+        read = _read_txt if path.suffix == ".txt" else _read_jsonl
+        n_docs = 0
+        for document in read(path):
+            n_docs += 1
+            yield document
+        if n_docs == 0:
+            raise ValueError(f"corpus file {path} contains no text; remove it or fill it")
+
+
+def _read_txt(path: Path) -> Iterator[list[str]]:
+    document: list[str] = []
+    wikitext = None  # decided by the first non-blank line
+    for line in _decoded_lines(path):
+        text = line.strip()
+        level = heading_level(text)
+        if wikitext is None and text:
+            wikitext = level == 1
+        if level == 1 or (not text and not wikitext):
+            if document:
+                yield document
+            document = []
+        elif text and level == 0:
+            document += split_sentences(text)
+    if document:
+        yield document
+
+
+def _read_jsonl(path: Path) -> Iterator[list[str]]:
+    for line_number, line in enumerate(_decoded_lines(path), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}, line {line_number}: not valid JSON ({error.msg}); write one JSON object per line") from None
+        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+            raise ValueError(f'{path}, line {line_number}: expected an object with a "text" string field')
+        document = [s for paragraph in record["text"].splitlines() for s in split_sentences(paragraph)]
+        if document:
+            yield document
+
+
+def _decoded_lines(path: Path) -> Iterator[str]:
+    """The file's lines as text; empty, binary or non-UTF-8 files fail with the byte offset."""
+    if path.stat().st_size == 0:
+        raise ValueError(f"corpus file {path} is empty; remove it or fill it")
+    offset = 0
+    with open(path, "rb") as f:
+        for raw in f:
+            if b"\0" in raw:
+                raise ValueError(f"corpus file {path} looks binary (NUL byte at byte offset {offset + raw.index(0)}); pass UTF-8 text")
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ValueError(f"corpus file {path} is not valid UTF-8 at byte offset {offset + error.start}; re-encode it as UTF-8") from None
+            yield line.lstrip("\ufeff") if offset == 0 else line
+            offset += len(raw)

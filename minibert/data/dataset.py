@@ -1,0 +1,104 @@
+"""Step 7 of the pipeline: serve masked batches — in a seeded, resumable, sharded order.
+
+`PretrainingBatches` is what the training loop iterates. It owns four decisions:
+
+* **order** — each epoch visits every row (example copy) once, in a permutation drawn
+  from (seed, epoch): the same seed always gives the same sequence of batches.
+* **sharding** — under DDP, rank k of n takes every n-th row of that permutation, so the
+  ranks' shards are disjoint and equally long (no rank waits at the end of an epoch).
+* **masking** — *static* (BERT): each row carries the mask stored for it when the
+  examples were built (`static_masks.py`), identical every epoch; *dynamic* (RoBERTa):
+  a fresh mask is drawn for every batch served, from a generator seeded by
+  (seed, epoch, rank, batch) — new every epoch, yet exactly reproducible.
+* **resuming** — the whole state is (epoch, position): `state_dict()` saved with a
+  checkpoint and `load_state_dict()` after a restart continue with exactly the batch
+  that would have come next, masks included.
+
+For evaluation, `repeat=False`: one pass in corpus order, with the masks of epoch 0 —
+the same batches every time, so evaluation losses are comparable across training.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from .batching import MaskingRecipe, collate, example_features
+from .static_masks import StaticMasks
+from .storage import TokenStore
+from .tokenizer import Tokenizer
+
+
+class PretrainingBatches:
+    """An iterator of masked training batches (dicts of LongTensors, see `batching.py`)."""
+
+    def __init__(
+        self,
+        store: TokenStore,
+        examples: np.ndarray,
+        tokenizer: Tokenizer,
+        recipe: MaskingRecipe,
+        *,
+        batch_size: int,
+        static_masks: StaticMasks | None = None,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+        repeat: bool = True,
+    ):
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank={rank} must be in [0, world_size={world_size})")
+        self.store, self.examples, self.tokenizer, self.recipe = store, examples, tokenizer, recipe
+        self.static_masks = static_masks
+        self.n_rows = len(examples) if static_masks is None else static_masks.n_rows
+        self.batch_size, self.seed, self.rank, self.world_size, self.repeat = batch_size, seed, rank, world_size, repeat
+        self.rows_per_rank = self.n_rows // world_size
+        if self.rows_per_rank == 0 or (repeat and self.rows_per_rank < batch_size):
+            raise ValueError(f"{self.n_rows} examples cannot fill one batch of {batch_size} on each of {world_size} ranks; lower batch_size or use a larger corpus")
+        self.epoch = self.position = 0
+
+    def __len__(self) -> int:
+        """Batches per epoch on this rank (training drops the last, incomplete batch)."""
+        full, rest = divmod(self.rows_per_rank, self.batch_size)
+        return full + (rest > 0 and not self.repeat)
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        if not self.repeat:
+            yield from self.epoch_batches(epoch=0)
+            return
+        while True:
+            for batch in self.epoch_batches(self.epoch, start=self.position):
+                self.position += 1
+                yield batch
+            self.epoch, self.position = self.epoch + 1, 0
+
+    def epoch_batches(self, epoch: int, start: int = 0) -> Iterator[dict[str, torch.Tensor]]:
+        """The batches of one epoch on this rank, from batch number `start` on."""
+        rows = self.rows_of_epoch(epoch)
+        for position in range(start, len(self)):
+            yield self.batch(epoch, position, rows[position * self.batch_size : (position + 1) * self.batch_size])
+
+    def rows_of_epoch(self, epoch: int) -> np.ndarray:
+        """This rank's rows for `epoch`, in serving order."""
+        order = np.random.default_rng([self.seed, epoch]).permutation(self.n_rows) if self.repeat else np.arange(self.n_rows)
+        return order[self.rank :: self.world_size][: self.rows_per_rank]
+
+    def batch(self, epoch: int, position: int, rows: np.ndarray) -> dict[str, torch.Tensor]:
+        examples = [example_features(self.store, self.examples[r % len(self.examples)], self.tokenizer) for r in rows]
+        if self.static_masks is not None:
+            return collate([self.static_masks.apply(int(r), f) for r, f in zip(rows, examples)], self.tokenizer.pad_id)
+        key = np.random.SeedSequence([self.seed, epoch, self.rank, position]).generate_state(1, np.uint64)[0]
+        generator = torch.Generator().manual_seed(int(key) >> 1)
+        return self.recipe(collate(examples, self.tokenizer.pad_id), generator)
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "position": self.position, "seed": self.seed, "rows": self.n_rows, "world_size": self.world_size}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Continue exactly where `state_dict()` was taken (same data, seed and world size)."""
+        for key in ("seed", "rows", "world_size"):
+            if state[key] != self.state_dict()[key]:
+                raise ValueError(f"cannot resume: the saved data order has {key}={state[key]} but this one has {self.state_dict()[key]}; rebuild with the same corpus and settings")
+        self.epoch, self.position = state["epoch"], state["position"]

@@ -1,0 +1,140 @@
+"""Step 4 of the pipeline: cut the stored corpus into training examples (one of three layouts).
+
+    layout="nsp"             [CLS] A [SEP] B [SEP]; B is A's true continuation half the
+                             time, else text from another document (BERT's Next Sentence
+                             Prediction). sentence_label: 0 = IsNext, 1 = NotNext (random).
+    layout="sop"             [CLS] A [SEP] B [SEP]; A and B are consecutive segments of one
+                             document, swapped half the time (ALBERT's Sentence Order
+                             Prediction). sentence_label: 0 = in order, 1 = swapped.
+    layout="full_sentences"  [CLS] s1 s2 ... [SEP]: contiguous sentences packed up to the
+                             maximum length, running on across documents with a [SEP]
+                             between them (RoBERTa's FULL-SENTENCES). No sentence_label.
+
+(The labels follow Hugging Face's `next_sentence_label`/`sentence_order_label`, so
+imported NSP/SOP heads keep their meaning: 1 always means "B is not A's continuation".)
+
+An example is stored as five integers — spans of the flat token array, not copies of
+tokens: (a_start, a_end, b_start, b_end, sentence_label), with b_start = -1 when there is
+no segment B and sentence_label = -1 when the layout has none. `example_ids` turns a row
+into model input; segment ids and special tokens come from `join_segments`, truncation
+from `truncate_pair` (applied to token positions, which keeps the spans contiguous).
+
+With probability `short_seq_prob` (BERT: 0.1) an example aims at a random shorter length,
+so the model also sees the short inputs it will meet when fine-tuning. RoBERTa always
+packed to the full length: give it short_seq_prob=0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .storage import TokenStore
+from .tokenizer import join_segments, truncate_pair
+
+LAYOUTS = ("nsp", "sop", "full_sentences")
+NO_LABEL = -1
+
+
+def build_examples(
+    store: TokenStore,
+    layout: str,
+    *,
+    max_length: int,
+    documents: range | None = None,
+    short_seq_prob: float = 0.1,
+    seed: int = 0,
+) -> np.ndarray:
+    """Cut the documents in `documents` (default: all) into examples -> int64 [n, 5] rows."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout={layout!r} is not one of {LAYOUTS}")
+    if max_length < 8:
+        raise ValueError(f"max_length={max_length} is too short for [CLS] A [SEP] B [SEP]; use at least 8")
+    documents = range(store.n_documents) if documents is None else documents
+    rng = np.random.default_rng(seed)
+    if layout == "full_sentences":
+        rows = _packed_rows(store, documents, max_length - 2, short_seq_prob, rng)
+    else:
+        if layout == "nsp" and len(documents) < 2:
+            raise ValueError(f"NSP draws its random segment from another document, but only {len(documents)} document is available; use a larger corpus or layout='sop'")
+        rows = [row for d in documents for row in _pair_rows(store, d, documents, layout, max_length - 3, short_seq_prob, rng)]
+    if not rows:
+        raise ValueError(f"the {len(documents)} documents yield no {layout} example; use a larger corpus")
+    return np.array(rows, dtype=np.int64).reshape(-1, 5)
+
+
+def example_ids(store: TokenStore, row, *, cls_id: int, sep_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """One example row -> (input_ids, token_type_ids) laid out by `join_segments`."""
+    a_start, a_end, b_start, b_end, _ = (int(x) for x in row)
+    ids_a = store.tokens_between(a_start, a_end, sep_id).tolist()
+    ids_b = None if b_start < 0 else store.tokens_between(b_start, b_end, sep_id).tolist()
+    ids, segments = join_segments(ids_a, ids_b, cls_id=cls_id, sep_id=sep_id)
+    return np.array(ids, dtype=np.int64), np.array(segments, dtype=np.int64)
+
+
+def _target_length(max_tokens: int, short_seq_prob: float, rng: np.random.Generator) -> int:
+    """BERT: usually the full length; with probability short_seq_prob a random shorter one."""
+    return int(rng.integers(2, max_tokens + 1)) if rng.random() < short_seq_prob else max_tokens
+
+
+def _pair_rows(store, document, documents, layout, max_tokens, short_seq_prob, rng):
+    """BERT's `create_instances_from_document`, on token positions: gather sentences of one
+    document until they reach the target length, then split them into segments A and B."""
+    offsets = store.sentence_offsets
+    chunk_start = end = int(store.document_offsets[document])
+    stop = int(store.document_offsets[document + 1])
+    target = _target_length(max_tokens, short_seq_prob, rng)
+    while end < stop:
+        end += 1  # the chunk is sentences chunk_start .. end-1
+        if end < stop and offsets[end] - offsets[chunk_start] < target:
+            continue
+        a_start, b_end = int(offsets[chunk_start]), int(offsets[end])
+        if end - chunk_start >= 2:  # A ends at a random sentence boundary inside the chunk
+            a_sentences_end = int(rng.integers(chunk_start + 1, end))
+            a_end = int(offsets[a_sentences_end])
+        elif b_end - a_start >= 2:  # one long sentence: A ends at a random token inside it
+            a_sentences_end, a_end = end, int(rng.integers(a_start + 1, b_end))
+        else:
+            chunk_start = end
+            continue
+        b_start, label = a_end, 0
+        if layout == "nsp" and rng.random() < 0.5:
+            b_start, b_end = _random_segment(store, document, documents, target - (a_end - a_start), rng)
+            label, end = 1, a_sentences_end  # BERT puts the unused sentences back
+        a, b = truncate_pair(range(a_start, a_end), range(b_start, b_end), max_tokens)
+        a, b = (a[0], a[-1] + 1), (b[0], b[-1] + 1)
+        if layout == "sop" and rng.random() < 0.5:
+            a, b, label = b, a, 1
+        yield (*a, *b, label)
+        chunk_start, target = end, _target_length(max_tokens, short_seq_prob, rng)
+
+
+def _random_segment(store, document, documents, length, rng):
+    """A span of `length` tokens (or up to its document's end) from a random *other* document."""
+    other = documents[int(rng.integers(len(documents) - 1))]
+    other += other >= document  # skip over A's own document
+    first, stop = int(store.document_offsets[other]), int(store.document_offsets[other + 1])
+    start = int(store.sentence_offsets[rng.integers(first, stop)])
+    return start, min(int(store.sentence_offsets[stop]), start + max(length, 1))
+
+
+def _packed_rows(store, documents, max_tokens, short_seq_prob, rng):
+    """RoBERTa's FULL-SENTENCES: whole sentences, in corpus order, packed until the next one
+    would not fit; a sentence longer than the budget is cut into budget-sized pieces. Every
+    token of the documents lands in exactly one example."""
+    offsets, boundaries = store.sentence_offsets, store.document_token_offsets
+    first_sentence = int(store.document_offsets[documents[0]])
+    last_sentence = int(store.document_offsets[documents[-1] + 1])
+
+    def cost(start, end):  # tokens + the [SEP]s inserted at documents starting inside
+        return end - start + int(np.searchsorted(boundaries, end, "left") - np.searchsorted(boundaries, start, "right"))
+
+    rows, start, budget = [], int(offsets[first_sentence]), _target_length(max_tokens, short_seq_prob, rng)
+    for sentence in range(first_sentence, last_sentence):
+        sentence_start, sentence_end = int(offsets[sentence]), int(offsets[sentence + 1])
+        while cost(start, sentence_end) > budget:
+            end = sentence_start if sentence_start > start else start + budget
+            rows.append((start, end, -1, -1, NO_LABEL))
+            start, budget = end, _target_length(max_tokens, short_seq_prob, rng)
+    if start < int(offsets[last_sentence]):
+        rows.append((start, int(offsets[last_sentence]), -1, -1, NO_LABEL))
+    return rows

@@ -1,0 +1,181 @@
+"""The one call a training run makes: text files in, tokenizer and batch iterators out.
+
+`build_pretraining_data` runs the whole pipeline of this package in order, reusing every
+step that was already done for the same inputs (see `cache.py`):
+
+    corpus files (or the default corpus)      corpus.py, default_corpus.py
+      -> tokenizer, trained or reused          sentencepiece_tokenizer.py
+      -> flat token arrays on disk             storage.py
+      -> example rows of the chosen layout     examples.py
+      -> static masks, if asked for            static_masks.py
+      -> train / eval batch iterators          dataset.py, batching.py, masking.py
+
+Every setting is checked before any of that work starts, so a typo fails in
+milliseconds, not after the corpus has been tokenized.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .batching import MaskingRecipe
+from .cache import DEFAULT_DATA_DIR, fingerprint, publish_dir, publish_file
+from .corpus import PathLike, corpus_files, corpus_fingerprint, read_documents
+from .dataset import PretrainingBatches
+from .default_corpus import default_corpus_path
+from .examples import LAYOUTS, build_examples
+from .masking import check_mask_options
+from .sentencepiece_tokenizer import MIN_VOCAB_SIZE, MODEL_TYPES, SentencePieceTokenizer, load_tokenizer
+from .static_masks import build_static_masks, StaticMasks
+from .storage import FORMAT_VERSION, TokenStore, build_token_store
+from .tokenizer import Tokenizer
+
+MASKINGS = ("static", "dynamic")
+PARALLEL_FROM_BYTES = 32 << 20  # below this, starting worker processes costs more than it saves
+
+
+@dataclass
+class PretrainingData:
+    tokenizer: Tokenizer
+    train: PretrainingBatches
+    eval: PretrainingBatches | None
+    store: TokenStore
+
+
+def build_pretraining_data(
+    paths: PathLike | Sequence[PathLike] | None = None,
+    *,
+    data_dir: str | Path = DEFAULT_DATA_DIR,
+    tokenizer_dir: str | Path | None = None,
+    vocab_size: int = 8000,
+    tokenizer_model: str = "unigram",
+    seq_len: int = 128,
+    layout: str = "nsp",
+    masking: str = "static",
+    dupe_factor: int = 10,
+    mask_prob: float = 0.15,
+    replace_probs: Sequence[float] = (0.8, 0.1, 0.1),
+    whole_word: bool = False,
+    max_span: int = 1,
+    short_seq_prob: float = 0.1,
+    batch_size: int = 32,
+    eval_batch_size: int | None = None,
+    eval_fraction: float = 0.05,
+    seed: int = 0,
+    rank: int = 0,
+    world_size: int = 1,
+    workers: int | None = None,
+) -> PretrainingData:
+    """Build (or reuse) everything between raw text and training batches.
+
+    paths            .txt/.jsonl files or folders (see `corpus.py`); None = the default
+                     corpus built from CPython's own documentation.
+    data_dir         cache folder for the default corpus, tokenizer, token arrays, masks.
+    tokenizer_dir    a folder holding a tokenizer (`tokenizer.model` or `vocab.txt`) to use
+                     as is; if it holds none, the trained tokenizer is saved there.
+    vocab_size, tokenizer_model ("unigram" | "bpe")   SentencePiece training settings.
+    seq_len          maximum example length in tokens, special tokens included.
+    layout           "nsp" (BERT) | "sop" (ALBERT) | "full_sentences" (RoBERTa).
+    masking          "static" (BERT: `dupe_factor` stored copies, each with its own mask)
+                     | "dynamic" (RoBERTa: a new mask every time; needs dupe_factor=1).
+    mask_prob, replace_probs, whole_word, max_span   MLM options, see `masking.py`.
+    short_seq_prob   chance that an example targets a shorter random length (BERT 0.1).
+    batch_size, eval_batch_size (default batch_size)  sequences per batch per rank.
+    eval_fraction    share of documents (the last ones) held out for evaluation; 0 = none.
+    seed             fixes example building, masks and order; rank, world_size shard for DDP.
+    workers          tokenizing processes (default: all cores for large corpora).
+
+    Returns PretrainingData(tokenizer, train, eval, store): `train` is an endless,
+    resumable iterator of batches; `eval` (None when eval_fraction=0) one fixed pass.
+    Size the model's embeddings by `tokenizer.vocab_size`: on a tiny corpus SentencePiece
+    may learn fewer pieces than `vocab_size` asked for.
+    """
+    _check_settings(
+        vocab_size=vocab_size, tokenizer_model=tokenizer_model, seq_len=seq_len, layout=layout, masking=masking,
+        dupe_factor=dupe_factor, short_seq_prob=short_seq_prob, batch_size=batch_size, eval_batch_size=eval_batch_size,
+        eval_fraction=eval_fraction, seed=seed, rank=rank, world_size=world_size,
+    )
+    check_mask_options(mask_prob, replace_probs, max_span)
+    data_dir, replace_probs = Path(data_dir), tuple(replace_probs)
+    files = [default_corpus_path(data_dir)] if paths is None else corpus_files(paths)
+    tokenizer = _tokenizer(files, tokenizer_dir, vocab_size, tokenizer_model, data_dir)
+    recipe = MaskingRecipe.for_tokenizer(tokenizer, whole_word=whole_word, mask_prob=mask_prob, replace_probs=replace_probs, max_span=max_span)
+    if workers is None and sum(f.stat().st_size for f in files) < PARALLEL_FROM_BYTES:
+        workers = 1
+    store = _token_store(files, tokenizer, data_dir, workers)
+
+    min_eval = 2 if layout == "nsp" else 1  # NSP needs a second document to draw random segments from
+    n_eval = 0 if eval_fraction == 0 else max(min_eval, round(eval_fraction * store.n_documents))
+    if n_eval >= store.n_documents:
+        raise ValueError(f"the corpus has {store.n_documents} document(s): too few to hold out {eval_fraction:.0%} for evaluation; set eval_fraction=0 or add documents")
+    split = store.n_documents - n_eval
+    settings = dict(layout=layout, max_length=seq_len, short_seq_prob=short_seq_prob, seed=seed)
+    train_examples = _examples(store, range(0, split), settings)
+    static = None
+    if masking == "static":
+        directory = store.directory / f"masks-{fingerprint(settings, split, mask_prob, replace_probs, max_span, whole_word, dupe_factor)}"
+        build = lambda d: build_static_masks(store, train_examples, tokenizer, recipe, d, copies=dupe_factor, seed=seed)  # noqa: E731
+        static = _cached_dir(directory, build, lambda d: StaticMasks(d, store.tokens.dtype))
+    shard = dict(seed=seed, rank=rank, world_size=world_size)
+    train = PretrainingBatches(store, train_examples, tokenizer, recipe, batch_size=batch_size, static_masks=static, **shard)
+    evaluation = None
+    if n_eval:
+        eval_examples = _examples(store, range(split, store.n_documents), settings)
+        evaluation = PretrainingBatches(store, eval_examples, tokenizer, recipe, batch_size=eval_batch_size or batch_size, repeat=False, **shard)
+    return PretrainingData(tokenizer, train, evaluation, store)
+
+
+def _check_settings(*, vocab_size, tokenizer_model, seq_len, layout, masking, dupe_factor, short_seq_prob, batch_size,
+                    eval_batch_size, eval_fraction, seed, rank, world_size) -> None:
+    def require(ok: bool, message: str) -> None:
+        if not ok:
+            raise ValueError(message)
+
+    require(layout in LAYOUTS, f"layout={layout!r} is not one of {LAYOUTS}")
+    require(masking in MASKINGS, f"masking={masking!r} is not one of {MASKINGS}")
+    require(isinstance(dupe_factor, int) and dupe_factor >= 1, f"dupe_factor={dupe_factor} must be a positive integer (BERT used 10)")
+    require(masking == "static" or dupe_factor == 1, f"dupe_factor={dupe_factor} only applies to static masking; dynamic masking draws new masks anyway, use dupe_factor=1")
+    require(tokenizer_model in MODEL_TYPES, f"tokenizer_model={tokenizer_model!r} is not one of {MODEL_TYPES}")
+    require(vocab_size >= MIN_VOCAB_SIZE, f"vocab_size={vocab_size} is too small; use at least {MIN_VOCAB_SIZE}")
+    require(isinstance(seq_len, int) and 8 <= seq_len < 2**16, f"seq_len={seq_len} must be an integer in [8, 65535]")
+    require(0.0 <= short_seq_prob <= 1.0, f"short_seq_prob={short_seq_prob} must be a probability (BERT used 0.1)")
+    for name, size in (("batch_size", batch_size), ("eval_batch_size", eval_batch_size or 1)):
+        require(isinstance(size, int) and size >= 1, f"{name}={size} must be a positive integer")
+    require(0.0 <= eval_fraction < 1.0, f"eval_fraction={eval_fraction} must be in [0, 1)")
+    require(isinstance(world_size, int) and world_size >= 1 and 0 <= rank < world_size, f"rank={rank}, world_size={world_size}: need 0 <= rank < world_size")
+    require(isinstance(seed, int), f"seed={seed!r} must be an integer")
+
+
+def _tokenizer(files, tokenizer_dir, vocab_size, model_type, data_dir) -> Tokenizer:
+    if tokenizer_dir is not None and any((Path(tokenizer_dir) / name).is_file() for name in (SentencePieceTokenizer.FILE_NAME, "vocab.txt")):
+        return load_tokenizer(tokenizer_dir)
+    tokenizer = SentencePieceTokenizer.train(files, vocab_size=vocab_size, model_type=model_type, cache_dir=data_dir)
+    if tokenizer_dir is not None:
+        tokenizer.save(tokenizer_dir)
+    return tokenizer
+
+
+def _token_store(files, tokenizer, data_dir, workers) -> TokenStore:
+    tokenizer_key = hashlib.blake2b(pickle.dumps(tokenizer), digest_size=8).hexdigest()
+    directory = data_dir / f"tokens-{fingerprint(corpus_fingerprint(files), tokenizer_key, FORMAT_VERSION)}"
+    return _cached_dir(directory, lambda d: build_token_store(read_documents(files), tokenizer, d, workers=workers), TokenStore)
+
+
+def _examples(store: TokenStore, documents: range, settings: dict) -> np.ndarray:
+    path = store.directory / f"examples-{fingerprint(settings, documents.start, documents.stop)}.npy"
+    if not path.exists():
+        rows = build_examples(store, documents=documents, **settings)
+        publish_file(lambda tmp: np.save(tmp, rows), path)
+    return np.asarray(np.load(path, mmap_mode="r"))  # memory-mapped; a plain view slices faster
+
+
+def _cached_dir(directory: Path, build, open_):
+    if not directory.is_dir():
+        publish_dir(build, directory)
+    return open_(directory)

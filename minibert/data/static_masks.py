@@ -1,0 +1,84 @@
+"""BERT's *static* masking: every mask drawn once, when the examples are built, and stored.
+
+BERT's preprocessing masked each example `dupe_factor` (10) times with different random
+masks and wrote all copies to disk; training then read the same copies every epoch, so a
+sequence showed up with one of 10 fixed masks. (RoBERTa §4.1 found that drawing a new
+mask each time a sequence is served — *dynamic* masking — is as good or slightly better
+and needs no copies; that path lives in `dataset.py` and stores nothing.)
+
+Stored here, per copy ("row" r = copy r // n_examples of example r % n_examples), are only
+the selected positions and the ids shown there — about 15% of the tokens:
+
+    mask_offsets.bin    int64 [n_rows + 1]: row r's entries are [o[r], o[r+1])
+    mask_positions.bin  uint16: selected positions within the row's input_ids
+    mask_ids.bin        the id shown at each selected position ([MASK], random, or itself)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .batching import MaskingRecipe, collate, example_features
+from .masking import IGNORE_INDEX
+from .storage import ArrayWriter, TokenStore, open_array
+from .tokenizer import Tokenizer
+
+ROWS_PER_CHUNK = 1024
+
+
+class StaticMasks:
+    """Read-only stored masks; `apply(row, features)` adds `labels` and masks `input_ids`."""
+
+    def __init__(self, directory: str | Path, id_dtype: np.dtype):
+        directory = Path(directory)
+        self.offsets = open_array(directory / "mask_offsets.bin", np.int64)
+        self.positions = open_array(directory / "mask_positions.bin", np.uint16)
+        self.ids = open_array(directory / "mask_ids.bin", id_dtype)
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.offsets) - 1
+
+    def apply(self, row: int, features: dict) -> dict:
+        start, end = self.offsets[row], self.offsets[row + 1]
+        positions = self.positions[start:end].astype(np.int64)
+        original = features["input_ids"]
+        labels = np.full(len(original), IGNORE_INDEX, dtype=np.int64)
+        labels[positions] = original[positions]
+        masked = original.copy()
+        masked[positions] = self.ids[start:end]
+        return {**features, "input_ids": masked, "labels": labels}
+
+
+def build_static_masks(
+    store: TokenStore,
+    examples: np.ndarray,
+    tokenizer: Tokenizer,
+    recipe: MaskingRecipe,
+    directory: str | Path,
+    *,
+    copies: int,
+    seed: int,
+) -> StaticMasks:
+    """Mask `copies` copies of every example once, in order, with one seeded generator."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    offsets = ArrayWriter(directory / "mask_offsets.bin", np.int64)
+    positions = ArrayWriter(directory / "mask_positions.bin", np.uint16)
+    ids = ArrayWriter(directory / "mask_ids.bin", store.tokens.dtype)
+    offsets.append([0])
+    generator = torch.Generator().manual_seed(seed)
+    n_rows = len(examples) * copies
+    for first in range(0, n_rows, ROWS_PER_CHUNK):
+        rows = range(first, min(first + ROWS_PER_CHUNK, n_rows))
+        batch = recipe(collate([example_features(store, examples[r % len(examples)], tokenizer) for r in rows], tokenizer.pad_id), generator)
+        selected = batch["labels"] != IGNORE_INDEX
+        offsets.append(positions.length + np.cumsum(selected.sum(dim=1).numpy()))
+        positions.append(selected.nonzero()[:, 1].numpy())
+        ids.append(batch["input_ids"][selected].numpy())
+    for writer in (offsets, positions, ids):
+        writer.close()
+    return StaticMasks(directory, store.tokens.dtype)

@@ -1,0 +1,178 @@
+"""Sequence-classification data for fine-tuning: GLUE-style TSV, CSV or JSONL.
+
+Fine-tuning BERT (Devlin et al., 2019, section 4) feeds one text, or a pair of texts as
+segments A and B, and classifies the pooled [CLS] vector. Every GLUE task fits that shape,
+so one reader serves them all. A file holds named columns (TSV/CSV header, JSONL keys):
+
+    sentence  label                      one text per example (`text` is accepted too)
+    sentence1  sentence2  label          a pair per example (RTE, MRPC, ...)
+
+Other columns (GLUE's `index`) are ignored. TSV is split on tabs with no quote processing:
+GLUE's files are not CSV-quoted, and RTE has sentences that begin with a quote character.
+
+Labels are class *names*. `LabelMap` fixes their order from the training file (sorted;
+names that all look like integers are sorted as integers, so SST-2's "0"/"1" keep their
+meaning as ids 0/1), and is saved with the model so that dev, test and later predictions
+map names to the same ids.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+FORMATS = (".tsv", ".csv", ".jsonl")
+LAYOUTS = (("sentence1", "sentence2"), ("sentence",), ("text",))  # first one the columns fit wins
+LABEL = "label"
+INTEGER = re.compile(r"[+-]?\d+")
+
+
+@dataclass
+class TaskData:
+    """The examples of one file; `lines` gives each example's line number, for error messages."""
+
+    path: Path
+    texts: list[str]
+    pairs: list[str] | None  # second segments, or None for single-text tasks
+    labels: list[str]
+    lines: list[int]
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+def read_task(path: str | Path) -> TaskData:
+    """Read a .tsv, .csv or .jsonl classification file (columns described in the module docstring)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    if path.suffix not in FORMATS:
+        raise ValueError(f"{path}: unknown format {path.suffix!r}; fine-tuning data must be one of {', '.join(FORMATS)}")
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as file:  # -sig: tolerate a byte-order mark
+            rows = read_jsonl(path, file) if path.suffix == ".jsonl" else read_table(path, file)
+            header = next(rows, None)
+            if header is None:
+                raise ValueError(f"{path} is empty; it needs a header (or JSON keys) and one example per line")
+            columns = pick_columns(path, header)
+            records = [(line, select(path, line, row, columns)) for line, row in rows]
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path} is not UTF-8 text (byte {error.start}: {error.reason}); save it as UTF-8") from None
+    except csv.Error as error:
+        raise ValueError(f"{path} is not well-formed CSV ({error}); fix its quoting") from None
+    if not records:
+        raise ValueError(f"{path} has column names but no examples")
+    lines = [line for line, _ in records]
+    fields = list(zip(*(values for _, values in records)))
+    pairs = list(fields[1]) if len(columns) == 3 else None
+    return TaskData(path, list(fields[0]), pairs, [label.strip() for label in fields[-1]], lines)
+
+
+def pick_columns(path: Path, header) -> tuple[str, ...]:
+    """The text column(s) and the label column, or an error naming what was found."""
+    for text_columns in LAYOUTS:
+        if all(c in header for c in (*text_columns, LABEL)):
+            return (*text_columns, LABEL)
+    expected = " or ".join(", ".join((*layout, LABEL)) for layout in LAYOUTS)
+    raise ValueError(f"{path}: found columns {', '.join(header) or '(none)'}; expected {expected}")
+
+
+def select(path: Path, line: int, row: dict, columns: tuple[str, ...]) -> list[str]:
+    missing = [c for c in columns if c not in row]
+    if missing:
+        raise ValueError(f"{path} line {line}: no {', '.join(missing)}; every example needs {', '.join(columns)}")
+    if not row[LABEL].strip():
+        raise ValueError(f"{path} line {line}: the label is empty; give every example its class")
+    return [row[c] for c in columns]
+
+
+def read_table(path: Path, file):
+    """Yield the header's column names, then (line number, {column: value}) per row."""
+    if path.suffix == ".tsv":
+        numbered = ((number, line.rstrip("\r\n").split("\t")) for number, line in enumerate(file, start=1))
+    else:
+        reader = csv.reader(file)
+        numbered = ((reader.line_num, cells) for cells in reader)
+    numbered = ((number, cells) for number, cells in numbered if any(c.strip() for c in cells))
+    first = next(numbered, None)
+    if first is None:
+        return
+    names = [name.strip() for name in first[1]]
+    yield names
+    for number, cells in numbered:
+        if len(cells) != len(names):
+            raise ValueError(
+                f"{path} line {number}: {len(cells)} fields where the header has {len(names)} "
+                f"({', '.join(names)}); fix the row (a stray or missing separator?)"
+            )
+        yield number, dict(zip(names, cells))
+
+
+def read_jsonl(path: Path, file):
+    """Yield the first record's keys, then (line number, record) with every value as a string."""
+    first = True
+    for number, line in enumerate(file, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path} line {number}: not valid JSON ({error.msg}); each line must be one JSON object") from None
+        if not isinstance(record, dict):
+            raise ValueError(f"{path} line {number}: expected a JSON object, got {type(record).__name__}")
+        if first:
+            yield list(record)
+            first = False
+        yield number, {key: json_string(path, number, key, value) for key, value in record.items()}
+
+
+def json_string(path: Path, number: int, key: str, value) -> str:
+    """A JSON value as text: strings as they are, integer labels as their digits."""
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return str(value)
+    if key in (LABEL, *(c for layout in LAYOUTS for c in layout)):
+        raise ValueError(
+            f"{path} line {number}: {key!r} is {json.dumps(value)}; texts must be strings and labels "
+            f"strings or integers (class names; regression targets are not supported)"
+        )
+    return ""  # a column nobody reads: its value does not matter
+
+
+class LabelMap:
+    """Class names <-> ids 0..K-1, fixed by the training file and saved with the model."""
+
+    def __init__(self, names: list[int | str]):
+        if not isinstance(names, list) or not all(isinstance(n, (int, str)) and not isinstance(n, bool) for n in names):
+            raise ValueError(f"label names must be a list of strings or integers, got {names!r}")
+        if len(set(names)) < 2 or len(set(names)) != len(names):
+            raise ValueError(f"a classification task needs at least 2 distinct labels, got {names}; check the label column")
+        self.names = names
+        self.ids = {name: i for i, name in enumerate(names)}
+        self.numeric = all(isinstance(name, int) for name in names)
+
+    @classmethod
+    def from_labels(cls, labels: list[str]) -> "LabelMap":
+        """Sorted class names; as integers when every name looks like one ("10" after "9")."""
+        distinct = set(labels)
+        if all(INTEGER.fullmatch(label) for label in distinct):
+            return cls(sorted({int(label) for label in distinct}))
+        return cls(sorted(distinct))
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def encode(self, data: TaskData) -> list[int]:
+        """The id of every label in `data`; a label the training file never had is an error."""
+        ids = []
+        for label, line in zip(data.labels, data.lines):
+            key = int(label) if self.numeric and INTEGER.fullmatch(label) else label
+            if key not in self.ids:
+                raise ValueError(
+                    f"{data.path} line {line}: label {label!r} does not occur in the training file "
+                    f"(its labels: {', '.join(map(str, self.names))}); fix the label or use matching files"
+                )
+            ids.append(self.ids[key])
+        return ids

@@ -1,0 +1,180 @@
+"""Serving batches: static vs dynamic masks, seeded resumable order, DDP shards, eval, the entry point."""
+
+import random
+
+import numpy as np
+import pytest
+import torch
+from test_data_support import DATASETS, PositionTokenizer, numbered_store
+
+from minibert.data import build_pretraining_data
+from minibert.data.batching import MaskingRecipe
+from minibert.data.dataset import PretrainingBatches
+from minibert.data.examples import build_examples
+from minibert.data.static_masks import build_static_masks
+
+SHAPE = [[(d * 7 + s * 3) % 20 + 3 for s in range(12)] for d in range(10)]
+
+
+@pytest.fixture(scope="module")
+def parts(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("store")
+    store, tokenizer = numbered_store(SHAPE, directory), PositionTokenizer()
+    return store, build_examples(store, "sop", max_length=32), tokenizer, MaskingRecipe.for_tokenizer(tokenizer), directory
+
+
+def batches(parts, masking="dynamic", copies=1, **options):
+    store, examples, tokenizer, recipe, directory = parts
+    static = None
+    if masking == "static":
+        static = build_static_masks(store, examples, tokenizer, recipe, directory / f"masks-{copies}", copies=copies, seed=0)
+    return PretrainingBatches(store, examples, tokenizer, recipe, static_masks=static, **{"batch_size": 8, **options})
+
+
+def sequences(batch):
+    """(original ids, served ids) of every sequence in a batch."""
+    original = torch.where(batch["labels"] != -100, batch["labels"], batch["input_ids"])
+    return [(tuple(o[m.bool()].tolist()), tuple(i[m.bool()].tolist())) for o, i, m in zip(original, batch["input_ids"], batch["attention_mask"])]
+
+
+def masks_by_sequence(source, epoch):
+    served: dict = {}
+    for batch in source.epoch_batches(epoch):
+        for original, shown in sequences(batch):
+            served.setdefault(original, []).append(shown)
+    return {key: sorted(value) for key, value in served.items()}
+
+
+def test_static_masks_repeat_every_epoch_and_dynamic_masks_do_not(parts):
+    static = batches(parts, "static", copies=2, batch_size=1)  # batch_size=1: no row is dropped
+    first, second = masks_by_sequence(static, 0), masks_by_sequence(static, 1)
+    assert first == second and all(len(m) == 2 for m in first.values())
+    assert sum(m[0] != m[1] for m in first.values()) > 0.9 * len(first)  # the two copies differ
+    dynamic = batches(parts, batch_size=1)
+    first, second = masks_by_sequence(dynamic, 0), masks_by_sequence(dynamic, 1)
+    assert first.keys() == second.keys() and sum(first[k] != second[k] for k in first) > 0.9 * len(first)
+
+
+def test_order_and_masks_are_seeded(parts):
+    take = lambda source, n: [b for b, _ in zip(source, range(n))]
+    a, b, c = take(batches(parts, seed=1), 5), take(batches(parts, seed=1), 5), take(batches(parts, seed=2), 5)
+    assert all(torch.equal(x["input_ids"], y["input_ids"]) for x, y in zip(a, b))
+    assert not all(torch.equal(x["input_ids"], y["input_ids"]) for x, y in zip(a, c) if x["input_ids"].shape == y["input_ids"].shape)
+
+
+@pytest.mark.parametrize("masking", ["static", "dynamic"])
+def test_resuming_from_a_state_dict_continues_exactly(parts, masking):
+    source = batches(parts, masking)
+    stream = iter(source)
+    steps = len(source) + 3  # resume from the middle of the second epoch
+    for _ in range(steps):
+        next(stream)
+    state = source.state_dict()
+    expected = [next(stream) for _ in range(len(source))]
+    resumed = batches(parts, masking)
+    resumed.load_state_dict(state)
+    assert state["epoch"] == 1 and state["position"] == 3
+    for want, got in zip(expected, iter(resumed)):
+        assert want.keys() == got.keys() and all(torch.equal(want[k], got[k]) for k in want)
+    with pytest.raises(ValueError, match="cannot resume"):
+        batches(parts, masking, seed=5).load_state_dict(state)
+
+
+def test_ddp_shards_are_disjoint_and_equal(parts):
+    shards = [batches(parts, rank=rank, world_size=3) for rank in range(3)]
+    rows = [set(s.rows_of_epoch(4).tolist()) for s in shards]
+    assert len({len(r) for r in rows}) == 1 and len({len(s) for s in shards}) == 1
+    assert not (rows[0] & rows[1] or rows[0] & rows[2] or rows[1] & rows[2])
+    assert sum(map(len, rows)) > len(parts[1]) - 3
+
+
+def test_eval_is_one_fixed_pass_over_every_example(parts):
+    evaluation = batches(parts, repeat=False, batch_size=7)
+    first, second = list(evaluation), list(evaluation)
+    assert len(first) == len(evaluation) == -(-len(parts[1]) // 7) and sum(len(b["input_ids"]) for b in first) == len(parts[1])
+    assert all(torch.equal(x["input_ids"], y["input_ids"]) for x, y in zip(first, second))
+
+
+def test_batches_are_padded_long_tensors(parts):
+    batch = next(iter(batches(parts)))
+    assert set(batch) == {"input_ids", "attention_mask", "token_type_ids", "special_tokens_mask", "labels", "sentence_label"}
+    assert all(t.dtype == torch.long for t in batch.values()) and batch["sentence_label"].shape == (8,)
+    padding = batch["attention_mask"] == 0
+    assert padding.any() and batch["attention_mask"][:, 0].all()
+    assert (batch["input_ids"][padding] == 0).all() and (batch["labels"][padding] == -100).all() and (batch["special_tokens_mask"][padding] == 1).all()
+    assert not ((batch["labels"] != -100) & (batch["special_tokens_mask"] == 1)).any()
+
+
+def write_corpus(path, n_documents=60, seed=0):
+    rng = random.Random(seed)
+    words = "data flows from text to tokens and from tokens to masked batches that teach a small model".split()
+    documents = ["\n".join(" ".join(rng.choices(words, k=rng.randint(5, 15))).capitalize() + "." for _ in range(10)) for _ in range(n_documents)]
+    path.write_text("\n\n".join(documents) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    "layout, masking, dupe, options",
+    [("nsp", "static", 2, {}), ("sop", "dynamic", 1, {"max_span": 3, "whole_word": True}), ("full_sentences", "dynamic", 1, {"replace_probs": (0.85, 0.0, 0.15)})],
+)
+def test_build_pretraining_data_end_to_end_and_cached(tmp_path, layout, masking, dupe, options):
+    corpus, data_dir = write_corpus(tmp_path / "corpus.txt"), tmp_path / "data"
+    settings = dict(data_dir=data_dir, vocab_size=400, seq_len=48, layout=layout, masking=masking, dupe_factor=dupe, batch_size=4, eval_fraction=0.1, **options)
+    data = build_pretraining_data(corpus, **settings)
+    batch = next(iter(data.train))
+    assert batch["input_ids"].shape[0] == 4 and batch["input_ids"].shape[1] <= 48
+    assert ("sentence_label" in batch) == (layout != "full_sentences")
+    assert (batch["labels"] != -100).any() and int(batch["input_ids"].max()) < data.tokenizer.vocab_size
+    assert data.eval is not None and len(list(data.eval)) == len(data.eval)
+    cached = sorted(p.name for p in data_dir.rglob("*"))
+    again = build_pretraining_data(corpus, **settings)
+    assert sorted(p.name for p in data_dir.rglob("*")) == cached
+    assert torch.equal(next(iter(again.train))["input_ids"], batch["input_ids"])
+
+
+def test_tokenizer_dir_is_filled_then_reused(tmp_path):
+    corpus, tokenizer_dir = write_corpus(tmp_path / "corpus.txt"), tmp_path / "checkpoint"
+    first = build_pretraining_data(corpus, data_dir=tmp_path / "data", tokenizer_dir=tokenizer_dir, vocab_size=400, seq_len=32, batch_size=2)
+    assert (tokenizer_dir / "tokenizer.model").is_file()
+    second = build_pretraining_data(corpus, data_dir=tmp_path / "other", tokenizer_dir=tokenizer_dir, vocab_size=999, seq_len=32, batch_size=2)
+    assert second.tokenizer.vocab_size == first.tokenizer.vocab_size and not list((tmp_path / "other").glob("spm-*"))
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"layout": "mlm"}, "layout='mlm'"),
+        ({"masking": "sometimes"}, "masking='sometimes'"),
+        ({"masking": "dynamic", "dupe_factor": 10}, "only applies to static"),
+        ({"seq_len": 4}, "seq_len=4"),
+        ({"mask_prob": -0.1}, "mask_prob"),
+        ({"replace_probs": (0.5, 0.5, 0.5)}, "replace_probs"),
+        ({"eval_fraction": 1.0}, "eval_fraction"),
+        ({"rank": 2, "world_size": 2}, "rank=2"),
+        ({"vocab_size": 10}, "vocab_size=10"),
+    ],
+)
+def test_bad_settings_fail_before_any_work(tmp_path, settings, message):
+    corpus, data_dir = write_corpus(tmp_path / "corpus.txt"), tmp_path / "data"
+    with pytest.raises(ValueError, match=message):
+        build_pretraining_data(corpus, data_dir=data_dir, **settings)
+    assert not data_dir.exists()
+
+
+def test_too_small_corpora_fail_clearly(tmp_path):
+    corpus = write_corpus(tmp_path / "corpus.txt", n_documents=1)
+    with pytest.raises(ValueError, match="too few to hold out"):
+        build_pretraining_data(corpus, data_dir=tmp_path / "data", vocab_size=400, layout="sop", batch_size=2)
+    with pytest.raises(ValueError, match="cannot fill one batch"):
+        build_pretraining_data(corpus, data_dir=tmp_path / "data", vocab_size=400, layout="sop", batch_size=512, eval_fraction=0)
+
+
+@pytest.mark.skipif(not (DATASETS / "wikitext-2").is_dir(), reason="shared datasets not present")
+def test_wikitext_2_validation_split_end_to_end(tmp_path):
+    data = build_pretraining_data(DATASETS / "wikitext-2" / "valid.txt", data_dir=tmp_path, vocab_size=2000, tokenizer_model="bpe", layout="full_sentences",
+                                  masking="dynamic", dupe_factor=1, seq_len=128, batch_size=16)
+    assert data.store.n_documents == 60 and len(data.store.tokens) > 200_000
+    batch = next(iter(data.train))
+    selected = batch["labels"] != -100
+    fraction = float(selected.sum() / (batch["special_tokens_mask"] == 0).sum())
+    assert 0.08 < fraction < 0.22 and np.all(batch["attention_mask"].sum(1).numpy() <= 128)

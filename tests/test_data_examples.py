@@ -1,0 +1,109 @@
+"""Properties of the example layouts: NSP (BERT), SOP (ALBERT), FULL-SENTENCES (RoBERTa)."""
+
+import tempfile
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_data_support import FIRST_ID, corpus_shapes, numbered_store
+
+from minibert.data.examples import LAYOUTS, build_examples, example_ids
+
+CLS, SEP = 2, 3
+
+
+def decoded_examples(shape, layout, max_length, short_seq_prob=0.1, seed=0):
+    """Build examples on a numbered corpus; return (examples as (ids, segments, label), document of each id)."""
+    with tempfile.TemporaryDirectory() as directory:
+        store = numbered_store(shape, directory)
+        rows = build_examples(store, layout, max_length=max_length, short_seq_prob=short_seq_prob, seed=seed)
+        examples = [(*example_ids(store, row, cls_id=CLS, sep_id=SEP), int(row[4])) for row in rows]
+    document_of = np.repeat(np.arange(len(shape)), [sum(lengths) for lengths in shape])
+    return examples, lambda ids: set(document_of[np.asarray(ids) - FIRST_ID])
+
+
+def segments_of(ids, segments):
+    a = [int(i) for i, s in zip(ids[1:], segments[1:]) if s == 0 and i != SEP]
+    b = [int(i) for i, s in zip(ids, segments) if s == 1 and i != SEP]
+    return a, b
+
+
+@settings(max_examples=40, deadline=None)
+@given(corpus_shapes, st.sampled_from(LAYOUTS), st.integers(8, 48), st.sampled_from([0.0, 0.1, 1.0]), st.integers(0, 99))
+def test_every_example_fits_and_is_laid_out(shape, layout, max_length, short_seq_prob, seed):
+    examples, _ = decoded_examples(shape, layout, max_length, short_seq_prob, seed)
+    for ids, segments, label in examples:
+        assert len(ids) <= max_length
+        assert ids[0] == CLS and ids[-1] == SEP and len(ids) == len(segments)
+        if layout == "full_sentences":
+            assert label == -1 and not segments.any()
+        else:
+            assert label in (0, 1)
+            a, b = segments_of(ids, segments)
+            assert a and b and list(segments) == [0] * (len(a) + 2) + [1] * (len(b) + 1)
+
+
+@settings(max_examples=40, deadline=None)
+@given(corpus_shapes, st.integers(8, 48), st.sampled_from([0.0, 0.1, 1.0]), st.integers(0, 99))
+def test_full_sentence_packing_loses_and_duplicates_no_token(shape, max_length, short_seq_prob, seed):
+    examples, document = decoded_examples(shape, "full_sentences", max_length, short_seq_prob, seed)
+    served = [int(i) for ids, _, _ in examples for i in ids if i not in (CLS, SEP)]
+    assert served == list(range(FIRST_ID, FIRST_ID + sum(map(sum, shape))))
+    for ids, _, _ in examples:  # a [SEP] inside an example sits exactly between two documents
+        for k in np.flatnonzero(ids[1:-1] == SEP) + 1:
+            assert ids[k + 1] == ids[k - 1] + 1 and document([ids[k - 1]]) != document([ids[k + 1]])
+
+
+@settings(max_examples=40, deadline=None)
+@given(corpus_shapes, st.integers(8, 48), st.integers(0, 99))
+def test_nsp_random_segment_never_comes_from_its_own_document(shape, max_length, seed):
+    examples, document = decoded_examples(shape, "nsp", max_length, seed=seed)
+    for ids, segments, label in examples:
+        a, b = segments_of(ids, segments)
+        assert len(document(a)) == 1 and len(document(b)) == 1
+        if label == 1:
+            assert document(a) != document(b)
+        else:  # the true continuation: same document, right after A (unless A was truncated)
+            assert document(a) == document(b) and b[0] > a[-1]
+            assert b[0] == a[-1] + 1 or len(ids) == max_length
+        assert a == list(range(a[0], a[-1] + 1)) and b == list(range(b[0], b[-1] + 1))
+
+
+@settings(max_examples=40, deadline=None)
+@given(corpus_shapes, st.integers(8, 48), st.integers(0, 99))
+def test_sop_swapped_pair_is_the_same_two_segments_reversed(shape, max_length, seed):
+    examples, document = decoded_examples(shape, "sop", max_length, seed=seed)
+    for ids, segments, label in examples:
+        a, b = segments_of(ids, segments)
+        first, second = (a, b) if label == 0 else (b, a)  # undo the swap
+        assert document(first) == document(second) and len(document(first)) == 1
+        assert second[0] > first[-1]
+        assert second[0] == first[-1] + 1 or len(ids) == max_length  # consecutive unless truncated
+
+
+def test_sentence_labels_are_balanced_and_seeded():
+    shape = [[(d * 7 + s * 3) % 25 + 5 for s in range(20)] for d in range(40)]
+    for layout in ("nsp", "sop"):
+        examples, _ = decoded_examples(shape, layout, max_length=32)
+        labels = np.array([label for _, _, label in examples])
+        assert len(labels) > 300 and abs(labels.mean() - 0.5) < 0.06, (layout, labels.mean())
+        again, _ = decoded_examples(shape, layout, max_length=32)
+        assert all(np.array_equal(x[0], y[0]) for x, y in zip(examples, again))
+
+
+def test_short_seq_prob_shortens_about_that_share():
+    shape = [[30] * 40 for _ in range(20)]
+    full, _ = decoded_examples(shape, "full_sentences", 128, short_seq_prob=0.0)
+    short, _ = decoded_examples(shape, "full_sentences", 128, short_seq_prob=0.5)
+    assert np.mean([len(ids) for ids, _, _ in short]) < np.mean([len(ids) for ids, _, _ in full])
+
+
+def test_bad_layouts_fail_clearly(tmp_path):
+    store = numbered_store([[5, 5]], tmp_path)
+    with pytest.raises(ValueError, match="only 1 document"):
+        build_examples(store, "nsp", max_length=32)
+    with pytest.raises(ValueError, match="layout='mlm'"):
+        build_examples(store, "mlm", max_length=32)
+    with pytest.raises(ValueError, match="max_length=4"):
+        build_examples(store, "sop", max_length=4)

@@ -1,0 +1,81 @@
+"""The SentencePiece tokenizer: fixed special ids, byte fallback, caching, saving and loading."""
+
+import pickle
+import random
+
+import pytest
+
+from minibert.data import SPECIAL_TOKENS, SentencePieceTokenizer, load_tokenizer
+
+WORDS = "the a model learns to predict hidden words from their context while reading many sentences of plain text".split()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    rng = random.Random(0)
+    path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+    documents = ["\n".join(" ".join(rng.choices(WORDS, k=rng.randint(4, 14))).capitalize() + "." for _ in range(8)) for _ in range(150)]
+    path.write_text("\n\n".join(documents) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(scope="module")
+def tokenizer(corpus, cache):
+    return SentencePieceTokenizer.train(corpus, vocab_size=400, cache_dir=cache)
+
+
+def test_special_tokens_sit_at_fixed_ids(tokenizer):
+    assert (tokenizer.pad_id, tokenizer.unk_id, tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id) == (0, 1, 2, 3, 4)
+    assert [tokenizer.decode([i], skip_special_tokens=False) for i in (2, 3, 4)] == list(SPECIAL_TOKENS[2:])
+    ids, segments = tokenizer.encode_pair("the model", "reads text")
+    assert ids[0] == 2 and ids.count(3) == 2 and segments[-1] == 1
+    assert tokenizer.tokenize_to_ids("predict [MASK] words").count(4) == 1  # [MASK] in text is the mask token
+
+
+def test_byte_fallback_loses_no_character(tokenizer):
+    text = "naïve café ☃ 日本語 model"
+    ids = tokenizer.tokenize_to_ids(text)
+    assert tokenizer.unk_id not in ids and tokenizer.decode(ids) == text
+
+
+def test_word_starts_mark_pieces_that_begin_words(tokenizer):
+    starts = tokenizer.word_starts
+    ids = tokenizer.tokenize_to_ids("the model predicts")
+    assert starts.shape == (tokenizer.vocab_size,) and starts[ids[0]]
+    assert sum(bool(starts[i]) for i in ids) == 3
+
+
+def test_training_is_cached_by_corpus_and_settings(corpus, cache, tokenizer):
+    files = sorted(cache.iterdir())
+    again = SentencePieceTokenizer.train(corpus, vocab_size=400, cache_dir=cache)
+    assert sorted(cache.iterdir()) == files and again.tokenize_to_ids("hidden words") == tokenizer.tokenize_to_ids("hidden words")
+    bpe = SentencePieceTokenizer.train(corpus, vocab_size=400, model_type="bpe", cache_dir=cache)
+    assert len(list(cache.iterdir())) == len(files) + 1 and bpe.decode(bpe.tokenize_to_ids("plain text")) == "plain text"
+
+
+def test_save_load_and_pickle_round_trip(tokenizer, tmp_path):
+    tokenizer.save(tmp_path)
+    assert (tmp_path / "tokenizer.model").is_file()
+    for copy in (SentencePieceTokenizer.load(tmp_path), load_tokenizer(tmp_path), pickle.loads(pickle.dumps(tokenizer))):
+        assert isinstance(copy, SentencePieceTokenizer)
+        assert copy.tokenize_to_ids("reading many sentences") == tokenizer.tokenize_to_ids("reading many sentences")
+
+
+def test_load_tokenizer_opens_a_wordpiece_vocabulary(tmp_path):
+    (tmp_path / "vocab.txt").write_text("\n".join([*SPECIAL_TOKENS, "the", "model", "##s"]) + "\n", encoding="utf-8")
+    tokenizer = load_tokenizer(tmp_path)
+    assert type(tokenizer).__name__ == "WordPieceTokenizer" and tokenizer.tokenize_to_ids("the models") == [5, 6, 7]
+
+
+def test_bad_settings_and_missing_files_fail_clearly(corpus, tmp_path):
+    with pytest.raises(ValueError, match="vocab_size=100 is too small"):
+        SentencePieceTokenizer.train(corpus, vocab_size=100, cache_dir=tmp_path)
+    with pytest.raises(ValueError, match="model_type='word'"):
+        SentencePieceTokenizer.train(corpus, model_type="word", cache_dir=tmp_path)
+    with pytest.raises(FileNotFoundError, match="no tokenizer in"):
+        load_tokenizer(tmp_path)
