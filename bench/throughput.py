@@ -1,0 +1,150 @@
+"""Training throughput, minibert vs the `transformers` BERT, side by side in one process.
+
+Both models get the same random weights (a `BertForMaskedLM` saved with `save_pretrained`,
+then loaded with `minibert.from_pretrained(dir, head="mlm")`), the same batch and the same
+masked-LM labels. Each timed step is forward + backward + AdamW step; the two models
+alternate step by step so that machine drift hits both alike, and the ratio of medians is
+reported. Losses are checked to agree before anything is timed.
+
+    python bench/throughput.py                       # mini and base, full and padded
+    python bench/throughput.py --shapes mini --steps 10
+    python bench/throughput.py --compile             # minibert's sublayers under torch.compile
+
+MFU (model FLOP utilisation) counts only the FLOPs the math needs — real tokens only, the
+vocabulary projection at masked positions only — divided by this machine's measured fp32
+matmul peak.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+
+import torch
+
+SHAPES = {
+    "mini": dict(hidden=256, layers=4, heads=4, ffn=1024, vocab=30522, length=128, batch=16),
+    "base": dict(hidden=768, layers=12, heads=12, ffn=3072, vocab=30522, length=128, batch=8),
+}
+
+
+def make_batch(shape: dict, padded: bool, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    B, T, V = shape["batch"], shape["length"], shape["vocab"]
+    ids = torch.randint(5, V, (B, T), generator=g)
+    lengths = torch.randint(T // 8, T + 1, (B,), generator=g) if padded else torch.full((B,), T)
+    mask = (torch.arange(T)[None, :] < lengths[:, None]).long()
+    ids = ids.masked_fill(mask == 0, 0)
+    selected = (torch.rand(B, T, generator=g) < 0.15) & mask.bool()
+    selected[:, 1] = True  # at least one label per sequence
+    labels = torch.where(selected, ids, -100)
+    return ids, mask, labels
+
+
+def useful_flops(shape: dict, mask: torch.Tensor, labels: torch.Tensor) -> float:
+    """Training FLOPs the math needs: 3 × forward (backward costs twice the forward)."""
+    H, I, V, L = shape["hidden"], shape["ffn"], shape["vocab"], shape["layers"]
+    lengths = mask.sum(1).double()
+    tokens = float(lengths.sum())
+    per_token_linear = 2 * (4 * H * H + 2 * H * I) * L  # QKV, output, FFN up and down
+    attention = float((lengths**2).sum()) * 2 * 2 * H * L  # QKᵀ and PV, per sequence
+    head = float((labels != -100).sum()) * 2 * (H * H + H * V)  # transform + decoder, masked only
+    return 3 * (tokens * per_token_linear + attention + head)
+
+
+def matmul_peak(threads: int, n: int = 1024, repeats: int = 10) -> float:
+    """fp32 matmul FLOP/s on this machine (best of several square matmuls)."""
+    torch.set_num_threads(threads)
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best
+
+
+def build_pair(shape: dict, tmp: str, compile: bool = False):
+    from transformers import BertConfig, BertForMaskedLM
+
+    import minibert
+    from minibert.model import compile_model
+
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=shape["vocab"], hidden_size=shape["hidden"], num_hidden_layers=shape["layers"],
+        num_attention_heads=shape["heads"], intermediate_size=shape["ffn"],
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+    )
+    reference = BertForMaskedLM(config)
+    reference.save_pretrained(tmp)
+    reference = BertForMaskedLM.from_pretrained(tmp, attn_implementation="sdpa")
+    ours = minibert.from_pretrained(tmp, head="mlm")
+    if compile:
+        compile_model(ours)
+    return reference.train(), ours.train()
+
+
+def run_shape(name: str, padded: bool, steps: int, threads: int, peak: float, compile: bool = False) -> dict:
+    shape = SHAPES[name]
+    with tempfile.TemporaryDirectory() as tmp:
+        reference, ours = build_pair(shape, tmp, compile)
+    ids, mask, labels = make_batch(shape, padded)
+    models = {"transformers": reference, "minibert": ours}
+    # The same optimizer on both sides: the fused AdamW (one pass over each parameter's memory);
+    # it is a shared cost, so the ratio measures the models.
+    optimizers = {k: torch.optim.AdamW(m.parameters(), lr=1e-5, fused=True) for k, m in models.items()}
+
+    def step(key: str) -> tuple[float, float]:
+        start = time.perf_counter()
+        loss = models[key](input_ids=ids, attention_mask=mask, labels=labels).loss
+        loss.backward()
+        optimizers[key].step()
+        optimizers[key].zero_grad(set_to_none=True)
+        return time.perf_counter() - start, loss.item()
+
+    times = {k: [] for k in models}
+    for i in range(steps + 2):  # two warm-up steps each, then alternate
+        for key in (models if i % 2 == 0 else reversed(list(models))):
+            seconds, loss = step(key)
+            if i == 0:
+                times.setdefault("loss_" + key, loss)
+            if i >= 2:
+                times[key].append(seconds)
+    first = times["loss_transformers"], times["loss_minibert"]
+    if abs(first[0] - first[1]) > 1e-4 * max(1.0, abs(first[0])):
+        raise SystemExit(f"losses disagree before timing: transformers {first[0]:.6f} vs minibert {first[1]:.6f}")
+    real_tokens = int(mask.sum())
+    med = {k: statistics.median(times[k]) for k in models}
+    return dict(
+        shape=name, batch="padded" if padded else "full", real_tokens=real_tokens, loss=first[1],
+        ref_tps=real_tokens / med["transformers"], ours_tps=real_tokens / med["minibert"],
+        ratio=med["transformers"] / med["minibert"],
+        mfu=useful_flops(shape, mask, labels) / med["minibert"] / peak,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", default="mini,base", help="comma-separated: mini, base")
+    parser.add_argument("--batches", default="full,padded", help="comma-separated: full, padded")
+    parser.add_argument("--steps", type=int, default=8, help="timed steps per model (after 2 warm-up steps)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--compile", action="store_true", help="torch.compile minibert's sublayers (compile_model)")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    peak = matmul_peak(args.threads)
+    print(f"threads {args.threads}, measured fp32 matmul peak {peak / 1e9:.1f} GFLOP/s, torch {torch.__version__}")
+    print("| shape | batch | real tokens | transformers tok/s | minibert tok/s | ratio | minibert MFU |")
+    print("|---|---|---|---|---|---|---|")
+    for name in args.shapes.split(","):
+        for batch in args.batches.split(","):
+            r = run_shape(name, batch == "padded", args.steps, args.threads, peak, args.compile)
+            print(f"| {r['shape']} | {r['batch']} | {r['real_tokens']} | {r['ref_tps']:.0f} | {r['ours_tps']:.0f} "
+                  f"| {r['ratio']:.2f}× | {100 * r['mfu']:.0f}% |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
