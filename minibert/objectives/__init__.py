@@ -1,0 +1,15 @@
+"""Pretraining objectives, one idea per file. Each is a small module called as
+
+    loss, metrics = objective(model, batch, output)
+
+with the kept model, a batch from `minibert.data` and the kept model's encoder pass over
+that batch (None for objectives that set `reads_output = False`). `Pretrainer` sums them.
+"""
+
+from .kd import KnowledgeDistillation
+from .mlm import MaskedLanguageModeling
+from .pretrainer import Pretrainer
+from .rtd import ReplacedTokenDetection
+from .sentence import SentencePairTask
+
+__all__ = ["KnowledgeDistillation", "MaskedLanguageModeling", "Pretrainer", "ReplacedTokenDetection", "SentencePairTask"]

@@ -1,0 +1,106 @@
+"""Knowledge distillation (DistilBERT): a half-depth student learns to imitate a teacher.
+
+The student sees the same masked batch as the teacher and is trained on three signals:
+
+    loss = 5.0 · T² · KL(softmax(teacher/T) ‖ softmax(student/T))   soft targets
+         + 2.0 · MLM                                                 the usual hard targets
+         + 1.0 · (1 − cos(student hidden, teacher hidden))            align the hidden states
+
+The temperature T = 2 softens both distributions so that the teacher's "dark knowledge" —
+which wrong tokens it finds plausible — carries signal; the T² factor keeps the soft
+loss's gradients on the same scale as the hard loss's whatever T is (Hinton et al.).
+The cosine loss is taken over every real (non-padding) token, the MLM loss over the masked
+ones. DistilBERT took the soft targets at every real token too (`all_tokens=True`); by
+default we take them at the masked tokens only — where the teacher's distribution says
+most (elsewhere it mostly repeats the visible token) — which needs 15% of the
+vocabulary-sized projections that dominate a small model's cost.
+
+The student starts from the teacher: same width, every other layer (DistilBERT takes 6 of
+BERT's 12), the embeddings and the MLM head copied. The teacher is frozen and stays in
+eval mode (no dropout) however the surrounding model is switched.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..config import ModelConfig
+from ..heads import IGNORE_INDEX, MaskedLM
+from .mlm import mlm_metrics
+
+
+def soft_cross_entropy(student_logits, teacher_logits, temperature: float) -> torch.Tensor:
+    """T² · KL(softmax(t/T) ‖ softmax(s/T)), averaged over rows. Zero when s == t."""
+    student = F.log_softmax(student_logits.float() / temperature, dim=-1)
+    teacher = F.log_softmax(teacher_logits.float() / temperature, dim=-1)
+    return F.kl_div(student, teacher, reduction="batchmean", log_target=True) * temperature**2
+
+
+def student_config(teacher: ModelConfig, **overrides) -> ModelConfig:
+    """DistilBERT's student: half the teacher's layers, no segment embeddings, no pooler."""
+    config = teacher.replace(num_layers=max(1, teacher.num_layers // 2), type_vocab_size=0, pooler=False)
+    config = config.replace(**overrides)
+    for name in ("vocab_size", "hidden_size", "num_heads", "intermediate_size", "embedding_size", "max_positions"):
+        if getattr(config, name) != getattr(teacher, name):
+            raise ValueError(
+                f"the student copies the teacher's weights, so its {name} must stay {getattr(teacher, name)} "
+                f"(got {getattr(config, name)}); drop that override or use another teacher"
+            )
+    return config
+
+
+def init_student_from_teacher(student: MaskedLM, teacher: MaskedLM) -> None:
+    """Copy embeddings, MLM head and every other layer (evenly spaced) of the teacher."""
+    s, t = student.encoder, teacher.encoder
+    with torch.no_grad():
+        pairs = [(getattr(s.embeddings, n), getattr(t.embeddings, n)) for n in ("word_embeddings", "position_embeddings",
+                                                                                 "token_type_embeddings", "norm")]
+        pairs += [(getattr(s, n), getattr(t, n)) for n in ("embedding_projection", "final_norm")]
+        for mine, theirs in pairs:
+            if mine is not None and theirs is not None:  # DistilBERT drops the segment table
+                mine.load_state_dict(theirs.state_dict())
+        depth_s, depth_t = s.config.num_layers, t.config.num_layers
+        for depth in range(depth_s):
+            for mine, theirs in zip(s.layer(depth), t.layer(depth * depth_t // depth_s)):
+                mine.load_state_dict(theirs.state_dict())
+        student.head.load_state_dict(teacher.head.state_dict())
+
+
+class KnowledgeDistillation(nn.Module):
+    """DistilBERT's triple loss; owns the frozen teacher."""
+
+    reads_output = True
+
+    def __init__(self, teacher: MaskedLM, temperature: float = 2.0, soft_weight: float = 5.0,
+                 mlm_weight: float = 2.0, cosine_weight: float = 1.0, all_tokens: bool = False):
+        super().__init__()
+        self.all_tokens = all_tokens
+        self.teacher = teacher.eval().requires_grad_(False)
+        self.temperature = temperature
+        self.soft_weight, self.mlm_weight, self.cosine_weight = soft_weight, mlm_weight, cosine_weight
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        self.teacher.eval()  # the teacher's predictions are targets: never with dropout
+        return self
+
+    def forward(self, model, batch, output):
+        real, labels = batch["attention_mask"].bool(), batch["labels"]
+        soft_rows = real if self.all_tokens else labels != IGNORE_INDEX
+        with torch.no_grad():
+            teacher_hidden = self.teacher.encoder(batch["input_ids"], batch["attention_mask"]).last_hidden_state
+            teacher_logits = self.teacher.head(teacher_hidden[soft_rows], self.teacher.word_embeddings)
+        student_hidden = output.last_hidden_state
+        student_logits = model.head(student_hidden[soft_rows], model.word_embeddings)
+
+        soft = soft_cross_entropy(student_logits, teacher_logits, self.temperature) if soft_rows.any() else student_logits.sum() * 0.0
+        targets = labels[soft_rows]
+        masked = targets != IGNORE_INDEX
+        mlm = F.cross_entropy(student_logits[masked].float(), targets[masked]) if masked.any() else soft * 0.0
+        cosine = (1 - F.cosine_similarity(student_hidden[real].float(), teacher_hidden[real].float(), dim=-1)).mean()
+
+        metrics = mlm_metrics(mlm, student_logits[masked], targets[masked])
+        metrics.update(kd_soft_loss=soft.detach(), kd_cosine_loss=cosine.detach())
+        return self.soft_weight * soft + self.mlm_weight * mlm + self.cosine_weight * cosine, metrics

@@ -1,0 +1,35 @@
+"""The model a pretraining run trains: the kept model plus the objectives around it.
+
+    total loss = Σ objective(model, batch, output)
+
+`model` is the part that survives pretraining (a `MaskedLM`, or the discriminator
+`ReplacedTokenDetector` for ELECTRA); objectives add what is thrown away afterwards (the
+NSP/SOP head, ELECTRA's generator, DistilBERT's teacher). Objectives that read the kept
+model's pass over the masked batch (MLM and NSP for BERT) share ONE encoder forward; the
+loop only ever calls `forward(batch)` and never knows which variant it runs.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class Pretrainer(nn.Module):
+    def __init__(self, model: nn.Module, objectives: dict[str, nn.Module]):
+        super().__init__()
+        if not objectives:
+            raise ValueError("a pretraining run needs at least one objective")
+        self.model = model
+        self.objectives = nn.ModuleDict(objectives)
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        output = None
+        if any(objective.reads_output for objective in self.objectives.values()):
+            output = self.model.encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+        total, metrics = 0.0, {}
+        for objective in self.objectives.values():
+            loss, values = objective(self.model, batch, output)
+            total = total + loss
+            metrics.update(values)
+        return total, metrics

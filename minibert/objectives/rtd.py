@@ -1,0 +1,97 @@
+"""Replaced token detection (ELECTRA): learn from every token, not just the masked 15%.
+
+A small generator plays BERT's game — guess the masked tokens (MLM) — and its guesses are
+written into the masked positions. The discriminator (the model we keep) sees the result
+and says, for EVERY token, whether it is the original or a replacement:
+
+    masked ids ─► generator ─► sample at masked positions ─► corrupted ids
+    corrupted ids ─► discriminator ─► "replaced?" per token
+
+* The sample is drawn with Gumbel-max at temperature 1 (argmax of logits + Gumbel noise,
+  an exact draw from softmax(logits)) under no_grad: the discriminator's loss never flows
+  back into the generator through the sample. The generator learns from its MLM loss only.
+* A sampled token that equals the original counts as "original" — the label says whether
+  the token CHANGED, not whether it was masked.
+* Generator and discriminator share the token and position embeddings and the embedding
+  LayerNorm (one `Embeddings` module); each projects them to its own width. The
+  generator's MLM decoder is tied to those shared word embeddings.
+* The generator is small — about 1/4 of the discriminator's width. A generator that is too
+  good makes the discriminator's task impossible, and too little of its compute is left.
+* loss = 1.0 · generator MLM + 50 · RTD (binary CE over the non-padding tokens); the RTD
+  loss is per token and much smaller, hence the weight.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..config import ModelConfig
+from ..heads import IGNORE_INDEX, MaskedLM, ReplacedTokenDetector, masked_lm_loss
+from .mlm import mlm_metrics
+
+
+def generator_config(config: ModelConfig, fraction: float) -> ModelConfig:
+    """The discriminator's config scaled to `fraction` of its width (hidden, heads, FFN);
+    same depth, same embedding width E (the tables are shared)."""
+    heads = max(1, round(config.num_heads * fraction))
+    hidden = max(heads, round(config.hidden_size * fraction) // heads * heads)
+    if config.embedding_dim > hidden:
+        raise ValueError(
+            f"ELECTRA's generator ({hidden} wide at --generator-fraction {fraction}) would be narrower than the "
+            f"shared embeddings ({config.embedding_dim}); pass --embedding-size {hidden} or a larger --generator-fraction"
+        )
+    return config.replace(
+        hidden_size=hidden, num_heads=heads, intermediate_size=max(1, round(config.intermediate_size * fraction)),
+        embedding_size=config.embedding_dim, pooler=False,
+    )
+
+
+def build_generator(discriminator: ReplacedTokenDetector, fraction: float) -> MaskedLM:
+    """A small MaskedLM whose embeddings ARE the discriminator's (one module, shared)."""
+    generator = MaskedLM(generator_config(discriminator.config, fraction))
+    generator.encoder.embeddings = discriminator.encoder.embeddings
+    return generator
+
+
+def gumbel_max_sample(logits: torch.Tensor) -> torch.Tensor:
+    """One draw per row from softmax(logits): argmax(logits + Gumbel noise). No gradient."""
+    with torch.no_grad():
+        uniform = torch.rand(logits.shape, device=logits.device).clamp_min(1e-20)
+        return (logits.float() - torch.log(-torch.log(uniform))).argmax(-1)
+
+
+def replace_masked(input_ids, labels, samples) -> tuple[torch.Tensor, torch.Tensor]:
+    """Write the generator's `samples` (one per labeled position, in row-major order) into
+    the masked positions; return (corrupted ids, 1 where a token differs from the original)."""
+    selected = labels != IGNORE_INDEX
+    corrupted = input_ids.masked_scatter(selected, samples)
+    original = torch.where(selected, labels, input_ids)
+    return corrupted, (corrupted != original).long()
+
+
+class ReplacedTokenDetection(nn.Module):
+    """loss = mlm_weight · generator MLM + rtd_weight · discriminator BCE."""
+
+    reads_output = False  # the discriminator reads the corrupted batch, not the masked one
+
+    def __init__(self, discriminator: ReplacedTokenDetector, generator_fraction: float = 0.25,
+                 mlm_weight: float = 1.0, rtd_weight: float = 50.0):
+        super().__init__()
+        self.generator = build_generator(discriminator, generator_fraction)
+        self.mlm_weight, self.rtd_weight = mlm_weight, rtd_weight
+
+    def forward(self, model, batch, output=None):
+        ids, mask, types, labels = batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], batch["labels"]
+        hidden = self.generator.encoder(ids, mask, types).last_hidden_state
+        mlm_loss, logits, targets = masked_lm_loss(self.generator.head, self.generator.word_embeddings, hidden, labels)
+
+        corrupted, replaced = replace_masked(ids, labels, gumbel_max_sample(logits))
+        detected = model(corrupted, mask, types, labels=replaced)
+
+        real = mask.bool()
+        rtd_accuracy = ((detected.logits > 0).long() == replaced)[real].float().mean()
+        metrics = mlm_metrics(mlm_loss, logits, targets)
+        metrics.update(rtd_loss=detected.loss.detach(), rtd_accuracy=rtd_accuracy.detach(),
+                       replaced_fraction=replaced[real].float().mean())
+        return self.mlm_weight * mlm_loss + self.rtd_weight * detected.loss, metrics

@@ -1,0 +1,149 @@
+"""`python train.py`: the command line, generated from the dataclasses it configures.
+
+Every `Settings` field and every `ModelConfig` field is a flag spelled `--field-name`, so a
+new field is a new flag with no code here. Flags default to "the variant's value", and
+`--help` lists those values per variant. A bad value is one line on stderr and exit
+status 2 — never a traceback, unless `--debug` asks for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+import sys
+from collections import Counter
+
+from ..config import ACTIVATION_CHOICES, ATTENTION_CHOICES, NORM_CHOICES, SHARE_CHOICES, ModelConfig
+from ..variants import VARIANTS
+from .errors import EXIT_USER_ERROR, USER_ERRORS, TrainingError
+from .settings import Settings, flag
+
+MODEL_HELP = {
+    "vocab_size": "size of the SentencePiece vocabulary trained on the corpus",
+    "hidden_size": "H, the width of every layer",
+    "num_layers": "depth (applications of a layer)",
+    "num_heads": "attention heads (must divide --hidden-size)",
+    "intermediate_size": "width of the feed-forward sublayer",
+    "embedding_size": "E, width of the embedding tables; below H = factorized (ALBERT); 'none' = H",
+    "share_layers": "cross-layer sharing (ALBERT): which sublayers one copy serves at every depth",
+    "max_positions": "rows of the position table",
+    "type_vocab_size": "segment types; 0 = no segment embeddings",
+    "position_offset": "first position id (RoBERTa: pad id + 1)",
+    "norm": "post-LN (BERT) or pre-LN",
+    "activation": "feed-forward activation",
+    "hidden_dropout": "dropout on embeddings and sublayer outputs",
+    "attention_dropout": "dropout on attention probabilities",
+    "layer_norm_eps": "LayerNorm epsilon",
+    "pad_token_id": "id of [PAD] (set by the tokenizer)",
+    "pooler": "tanh(Linear) on [CLS], read by NSP/SOP (without it they read [CLS] itself)",
+    "attention": "attention backend",
+    "unpad": "run the layers on the real tokens only",
+    "initializer_range": "std of the initial weights",
+}
+MODEL_CHOICES = {"share_layers": SHARE_CHOICES, "norm": NORM_CHOICES, "activation": ACTIVATION_CHOICES, "attention": ATTENTION_CHOICES}
+RUN_FLAGS = ("resume", "overwrite", "debug")
+
+
+class UsageError(ValueError):
+    pass
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse prints usage and exits; we want one line
+        raise UsageError(f"{message}; see python train.py --help")
+
+
+def optional_int(text: str) -> int | None:
+    return None if text.lower() == "none" else int(text)
+
+
+def per_variant(values: dict[str, object]) -> str:
+    """'default: X' or 'default: X (albert: Y, electra: Y)'."""
+    shown = {name: ("none" if v is None else v) for name, v in values.items()}
+    common, _ = Counter(map(repr, shown.values())).most_common(1)[0]
+    common_value = next(v for v in shown.values() if repr(v) == common)
+    exceptions = ", ".join(f"{name}: {v}" for name, v in shown.items() if repr(v) != common)
+    return f"default: {common_value}" + (f"; {exceptions}" if exceptions else "")
+
+
+def add_field(group, field: dataclasses.Field, help: str, choices, defaults: dict[str, object]) -> None:
+    kind, name = str(field.type), flag(field.name)
+    text = f"{help} ({per_variant(defaults)})".replace("%", "%%")
+    if kind == "bool":
+        group.add_argument(f"--{name}", action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=text)
+        return
+    parse = {"int": int, "float": float, "int | None": optional_int, "list[float]": float}.get(kind, str)
+    nargs = {"list[str] | None": "+", "list[float]": 3}.get(kind)
+    metavar = None if choices else (field.metadata.get("metavar") or name.split("-")[-1].upper())
+    group.add_argument(f"--{name}", type=parse, nargs=nargs, choices=choices, default=argparse.SUPPRESS, help=text, metavar=metavar)
+
+
+def build_parser() -> Parser:
+    table = "\n".join(f"  {v.name:<11} {v.changes}" for v in VARIANTS.values())
+    parser = Parser(
+        prog="train.py", allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Pretrain a member of the BERT family from scratch: python train.py --variant V",
+        epilog=f"variants:\n{table}\n\nDistributed: torchrun --nproc_per_node=N train.py --variant V ...",
+    )
+    settings = {name: v.default_settings() for name, v in VARIANTS.items()}
+    groups = {name: parser.add_argument_group(name) for name in ("run", "data", "objectives", "training")}
+    for field in dataclasses.fields(Settings):
+        meta = field.metadata
+        defaults = {name: getattr(s, field.name) for name, s in settings.items()}
+        if field.name == "variant":
+            defaults = {"all": Settings.variant}
+        choices = list(VARIANTS) if field.name == "variant" else meta["choices"]
+        add_field(groups[meta["group"]], field, meta["help"], choices, defaults)
+    layout = parser.add_argument_group("sentence task shorthands")
+    layout.add_argument("--nsp", dest="layout", action="store_const", const="nsp", default=argparse.SUPPRESS, help="= --layout nsp (BERT's next sentence prediction)")
+    layout.add_argument("--no-nsp", dest="layout", action="store_const", const="full_sentences", default=argparse.SUPPRESS, help="= --layout full_sentences (no sentence task)")
+    layout.add_argument("--sop", dest="layout", action="store_const", const="sop", default=argparse.SUPPRESS, help="= --layout sop (ALBERT's sentence order prediction)")
+    run = groups["run"]
+    run.add_argument("--resume", action="store_true", help="continue the run in --out from its newest intact checkpoint")
+    run.add_argument("--overwrite", action="store_true", help="replace the checkpoint already in --out")
+    run.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    model = parser.add_argument_group("model (any ModelConfig field; distilbert takes the teacher's)")
+    for field in dataclasses.fields(ModelConfig):
+        defaults = {name: {**ModelConfig().to_dict(), **v.model}[field.name] for name, v in VARIANTS.items() if not v.needs_teacher}
+        if field.name == "max_positions":
+            defaults = {name: "seq_len + position_offset" for name in defaults}
+        add_field(model, field, MODEL_HELP.get(field.name, f"ModelConfig.{field.name}"), MODEL_CHOICES.get(field.name), defaults)
+    return parser
+
+
+def parse(argv: list[str]) -> tuple[Settings, dict, dict]:
+    """argv -> (settings, ModelConfig overrides, run flags). Flags not given are absent from
+    argparse's result (default=SUPPRESS), so `--embedding-size none` still counts as given."""
+    args = vars(build_parser().parse_args(argv))
+    run = {name: args.pop(name) for name in RUN_FLAGS}
+    settings_names = {f.name for f in dataclasses.fields(Settings)}
+    given = dict(args)  # only the flags on the command line: the rest default to the variant's
+    variant = VARIANTS[given.pop("variant", Settings.variant)]
+    settings = variant.default_settings(**{k: v for k, v in given.items() if k in settings_names})
+    overrides = {k: v for k, v in given.items() if k not in settings_names}
+    return settings, overrides, run
+
+
+def one_line(error: BaseException) -> str:
+    """The message, on one line, with ModelConfig.field spelled as the flag --field."""
+    message = re.sub(r"ModelConfig\.(\w+)", lambda m: "--" + flag(m.group(1)), str(error))
+    return " ".join(message.split())
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .run import pretrain  # after parsing: `--help` and typos need no data or torch setup
+
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        settings, overrides, run = parse(argv)
+        pretrain(settings, overrides, resume=run["resume"], overwrite=run["overwrite"])
+    except (*USER_ERRORS, TrainingError) as error:
+        if "--debug" in argv:
+            raise
+        print(f"train.py: error: {one_line(error)}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print("train.py: interrupted; continue with the same command plus --resume", file=sys.stderr)
+        return 130
+    return 0

@@ -1,0 +1,88 @@
+"""Data-parallel training with the same script: `torchrun --nproc_per_node=N train.py ...`.
+
+torchrun starts N copies and tells each its RANK, WORLD_SIZE and LOCAL_RANK. Each copy
+holds the whole model, reads its own disjoint share of the batches, and PyTorch's
+DistributedDataParallel averages the gradients during backward — so all copies take the
+same optimizer step. Only rank 0 writes files and prints.
+
+With gradient accumulation, averaging after every micro-step would be wasted
+communication: `no_sync` skips it on all but the last micro-step of a step.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+
+@dataclass
+class Distributed:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def device(self, kind: str) -> torch.device:
+        """auto/cpu/cuda -> this process's device (its own GPU under torchrun)."""
+        if kind == "cuda" and not torch.cuda.is_available():
+            raise ValueError("--device cuda was asked for but no CUDA GPU is available; use --device cpu")
+        if kind == "cpu" or (kind == "auto" and not torch.cuda.is_available()):
+            return torch.device("cpu")
+        torch.cuda.set_device(self.local_rank)
+        return torch.device("cuda", self.local_rank)
+
+    def wrap(self, model: nn.Module, device: torch.device) -> nn.Module:
+        if not self.enabled:
+            return model
+        # Some parameters may get no gradient (RoBERTa's pooler without a sentence task).
+        ids = [device.index] if device.type == "cuda" else None
+        return DistributedDataParallel(model, device_ids=ids, find_unused_parameters=True)
+
+    def no_sync(self, model: nn.Module, sync: bool):
+        """Average gradients across processes only when `sync` (the last micro-step)."""
+        return model.no_sync() if self.enabled and not sync else nullcontext()
+
+    def sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        if self.enabled:
+            dist.all_reduce(tensor)
+        return tensor
+
+    def gather(self, value) -> list:
+        """Every rank's `value` (small, e.g. its RNG and data position), on every rank."""
+        if not self.enabled:
+            return [value]
+        values = [None] * self.world_size
+        dist.all_gather_object(values, value)
+        return values
+
+    def barrier(self) -> None:
+        if self.enabled:
+            dist.barrier()
+
+    def close(self) -> None:
+        if self.enabled and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def setup(device_kind: str) -> Distributed:
+    """Join the process group when started by torchrun; a no-op for a single process."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size == 1:
+        return Distributed()
+    rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+    use_nccl = device_kind != "cpu" and torch.cuda.is_available()
+    dist.init_process_group(backend="nccl" if use_nccl else "gloo")
+    return Distributed(rank, world_size, local_rank)

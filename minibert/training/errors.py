@@ -1,0 +1,26 @@
+"""What goes wrong, said in one line.
+
+Every problem a user can cause or fix — a bad flag, a missing file, a run that diverged —
+is raised as one of the exceptions below (or a ValueError / FileNotFoundError) with a
+message that names the problem and the fix. The command line prints that one line and
+exits with status 2; `--debug` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import sys
+
+USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, FileExistsError, PermissionError)
+EXIT_USER_ERROR = 2
+
+
+class TrainingError(RuntimeError):
+    """A run that cannot go on (diverged, locked, nothing intact to resume), with the way out."""
+
+
+class NonFiniteLoss(TrainingError):
+    pass
+
+
+def warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr, flush=True)

@@ -1,0 +1,68 @@
+"""What a run reports: OUT/metrics.jsonl and the numbers behind the progress bar.
+
+Every logged step appends one JSON object to OUT/metrics.jsonl — `step`, `loss`, each
+objective's loss and accuracy averaged over the steps since the previous line, `lr`,
+`tokens_per_s`, and `eval_*` metrics when the held-out split was evaluated. One object per
+line means the file can be read while the run is going, and a crash loses at most a line.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from .checkpoint import write_atomic
+from .distributed import Distributed
+
+
+class Window:
+    """Training metrics summed over the steps since the last log line."""
+
+    def __init__(self):
+        self.sums: dict[str, torch.Tensor] = {}
+        self.steps = self.tokens = 0
+        self.started = time.perf_counter()
+
+    def add(self, metrics: dict[str, torch.Tensor]) -> None:
+        for name, value in metrics.items():
+            self.sums[name] = self.sums.get(name, 0.0) + value.detach().float()
+        self.steps += 1
+
+    def summary(self, dist: Distributed) -> dict[str, float]:
+        """Means over the window and over all processes; starts a new window."""
+        result = {}
+        if self.sums:
+            names = sorted(self.sums)
+            means = dist.sum(torch.stack([self.sums[n] for n in names]) / self.steps) / dist.world_size
+            result = dict(zip(names, means.tolist()))
+        result["tokens_per_s"] = self.tokens * dist.world_size / max(time.perf_counter() - self.started, 1e-9)
+        self.__init__()
+        return result
+
+
+class MetricsLog:
+    """OUT/metrics.jsonl, appended to line by line."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def write(self, record: dict) -> None:
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+
+    def keep_until(self, step: int) -> None:
+        """After a resume from `step`: drop the lines the interrupted run wrote after it,
+        so the file reads as one uninterrupted run."""
+        if not self.path.exists():
+            return
+        kept = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                if json.loads(line)["step"] <= step:
+                    kept.append(line + "\n")
+            except (ValueError, KeyError, TypeError):
+                pass  # a line cut short by the crash
+        write_atomic(self.path, "".join(kept).encode())

@@ -1,0 +1,35 @@
+"""AdamW with BERT's exclusions, and the learning-rate schedule.
+
+Weight decay pulls weights towards zero, which regularises matrices; but biases and
+LayerNorm gains only shift and scale, and decaying them just fights the normalisation.
+They are exactly the 1-D parameters, so they form the no-decay group.
+
+The schedule is BERT's: a linear warm-up from 0 to the peak (Adam's moment estimates are
+noisy in the first steps, and big early updates can wreck post-LN training), then a linear
+decay to 0 at the last step. It is a pure function of the step, so resuming only needs
+the step number.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .settings import Settings
+
+
+def build_optimizer(model: nn.Module, settings: Settings) -> torch.optim.AdamW:
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    groups = [
+        {"params": [p for p in trainable if p.ndim >= 2], "weight_decay": settings.weight_decay},
+        {"params": [p for p in trainable if p.ndim < 2], "weight_decay": 0.0},  # biases, LayerNorm
+    ]
+    return torch.optim.AdamW(groups, lr=settings.lr, betas=(0.9, 0.999), eps=1e-6)
+
+
+def learning_rate(step: int, settings: Settings) -> float:
+    """The peak lr scaled by warm-up (steps 0..W-1) and then linear decay to 0."""
+    warmup = round(settings.warmup * settings.steps)
+    if step < warmup:
+        return settings.lr * (step + 1) / warmup
+    return settings.lr * max(0.0, (settings.steps - step) / max(1, settings.steps - warmup))

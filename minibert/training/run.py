@@ -1,0 +1,213 @@
+"""A pretraining run, from settings to a saved model: what `python train.py` does, in order.
+
+    check the settings and the architecture          (fail in milliseconds, not after an hour)
+    join the process group (under torchrun)
+    claim OUT (lock; refuse to clobber a checkpoint)
+    teacher (DistilBERT) -> data: tokenizer + batch streams -> model + objectives -> AdamW
+    --resume: weights, optimizer, step, RNG and data position from the newest intact checkpoint
+    the loop (loop.py), checkpoints along the way, the kept model in OUT
+
+One process (the default) or many: every process runs this; only rank 0 writes files.
+Each process reads `grad_accum` batch streams — one per micro-step — out of
+world_size × grad_accum disjoint shards, so the same global batch is split the same way
+whether the micro-steps run one after another or side by side on several processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+
+from ..data import build_pretraining_data
+from ..data.corpus import corpus_files
+from ..pretrained import from_pretrained, save_pretrained
+from ..variants import Variant, build_pretrainer, get_variant, model_config
+from . import distributed
+from .checkpoint import Checkpoints, write_atomic
+from .distributed import Distributed
+from .errors import TrainingError, warn
+from .loop import Progress, train
+from .metrics import MetricsLog
+from .optim import build_optimizer
+from .outdir import OutputDir
+from .settings import Settings
+from .state import load_trainable_state, rng_state, seed_everything, set_rng_state, trainable_state
+
+# Settings that may change between a run and its --resume without changing its result.
+OPERATIONAL = ("device", "threads", "out", "cache_dir", "eval_every", "eval_batches", "log_every", "save_every", "keep")
+TEACHER_HINT = "train one first with `python train.py --variant bert --out checkpoints/bert`, then pass --teacher checkpoints/bert"
+
+
+def pretrain(settings: Settings, model_overrides: dict | None = None, *, resume: bool = False, overwrite: bool = False) -> Path:
+    """Train `settings.variant`; returns OUT, which `minibert.from_pretrained` loads."""
+    model_overrides = dict(model_overrides or {})
+    variant = get_variant(settings.variant)
+    settings = settings.replace(out=settings.out or str(Path("checkpoints") / variant.name))
+    settings.check()
+    streams_total = int(os.environ.get("WORLD_SIZE", "1")) * settings.grad_accum
+    if settings.batch_size % streams_total:
+        raise ValueError(
+            f"--batch-size {settings.batch_size} cannot be split into {streams_total} equal micro-batches "
+            f"(processes × --grad-accum); use a multiple of {streams_total}"
+        )
+    if variant.needs_teacher and settings.teacher is None:
+        raise ValueError(f"the {variant.name} variant distils a teacher and none was given: {TEACHER_HINT}")
+    if not variant.needs_teacher:
+        model_config(variant, settings, model_overrides)  # an impossible architecture fails now
+    if settings.data:
+        corpus_files(settings.data)  # a mistyped path fails now
+
+    dist = distributed.setup(settings.device)
+    try:
+        device = dist.device(settings.device)
+        out = OutputDir(settings.out, resume=resume, overwrite=overwrite) if dist.is_main else nullcontext()
+        with out:
+            dist.barrier()  # the other processes wait until rank 0 holds OUT
+            return _run(variant, settings, model_overrides, dist, device, resume)
+    finally:
+        dist.close()
+
+
+def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Distributed, device, resume: bool) -> Path:
+    out = Path(settings.out)
+    checkpoints = Checkpoints(out / "checkpoints", settings.keep)
+    resuming = resume and bool(checkpoints.steps())
+    if resume and not resuming and dist.is_main:
+        warn(f"nothing to resume in {out} yet; starting from step 0")
+    teacher = load_teacher(settings.teacher, settings.seq_len) if variant.needs_teacher else None
+
+    vocab_size = model_overrides.get("vocab_size", variant.model.get("vocab_size"))
+    shards, eval_batches, tokenizer = build_batches(settings, dist, Path(settings.teacher) if teacher else out, vocab_size)
+    config = model_config(variant, settings, model_overrides, vocab_size=tokenizer.vocab_size,
+                          pad_token_id=tokenizer.pad_id, teacher=teacher.config if teacher else None)
+    torch.set_num_threads(settings.threads or default_threads(config))
+    seed_everything(settings.seed)
+    model = build_pretrainer(variant, settings, config, teacher).to(device)
+    optimizer = build_optimizer(model, settings)
+    progress, log = Progress(), MetricsLog(out / "metrics.jsonl")
+    record = {"settings": settings.to_dict(), "model_overrides": model_overrides, "config": config.to_dict()}
+
+    if resuming:
+        check_same_run(out / "run.json", record)
+        state, path = checkpoints.load()
+        progress = restore(state, model, optimizer, shards, dist)
+        if dist.is_main:
+            log.keep_until(progress.step)
+            print(f"resuming {variant.name} from {path} (step {progress.step})", flush=True)
+    elif dist.is_main:
+        write_atomic(out / "run.json", (json.dumps(record, indent=2) + "\n").encode())
+        if teacher is not None:
+            tokenizer.save(out)  # the student reads the teacher's vocabulary: keep it beside the student
+
+    def save(progress: Progress) -> None:
+        mine = {"rng": rng_state(), "data": [shard.state_dict() for shard in shards]}
+        ranks = dist.gather(mine)
+        if dist.is_main:
+            checkpoints.save(progress.step, {
+                "step": progress.step, "skipped_steps": progress.skipped_steps,
+                "model": trainable_state(model), "optimizer": optimizer.state_dict(), "ranks": ranks,
+            })
+            save_pretrained(model.model, out)  # the kept model, loadable with from_pretrained(OUT)
+
+    streams = [iter(shard) for shard in shards]
+    last = train(model, optimizer, streams, eval_batches, settings, progress, dist=dist, device=device, save=save, log=log)
+    if dist.is_main:
+        scores = ", ".join(f"{k} {v:.3f}" for k, v in last.items() if k.startswith("eval_") and k.endswith("accuracy"))
+        print(f"done: {variant.name}, {settings.steps} steps{f' ({scores})' if scores else ''}; "
+              f"load it with minibert.from_pretrained({str(out)!r}, head={variant.head!r})", flush=True)
+    return out
+
+
+def default_threads(config) -> int:
+    """CPU threads per process. Threads split each matrix product; for narrow models (the
+    default runs) the products are so small that waiting for each other costs more than
+    the split saves, and on a busy machine every parallel op waits for its slowest thread:
+    measured on 2 cores with other work running, 2 threads were 20× SLOWER than 1."""
+    if config.hidden_size < 512:
+        return 1
+    return max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+
+
+def build_batches(settings: Settings, dist: Distributed, tokenizer_dir: Path, vocab_size: int | None):
+    """This process's `grad_accum` training shards, the held-out batches (rank 0) and the tokenizer.
+
+    Rank 0 builds (or reuses) the tokenizer and the tokenized corpus first; the others then
+    find them in the cache, so no two processes write the same file.
+    """
+    streams_total = dist.world_size * settings.grad_accum
+    common = dict(
+        tokenizer_dir=tokenizer_dir, **({"vocab_size": vocab_size} if vocab_size else {}),
+        **({"data_dir": settings.cache_dir} if settings.cache_dir else {}),
+        seq_len=settings.seq_len, layout=settings.layout, masking=settings.masking,
+        dupe_factor=settings.dupe_factor or (10 if settings.masking == "static" else 1),
+        mask_prob=settings.mask_prob, replace_probs=tuple(settings.replace_probs), whole_word=settings.whole_word,
+        max_span=settings.max_span, short_seq_prob=settings.short_seq_prob, seed=settings.seed,
+        batch_size=settings.batch_size // streams_total,
+    )
+    if not dist.is_main:
+        dist.barrier()
+    shards = [build_pretraining_data(settings.data, **common, rank=dist.rank * settings.grad_accum + i, world_size=streams_total)
+              for i in range(settings.grad_accum)]
+    if dist.is_main:
+        dist.barrier()
+    first = shards[0]
+    eval_batches = None
+    if dist.is_main:
+        whole = first if streams_total == 1 else build_pretraining_data(settings.data, **{**common, "rank": 0, "world_size": 1})
+        eval_batches = whole.eval
+    return [shard.train for shard in shards], eval_batches, first.tokenizer
+
+
+def restore(state: dict, model, optimizer, shards, dist: Distributed) -> Progress:
+    """Put the run back exactly where the checkpoint was taken."""
+    ranks = state["ranks"]
+    if len(ranks) != dist.world_size:
+        raise TrainingError(f"the checkpoint was written by {len(ranks)} process(es); resume with the same number (torchrun --nproc_per_node={len(ranks)})")
+    load_trainable_state(model, state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    mine = ranks[dist.rank]
+    for shard, position in zip(shards, mine["data"], strict=True):
+        shard.load_state_dict(position)
+    set_rng_state(mine["rng"])  # last: nothing after this may draw a random number
+    return Progress(step=state["step"], skipped_steps=state["skipped_steps"], saved_step=state["step"])
+
+
+def check_same_run(path: Path, record: dict) -> None:
+    """--resume continues the run in OUT: refuse settings that would make it another run."""
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError):
+        raise ValueError(f"{path} is missing or damaged, so this run's settings are unknown; start over with --overwrite") from None
+    now = json.loads(json.dumps(record))
+    changed = [f"--{name.replace('_', '-')} {saved['settings'].get(name)!r} -> {value!r}"
+               for name, value in now["settings"].items() if name not in OPERATIONAL and saved["settings"].get(name) != value]
+    changed += [f"--{name.replace('_', '-')} {saved['config'].get(name)!r} -> {value!r}"
+                for name, value in now["config"].items() if saved["config"].get(name) != value]
+    if changed:
+        raise ValueError(f"--resume continues the run in {path.parent}, but these settings differ from it: {'; '.join(changed)}; "
+                         f"rerun with the original flags (see {path}) or start a new --out")
+
+
+def load_teacher(path: str, seq_len: int):
+    """DistilBERT's teacher: any checkpoint with an MLM head, and the vocabulary it reads."""
+    from ..data import load_tokenizer
+
+    if not Path(path).is_dir():
+        raise FileNotFoundError(f"--teacher {path} is not a directory; {TEACHER_HINT}")
+    try:
+        teacher = from_pretrained(path, head="mlm")
+        tokenizer = load_tokenizer(path)
+    except (ValueError, FileNotFoundError) as error:
+        raise type(error)(f"--teacher {path}: {error}") from None
+    if tokenizer.vocab_size != teacher.config.vocab_size:
+        raise ValueError(
+            f"--teacher {path}: its tokenizer has {tokenizer.vocab_size} tokens but its model {teacher.config.vocab_size}; "
+            f"the student reads the teacher's vocabulary, so they must match — use a consistent checkpoint"
+        )
+    if seq_len > teacher.config.max_length:
+        raise ValueError(f"--seq-len {seq_len} exceeds the teacher's {teacher.config.max_length} positions; lower --seq-len")
+    return teacher

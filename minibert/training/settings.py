@@ -1,0 +1,108 @@
+"""Everything a pretraining run is configured by, besides the architecture (`ModelConfig`).
+
+One flat dataclass, so that the command line, the saved `run.json` and the check that a
+`--resume` continues the SAME run all read one list of fields. Each field's `help` is
+the text of its command-line flag; the variants (minibert/variants.py) choose the values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+LAYOUTS = ("nsp", "sop", "full_sentences")
+MASKINGS = ("static", "dynamic")
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def option(default, help: str, choices=None, group: str = "training", metavar: str | None = None):
+    return field(default=default, metadata={"help": help, "choices": choices, "group": group, "metavar": metavar})
+
+
+@dataclass
+class Settings:
+    variant: str = option("albert", "which member of the BERT family to pretrain", group="run")
+
+    # --- data: what the model reads ------------------------------------------------------
+    data: list[str] | None = option(None, "corpus files or folders (.txt/.jsonl); none = the embedded default corpus", group="data", metavar="PATH")
+    seq_len: int = option(64, "tokens per example, [CLS] and [SEP] included", group="data")
+    layout: str = option("nsp", "example layout: segment pairs for NSP, sentence order for SOP, or packed full sentences (no sentence task)", LAYOUTS, "data")
+    short_seq_prob: float = option(0.1, "share of examples cut shorter than --seq-len (BERT: 0.1)", group="data")
+    masking: str = option("static", "static = masks drawn once when examples are built (--dupe-factor copies); dynamic = a new mask every time", MASKINGS, "data")
+    dupe_factor: int | None = option(None, "differently-masked copies of the corpus under static masking (none = 10 under static masking)", group="data")
+    mask_prob: float = option(0.15, "share of tokens selected for prediction", group="data")
+    replace_probs: list[float] = option((0.8, 0.1, 0.1), "what a selected token becomes: [MASK], random token, unchanged", group="data")
+    max_span: int = option(1, "mask spans of up to N words (ALBERT's n-gram masking: 3)", group="data")
+    whole_word: bool = option(False, "mask all pieces of a word together", group="data")
+    cache_dir: str | None = option(None, "where tokenizers and tokenized corpora are cached (none = the repository's data/ folder)", group="data", metavar="DIR")
+
+    # --- objectives: how much each signal counts -----------------------------------------
+    mlm_weight: float = option(1.0, "weight of the MLM loss (ELECTRA: of the generator's)", group="objectives")
+    sentence_weight: float = option(1.0, "weight of the NSP/SOP loss", group="objectives")
+    rtd_weight: float = option(50.0, "ELECTRA: weight of the replaced-token-detection loss", group="objectives")
+    generator_fraction: float = option(0.25, "ELECTRA: generator width as a fraction of the discriminator's", group="objectives")
+    teacher: str | None = option(None, "DistilBERT: the teacher, a minibert or Hugging Face BERT checkpoint directory", group="objectives", metavar="DIR")
+    kd_temperature: float = option(2.0, "DistilBERT: softmax temperature T of the soft targets", group="objectives")
+    kd_soft_weight: float = option(5.0, "DistilBERT: weight of the soft cross-entropy (× T²)", group="objectives")
+    kd_mlm_weight: float = option(2.0, "DistilBERT: weight of the student's MLM loss", group="objectives")
+    kd_cosine_weight: float = option(1.0, "DistilBERT: weight of the hidden-state cosine loss", group="objectives")
+    kd_all_tokens: bool = option(False, "DistilBERT: soft targets at every token, as DistilBERT did, not only at the masked ones (vocabulary projections for every token: several times the cost)", group="objectives")
+
+    # --- optimisation ---------------------------------------------------------------------
+    steps: int = option(1500, "optimizer steps")
+    batch_size: int = option(32, "sequences per optimizer step, over all processes and accumulation steps")
+    grad_accum: int = option(1, "micro-steps whose gradients make one optimizer step")
+    lr: float = option(2e-3, "peak learning rate (AdamW)")
+    warmup: float = option(0.06, "linear warm-up, as a fraction of --steps; then linear decay to zero")
+    weight_decay: float = option(0.01, "AdamW weight decay (never on biases and LayerNorm weights)")
+    clip: float = option(1.0, "clip the gradient norm to this (0 = no clipping)")
+    seed: int = option(0, "seed of every random draw: initialisation, data order, masks, dropout")
+    skip_nonfinite: bool = option(False, "skip (and count) steps whose loss or gradient is NaN/Inf instead of stopping")
+
+    # --- bookkeeping -------------------------------------------------------------------------
+    eval_every: int = option(250, "evaluate on the held-out split every N steps (and at the end)")
+    eval_batches: int = option(20, "held-out batches per evaluation")
+    log_every: int = option(25, "write a line to OUT/metrics.jsonl every N steps")
+    save_every: int = option(500, "write a checkpoint every N steps (and at the end)")
+    keep: int = option(3, "checkpoints kept in OUT/checkpoints (older ones are deleted)")
+    device: str = option("auto", "where to train: auto = cuda when available", DEVICES, "run")
+    threads: int = option(0, "CPU threads per process (0 = 1 for models narrower than 512, where threads cost more than they save; else the cores divided among the processes)", group="run")
+    out: str | None = option(None, "output directory (none = checkpoints/<variant>)", group="run", metavar="DIR")
+
+    def replace(self, **changes) -> "Settings":
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def check(self) -> None:
+        """Fail early, before any data is read, on values that cannot work."""
+        for name in ("steps", "batch_size", "grad_accum", "seq_len", "dupe_factor", "max_span", "eval_every",
+                     "eval_batches", "log_every", "save_every", "keep"):
+            value = getattr(self, name)
+            if value is None and name == "dupe_factor":
+                continue
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"--{flag(name)} must be a positive integer, got {value}")
+        for name in ("lr", "kd_temperature", "generator_fraction"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"--{flag(name)} must be positive, got {getattr(self, name)}")
+        for name in ("mask_prob", "short_seq_prob", "warmup"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"--{flag(name)} must be between 0 and 1, got {getattr(self, name)}")
+        if not 0.0 < self.mask_prob:
+            raise ValueError("--mask-prob must be above 0: with nothing masked there is nothing to learn")
+        for name in ("weight_decay", "clip", "threads", "mlm_weight", "sentence_weight", "rtd_weight",
+                     "kd_soft_weight", "kd_mlm_weight", "kd_cosine_weight"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"--{flag(name)} must not be negative, got {getattr(self, name)}")
+        for name, choices in (("layout", LAYOUTS), ("masking", MASKINGS), ("device", DEVICES)):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"--{flag(name)} must be one of {', '.join(choices)}; got {getattr(self, name)!r}")
+        if len(self.replace_probs) != 3 or min(self.replace_probs) < 0 or abs(sum(self.replace_probs) - 1) > 1e-6:
+            raise ValueError(f"--replace-probs must be 3 non-negative numbers summing to 1 ([MASK] random unchanged), got {list(self.replace_probs)}")
+
+
+def flag(name: str) -> str:
+    """A field's command-line spelling: seq_len -> seq-len."""
+    return name.replace("_", "-")

@@ -1,0 +1,39 @@
+"""DDP: the same train.py under torchrun. Two CPU processes (gloo) must end with the same
+weights as one process that takes the same global batch in the same micro-batches."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from tiny_run import REPO, run_cli, tiny_args, write_corpus
+
+
+@pytest.mark.slow
+def test_two_processes_match_one_process_with_the_same_global_batch(tmp_path):
+    corpus, cache = write_corpus(tmp_path / "animals.txt"), tmp_path / "cache"
+    steps = 6
+
+    def args(out, accumulation):
+        return tiny_args("albert", corpus, cache, tmp_path / out, steps, "--batch-size", "8", "--grad-accum", str(accumulation), "--save-every", "3")
+
+    single = run_cli(args("one", 2))  # micro-batches one after the other...
+    assert single.returncode == 0, single.stderr
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    double = subprocess.run(  # ...or side by side, one per process
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(REPO / "train.py"), *args("two", 1)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert double.returncode == 0, double.stderr[-3000:]
+
+    one, two = (load_file(tmp_path / name / "model.safetensors") for name in ("one", "two"))
+    assert one.keys() == two.keys()
+    for name in one:  # equal up to the order of floating-point sums
+        torch.testing.assert_close(two[name], one[name], rtol=1e-4, atol=1e-5, msg=name)
+    moved = load_file(tmp_path / "one" / "checkpoints" / "step-00000003" / "tensors.safetensors")
+    assert not torch.equal(moved["state.model.model.encoder.embeddings.word_embeddings.weight"],
+                           one["encoder.embeddings.word_embeddings.weight"])  # training moved the weights
+    assert not (tmp_path / "two" / ".lock").exists()

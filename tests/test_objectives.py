@@ -1,0 +1,216 @@
+"""The objectives' math on hand-sized cases: MLM, NSP/SOP, RTD (ELECTRA), KD (DistilBERT)."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings, strategies as st
+
+from minibert import MaskedLM, ModelConfig, ReplacedTokenDetector
+from minibert.heads import IGNORE_INDEX
+from minibert.objectives import (KnowledgeDistillation, MaskedLanguageModeling, Pretrainer, ReplacedTokenDetection,
+                                 SentencePairTask)
+from minibert.objectives.kd import init_student_from_teacher, soft_cross_entropy, student_config
+from minibert.objectives.rtd import generator_config, gumbel_max_sample, replace_masked
+from minibert.training.state import trainable_state
+from minibert.training.settings import Settings
+from minibert.variants import VARIANTS, build_pretrainer, model_config
+
+
+def tiny(**changes) -> ModelConfig:
+    base = dict(vocab_size=50, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=48, max_positions=16,
+                hidden_dropout=0.0, attention_dropout=0.0)
+    return ModelConfig(**{**base, **changes})
+
+
+def make_batch(batch=3, seq=10, vocab=50, seed=0, pair=True):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, vocab, (batch, seq), generator=g)
+    mask = torch.ones(batch, seq, dtype=torch.long)
+    mask[0, seq - 3:] = 0  # one padded row
+    ids = ids.masked_fill(mask == 0, 0)
+    labels = torch.full_like(ids, IGNORE_INDEX)
+    chosen = (torch.rand(ids.shape, generator=g) < 0.3) & mask.bool()
+    chosen[:, 1] = True
+    labels[chosen] = ids[chosen]
+    masked = ids.masked_fill(chosen, 4)
+    out = dict(input_ids=masked, attention_mask=mask, token_type_ids=torch.zeros_like(ids), labels=labels)
+    if pair:
+        out["sentence_label"] = torch.randint(0, 2, (batch,), generator=g)
+    return out
+
+
+# --- MLM and sentence pairs ---------------------------------------------------------------
+
+def test_mlm_is_cross_entropy_at_labeled_positions_only():
+    torch.manual_seed(0)
+    model, batch = MaskedLM(tiny()).eval(), make_batch()
+    output = model.encoder(batch["input_ids"], batch["attention_mask"])
+    loss, metrics = MaskedLanguageModeling(weight=2.0)(model, batch, output)
+    full = model.head(output.last_hidden_state, model.word_embeddings)  # [B, T, V]
+    labeled = batch["labels"] != IGNORE_INDEX
+    expected = F.cross_entropy(full[labeled], batch["labels"][labeled])
+    torch.testing.assert_close(loss, 2.0 * expected)
+    torch.testing.assert_close(metrics["mlm_loss"], expected)
+    accuracy = (full[labeled].argmax(-1) == batch["labels"][labeled]).float().mean()
+    torch.testing.assert_close(metrics["mlm_accuracy"], accuracy)
+
+
+@pytest.mark.parametrize("task", ["nsp", "sop"])
+def test_sentence_task_is_two_way_cross_entropy_on_the_pooled_vector(task):
+    torch.manual_seed(0)
+    model, batch = MaskedLM(tiny()).eval(), make_batch()
+    output = model.encoder(batch["input_ids"], batch["attention_mask"])
+    objective = SentencePairTask(model.config, task)
+    loss, metrics = objective(model, batch, output)
+    expected = F.cross_entropy(objective.head(output.pooler_output), batch["sentence_label"])
+    torch.testing.assert_close(loss, expected)
+    assert set(metrics) == {f"{task}_loss", f"{task}_accuracy"}
+    del batch["sentence_label"]
+    with pytest.raises(ValueError, match="sentence_label"):
+        objective(model, batch, output)
+
+
+def test_objectives_share_one_encoder_pass():
+    model = MaskedLM(tiny())
+    pretrainer = Pretrainer(model, {"mlm": MaskedLanguageModeling(), "nsp": SentencePairTask(model.config)})
+    calls = []
+    model.encoder.register_forward_hook(lambda *args: calls.append(1))
+    loss, metrics = pretrainer(make_batch())
+    assert len(calls) == 1 and {"mlm_loss", "nsp_loss"} <= set(metrics)
+    assert torch.isfinite(loss)
+
+
+# --- RTD --------------------------------------------------------------------------------------
+
+def test_replaced_labels_mark_exactly_the_changed_tokens():
+    ids = torch.tensor([[2, 4, 7, 4, 3], [2, 9, 4, 3, 0]])  # 4 = [MASK]
+    labels = torch.tensor([[-100, 5, -100, 8, -100], [-100, -100, 6, -100, -100]])
+    samples = torch.tensor([5, 11, 12])  # row 0: original, replaced; row 1: replaced
+    corrupted, replaced = replace_masked(ids, labels, samples)
+    assert corrupted.tolist() == [[2, 5, 7, 11, 3], [2, 9, 12, 3, 0]]
+    assert replaced.tolist() == [[0, 0, 0, 1, 0], [0, 0, 1, 0, 0]]  # a sample equal to the original is "original"
+
+
+def test_gumbel_max_draws_from_the_softmax():
+    torch.manual_seed(0)
+    logits = torch.tensor([1.0, 0.0, -1.0, 2.0]).repeat(20000, 1)
+    counts = torch.bincount(gumbel_max_sample(logits), minlength=4).float() / 20000
+    torch.testing.assert_close(counts, logits[0].softmax(-1), atol=0.015, rtol=0)
+
+
+def test_generator_is_a_quarter_and_shares_embeddings():
+    config = tiny(hidden_size=64, embedding_size=16)
+    discriminator = ReplacedTokenDetector(config)
+    rtd = ReplacedTokenDetection(discriminator)
+    generator = rtd.generator
+    assert generator.config.hidden_size == 16 and generator.config.num_heads == 1
+    assert generator.encoder.embeddings is discriminator.encoder.embeddings
+    assert generator.word_embeddings is discriminator.encoder.embeddings.word_embeddings.weight  # tied decoder
+    assert generator.encoder.embedding_projection is not discriminator.encoder.embedding_projection
+    with pytest.raises(ValueError, match="generator"):  # E=64 > the generator's 16
+        generator_config(tiny(hidden_size=64), 0.25)
+
+
+def test_no_discriminator_gradient_reaches_the_generator_through_the_sample():
+    torch.manual_seed(0)
+    discriminator = ReplacedTokenDetector(tiny(embedding_size=8))
+    rtd = ReplacedTokenDetection(discriminator, mlm_weight=0.0)  # the RTD loss alone
+    loss, metrics = rtd(discriminator, make_batch(pair=False))
+    loss.backward()
+    shared = {id(p) for p in discriminator.parameters()}
+    own = [(n, p) for n, p in rtd.generator.named_parameters() if id(p) not in shared]
+    assert own and all(p.grad is None or not p.grad.any() for _, p in own)
+    assert discriminator.encoder.embeddings.word_embeddings.weight.grad.any()  # shared tables do learn
+    assert 0 <= metrics["rtd_accuracy"] <= 1
+
+
+def test_electra_state_holds_each_shared_tensor_once():
+    discriminator = ReplacedTokenDetector(tiny(embedding_size=8))
+    pretrainer = Pretrainer(discriminator, {"rtd": ReplacedTokenDetection(discriminator)})
+    state = trainable_state(pretrainer)
+    pointers = [t.data_ptr() for t in state.values()]
+    assert len(pointers) == len(set(pointers))
+    assert not any(name.startswith("objectives.rtd.generator.encoder.embeddings") for name in state)
+
+
+# --- KD ---------------------------------------------------------------------------------------
+
+logit_rows = st.lists(st.lists(st.floats(-5, 5), min_size=4, max_size=4), min_size=1, max_size=3)
+
+
+@settings(max_examples=30, deadline=None)
+@given(rows=logit_rows, temperature=st.floats(0.5, 4.0))
+def test_soft_loss_is_zero_for_identical_logits(rows, temperature):
+    logits = torch.tensor(rows)
+    assert soft_cross_entropy(logits, logits, temperature).abs() < 1e-5
+
+
+@settings(max_examples=30, deadline=None)
+@given(student=logit_rows, temperature=st.floats(0.5, 4.0))
+def test_soft_loss_carries_the_t_squared_factor(student, temperature):
+    s = torch.tensor(student)
+    t = torch.flip(s, dims=[1]) + 0.5
+    # Logits scaled by T and softened by T are the original distributions, times T².
+    scaled = soft_cross_entropy(s * temperature, t * temperature, temperature)
+    torch.testing.assert_close(scaled, temperature**2 * soft_cross_entropy(s, t, 1.0), rtol=1e-4, atol=1e-5)
+    by_hand = (t.softmax(-1) * (t.log_softmax(-1) - s.log_softmax(-1))).sum(-1).mean()
+    torch.testing.assert_close(soft_cross_entropy(s, t, 1.0), by_hand, rtol=1e-4, atol=1e-6)
+
+
+def test_student_takes_every_other_teacher_layer():
+    torch.manual_seed(0)
+    teacher = MaskedLM(tiny(num_layers=4))
+    config = student_config(teacher.config)
+    assert (config.num_layers, config.type_vocab_size, config.pooler) == (2, 0, False)
+    student = MaskedLM(config)
+    init_student_from_teacher(student, teacher)
+    for depth, source in ((0, 0), (1, 2)):
+        for mine, theirs in zip(student.encoder.layer(depth), teacher.encoder.layer(source)):
+            for a, b in zip(mine.state_dict().values(), theirs.state_dict().values()):
+                assert torch.equal(a, b)
+    assert torch.equal(student.word_embeddings, teacher.word_embeddings)
+    assert torch.equal(student.head.transform.weight, teacher.head.transform.weight)
+    with pytest.raises(ValueError, match="hidden_size"):
+        student_config(teacher.config, hidden_size=64)
+
+
+@pytest.mark.parametrize("all_tokens", [False, True])
+def test_kd_is_zero_when_the_student_is_the_teacher(all_tokens):
+    torch.manual_seed(0)
+    teacher = MaskedLM(tiny())
+    student = MaskedLM(student_config(teacher.config, num_layers=2, type_vocab_size=2))
+    init_student_from_teacher(student, teacher)
+    kd = KnowledgeDistillation(teacher, all_tokens=all_tokens).train()
+    student.eval()
+    batch = make_batch(pair=False)
+    loss, metrics = kd(student, batch, student.encoder(batch["input_ids"], batch["attention_mask"]))
+    assert metrics["kd_soft_loss"].abs() < 1e-5 and metrics["kd_cosine_loss"].abs() < 1e-5
+    torch.testing.assert_close(loss, 2.0 * metrics["mlm_loss"])  # only the hard-target term remains
+    assert not kd.teacher.training  # .train() never turns the teacher's dropout on
+    loss.backward()
+    assert all(p.grad is None for p in teacher.parameters())
+
+
+# --- variants ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", [n for n in VARIANTS if n != "distilbert"])
+def test_every_variant_builds_and_returns_a_finite_loss(name):
+    variant = VARIANTS[name]
+    settings_ = variant.default_settings(seq_len=10)
+    small = dict(hidden_size=32, num_heads=4, intermediate_size=48, num_layers=2)
+    if name in ("albert", "electra"):
+        small["embedding_size"] = 8
+    config = model_config(variant, settings_, small, vocab_size=50, pad_token_id=0)
+    pretrainer = build_pretrainer(variant, settings_, config)
+    loss, metrics = pretrainer(make_batch(pair=settings_.layout != "full_sentences"))
+    assert torch.isfinite(loss) and ("rtd_loss" in metrics) == (name == "electra")
+    assert math.isfinite(float(metrics["mlm_accuracy"]))
+
+
+def test_distilbert_without_teacher_is_a_clear_error():
+    variant = VARIANTS["distilbert"]
+    with pytest.raises(ValueError, match="--teacher"):
+        build_pretrainer(variant, variant.default_settings(), tiny())
+    assert isinstance(variant.default_settings(), Settings)

@@ -1,0 +1,171 @@
+"""The training loop and what surrounds it: schedule, optimizer groups, state without pickle,
+checkpoints, and an end-to-end run of every variant whose loss falls."""
+
+import json
+import random
+import re
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+import minibert
+from minibert import MaskedLM, ModelConfig
+from minibert.training.checkpoint import Checkpoints
+from minibert.training.cli import main, parse
+from minibert.training.errors import TrainingError
+from minibert.training.metrics import MetricsLog
+from minibert.training.optim import build_optimizer, learning_rate
+from minibert.training.settings import Settings
+from minibert.training.state import decode, encode, rng_state, set_rng_state
+from minibert.variants import VARIANTS
+from safetensors.torch import load_file
+from tiny_run import tiny_args, write_corpus
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("corpus")
+    return write_corpus(root / "animals.txt"), root / "cache"
+
+
+# --- schedule and optimizer ------------------------------------------------------------------
+
+@settings(max_examples=40, deadline=None)
+@given(steps=st.integers(1, 500), warmup=st.floats(0.0, 1.0))
+def test_schedule_warms_up_linearly_then_decays_to_zero(steps, warmup):
+    s = Settings(steps=steps, warmup=warmup, lr=1.0)
+    lrs = [learning_rate(step, s) for step in range(steps + 1)]
+    peak = max(range(steps + 1), key=lambda i: lrs[i])
+    assert all(a <= b + 1e-12 for a, b in zip(lrs[:peak], lrs[1:peak + 1]))  # rises
+    assert all(a >= b - 1e-12 for a, b in zip(lrs[peak:], lrs[peak + 1:]))  # then falls
+    assert max(lrs) <= 1.0 + 1e-12 and lrs[-1] == 0.0 and lrs[0] > 0
+
+
+def test_no_weight_decay_on_biases_and_layernorm():
+    model = MaskedLM(ModelConfig(vocab_size=40, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32))
+    decay, no_decay = build_optimizer(model, Settings(weight_decay=0.1)).param_groups
+    norms = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.LayerNorm)}
+    biases = {id(p) for n, p in model.named_parameters() if n.endswith("bias")}
+    assert {id(p) for p in no_decay["params"]} == norms | biases and no_decay["weight_decay"] == 0.0
+    assert decay["weight_decay"] == 0.1 and id(model.word_embeddings) in {id(p) for p in decay["params"]}
+
+
+# --- state without pickle ------------------------------------------------------------------
+
+def test_state_round_trips_through_json_and_tensors():
+    opt = torch.optim.AdamW([torch.nn.Parameter(torch.randn(3, 2)), torch.nn.Parameter(torch.randn(2))])
+    for p in opt.param_groups[0]["params"]:
+        p.grad = torch.randn_like(p)
+    opt.step()
+    value = {"optimizer": opt.state_dict(), "tuple": (1, 2.5, "x"), "array": np.arange(4, dtype=np.uint32), "none": None}
+    tensors = {}
+    back = decode(json.loads(json.dumps(encode(value, tensors))), tensors)
+    assert back["tuple"] == (1, 2.5, "x") and back["array"].dtype == np.uint32 and back["none"] is None
+    assert set(back["optimizer"]["state"]) == {0, 1}
+    assert torch.equal(back["optimizer"]["state"][0]["exp_avg"], opt.state_dict()["state"][0]["exp_avg"])
+    with pytest.raises(TypeError, match="pickle"):
+        encode({"f": lambda: 0}, {})
+
+
+def test_rng_state_replays_every_generator():
+    saved_tensors = {}
+    saved = json.loads(json.dumps(encode(rng_state(), saved_tensors)))
+    first = (random.random(), np.random.rand(), torch.rand(3))
+    set_rng_state(decode(saved, saved_tensors))
+    again = (random.random(), np.random.rand(), torch.rand(3))
+    assert first[:2] == again[:2] and torch.equal(first[2], again[2])
+
+
+# --- checkpoints --------------------------------------------------------------------------
+
+def test_checkpoints_keep_the_last_k_and_point_at_the_newest(tmp_path):
+    checkpoints = Checkpoints(tmp_path, keep=2)
+    for step in (1, 2, 3):
+        checkpoints.save(step, {"step": step, "w": torch.full((2,), float(step))})
+    assert [p.name for p in checkpoints.steps()] == ["step-00000003", "step-00000002"]
+    assert (tmp_path / "latest").read_text() == "step-00000003"
+    state, path = checkpoints.load()
+    assert state["step"] == 3 and torch.equal(state["w"], torch.full((2,), 3.0))
+
+
+def test_a_corrupted_checkpoint_falls_back_to_the_newest_intact_one(tmp_path, capsys):
+    checkpoints = Checkpoints(tmp_path, keep=3)
+    for step in (1, 2):
+        checkpoints.save(step, {"step": step, "w": torch.zeros(64)})
+    tensors = tmp_path / "step-00000002" / "tensors.safetensors"
+    data = bytearray(tensors.read_bytes())
+    data[-1] ^= 0xFF  # one flipped bit of one weight
+    tensors.write_bytes(bytes(data))
+    state, path = checkpoints.load()
+    assert state["step"] == 1 and "corrupted" in capsys.readouterr().err
+    (tmp_path / "step-00000001" / "state.json").write_text("{")  # truncated
+    with pytest.raises(TrainingError, match="no intact checkpoint"):
+        checkpoints.load()
+
+
+def test_metrics_log_drops_lines_after_the_resumed_step(tmp_path):
+    log = MetricsLog(tmp_path / "metrics.jsonl")
+    for step in (5, 10, 15):
+        log.write({"step": step, "loss": 1.0})
+    with open(log.path, "a") as f:
+        f.write('{"step": 2')  # cut short by a crash
+    log.keep_until(10)
+    assert [json.loads(line)["step"] for line in log.path.read_text().splitlines()] == [5, 10]
+
+
+# --- the command line -------------------------------------------------------------------------
+
+def test_cli_maps_flags_onto_settings_and_model_overrides():
+    settings_, overrides, run = parse(["--variant", "bert", "--no-nsp", "--hidden-size", "64", "--embedding-size", "none",
+                                       "--no-pooler", "--replace-probs", "0.85", "0", "0.15", "--resume"])
+    assert settings_.variant == "bert" and settings_.layout == "full_sentences" and settings_.masking == "static"
+    assert overrides == {"hidden_size": 64, "embedding_size": None, "pooler": False}
+    assert settings_.replace_probs == [0.85, 0.0, 0.15] and run["resume"]
+    assert parse([])[0].variant == "albert"
+
+
+def test_help_documents_every_flag_with_its_default(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    for field in ("--hidden-size", "--share-layers", "--layout", "--teacher", "--rtd-weight", "--kd-temperature",
+                  "--grad-accum", "--save-every", "--resume", "--nsp", "--sop", "--masking"):
+        assert field in text
+    assert re.search(r"default:\s+full_sentences;\s+bert:\s+nsp,\s+albert:\s+sop", text)  # per-variant defaults
+
+
+# --- end to end ---------------------------------------------------------------------------
+
+def run_variant(variant, corpus, out, *extra, steps=30):
+    text, cache = corpus
+    assert main(tiny_args(variant, text, cache, out, steps, *extra)) == 0
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def bert_teacher(corpus, tmp_path_factory):
+    out = tmp_path_factory.mktemp("bert")
+    return out, run_variant("bert", corpus, out, "--lr", "3e-3")
+
+
+@pytest.mark.parametrize("variant", ["bert", "roberta", "albert", "distilbert", "electra"])
+def test_every_variant_learns_and_leaves_a_loadable_model(variant, corpus, bert_teacher, tmp_path):
+    if variant == "bert":
+        out, records = bert_teacher
+    else:
+        out = tmp_path / variant
+        extra = ["--teacher", str(bert_teacher[0])] if variant == "distilbert" else []
+        records = run_variant(variant, corpus, out, "--lr", "3e-3", *extra)
+    trained = [r for r in records if "loss" in r]
+    assert records[0]["step"] == 0 and "eval_mlm_accuracy" in records[0]  # evaluated before training
+    assert trained[-1]["step"] == 30 and trained[-1]["loss"] < 0.9 * trained[0]["loss"]
+    assert {"lr", "tokens_per_s", "eval_loss", "eval_mlm_accuracy"} <= set(records[-1])
+    head = VARIANTS[variant].head
+    model = minibert.from_pretrained(out, head=head)
+    assert type(model).__name__ == ("ReplacedTokenDetector" if head == "rtd" else "MaskedLM")
+    saved = load_file(out / "checkpoints" / "step-00000030" / "tensors.safetensors")
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(tensor, saved[f"state.model.model.{name}"]), name
+    assert (out / ("tokenizer.model")).is_file()

@@ -1,0 +1,54 @@
+"""Helpers for the training tests: a tiny corpus and tiny `train.py` runs that take seconds."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+TINY_MODEL = ["--hidden-size", "32", "--num-heads", "2", "--intermediate-size", "64", "--num-layers", "2",
+              "--vocab-size", "400", "--seq-len", "32"]
+EMBEDDING = {"albert": ["--embedding-size", "16"], "electra": ["--embedding-size", "8"]}
+
+
+def write_corpus(path: Path, documents: int = 40, seed: int = 0) -> Path:
+    """Documents of simple, patterned sentences: small enough to tokenize instantly, regular
+    enough that a tiny model's loss falls within a few dozen steps."""
+    rng = random.Random(seed)
+    animals = "cat dog bird fish horse cow sheep goat mouse lion".split()
+    verbs = "eats sees likes chases finds hears follows watches".split()
+    adjectives = "small big red green quick slow happy sad".split()
+    places = "garden house field river forest barn hill road".split()
+    texts = []
+    for _ in range(documents):
+        animal, place = rng.choice(animals), rng.choice(places)
+        texts.append(" ".join(
+            f"The {rng.choice(adjectives)} {animal} {rng.choice(verbs)} the {rng.choice(adjectives)} "
+            f"{rng.choice(animals)} near the {place}." for _ in range(8)
+        ))
+    path.write_text("\n\n".join(texts) + "\n", encoding="utf-8")
+    return path
+
+
+def tiny_args(variant: str, corpus: Path, cache: Path, out: Path, steps: int = 20, *extra: str) -> list[str]:
+    return ["--variant", variant, "--data", str(corpus), "--cache-dir", str(cache), "--out", str(out),
+            "--steps", str(steps), "--batch-size", "8", "--threads", "1", "--eval-every", "10", "--eval-batches", "2",
+            "--log-every", "5", "--save-every", "10", *model_flags(variant), *extra]
+
+
+def model_flags(variant: str) -> list[str]:
+    """A student takes its teacher's architecture: only the sequence length is chosen."""
+    if variant == "distilbert":
+        return ["--seq-len", "32"]
+    return [*TINY_MODEL, *EMBEDDING.get(variant, [])]
+
+
+def run_cli(args: list[str], **popen) -> subprocess.CompletedProcess:
+    """`python train.py ARGS` in a fresh process, as a user would run it."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, str(REPO / "train.py"), *args], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=300, **popen)
