@@ -1,11 +1,23 @@
-"""Pretrain a member of the BERT family: python train.py --variant {bert,roberta,albert,distilbert,electra}.
+"""Pretrain a member of the BERT family, or fine-tune one.
 
-Everything lives in minibert/training/; `python train.py --help` lists every flag.
+    python train.py --variant {bert,roberta,albert,distilbert,electra} [flags]   # pretraining
+    python train.py finetune --init DIR --train FILE --dev FILE --out DIR        # classification
+
+Everything lives in minibert/training/ and minibert/finetune.py; `--help` lists every flag.
 """
 
 import sys
 
-from minibert.training.cli import main
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["finetune"]:
+        from minibert.finetune import main as finetune
+
+        return finetune(argv[1:], prog="python train.py finetune")
+    from minibert.training.cli import main as pretrain
+
+    return pretrain(argv)
+
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
