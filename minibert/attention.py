@@ -88,10 +88,6 @@ class TokenLayout:
         return cls(batch_size, seq_len, max_seqlen, cu_seqlens, grid_index, buckets)
 
     @property
-    def num_tokens(self) -> int:
-        return self.grid_index.numel()
-
-    @property
     def bucket_sizes(self) -> list[int]:
         return [bucket.num_tokens for bucket in self.buckets]
 
@@ -141,11 +137,11 @@ def sdpa_attention(q, k, v, key_mask, dropout_p: float) -> torch.Tensor:
 PADDED_BACKENDS = {"naive": naive_attention, "sdpa": sdpa_attention}
 
 
-def resolve_backend(name: str, device: torch.device, dropout_p: float) -> str:
-    """Turn "auto" into a concrete backend for this device.
+def resolve_backend(name: str) -> str:
+    """Turn "auto" into a concrete backend.
 
     SDPA is the default: it is exact, fused, and available everywhere. Our Triton kernel is
-    used only when asked for ("triton"); see docs/attention.md for its measurements.
+    used only when asked for ("triton") until it is measured on a GPU (docs/attention.md).
     """
     return "sdpa" if name == "auto" else name
 
@@ -173,7 +169,7 @@ class SelfAttention(nn.Module):
         optional `key_mask` [batch, seq] (True = real token)."""
         qkv = self.qkv(x).unflatten(-1, (3, self.num_heads, self.head_dim))
         dropout_p = self.dropout_p if self.training else 0.0
-        backend = resolve_backend(self.backend, x.device, dropout_p)
+        backend = resolve_backend(self.backend)
         if backend == "triton":
             context = self._triton(qkv, layout, dropout_p)
         elif layout is None:
