@@ -103,16 +103,24 @@ def pooled_or_first(output: ModelOutput) -> torch.Tensor:
     return output.pooler_output if output.pooler_output is not None else output.last_hidden_state[:, 0]
 
 
-class MaskedLM(nn.Module):
+class EncoderWithHead(nn.Module):
+    """A task model: the Encoder, then one head built by `make_head(config)` and initialised
+    like the encoder (the head is built after the encoder, so a seed gives the same weights)."""
+
+    def __init__(self, config: ModelConfig, make_head):
+        super().__init__()
+        self.config = config
+        self.encoder = Encoder(config)
+        self.head = make_head(config)
+        init_weights(self.head, config)
+
+
+class MaskedLM(EncoderWithHead):
     """Encoder + MLM head. With labels, logits are computed at labeled positions only
     (`logits` is then [num_labeled, V]); without, over the whole grid [B, T, V]."""
 
     def __init__(self, config: ModelConfig):
-        super().__init__()
-        self.config = config
-        self.encoder = Encoder(config)
-        self.head = MaskedLMHead(config)
-        init_weights(self.head, config)
+        super().__init__(config, MaskedLMHead)
 
     @property
     def word_embeddings(self) -> torch.Tensor:
@@ -127,15 +135,11 @@ class MaskedLM(nn.Module):
         return out
 
 
-class ReplacedTokenDetector(nn.Module):
+class ReplacedTokenDetector(EncoderWithHead):
     """Encoder + RTD head: the ELECTRA discriminator, the model kept for fine-tuning."""
 
     def __init__(self, config: ModelConfig):
-        super().__init__()
-        self.config = config
-        self.encoder = Encoder(config)
-        self.head = ReplacedTokenHead(config)
-        init_weights(self.head, config)
+        super().__init__(config, ReplacedTokenHead)
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> ModelOutput:
         out = self.encoder(input_ids, attention_mask, token_type_ids)
@@ -145,16 +149,12 @@ class ReplacedTokenDetector(nn.Module):
         return out
 
 
-class SequenceClassifier(nn.Module):
+class SequenceClassifier(EncoderWithHead):
     """Encoder + classification head, for fine-tuning."""
 
     def __init__(self, config: ModelConfig, num_labels: int):
-        super().__init__()
-        self.config = config
+        super().__init__(config, lambda c: ClassificationHead(c, num_labels))
         self.num_labels = num_labels
-        self.encoder = Encoder(config)
-        self.head = ClassificationHead(config, num_labels)
-        init_weights(self.head, config)
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> ModelOutput:
         out = self.encoder(input_ids, attention_mask, token_type_ids)
