@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import ModelConfig
+from .fused_cross_entropy import linear_cross_entropy
 from .model import ACTIVATIONS, Encoder, ModelOutput, init_weights
 
 IGNORE_INDEX = -100  # label of a position the MLM loss skips
@@ -36,8 +37,12 @@ class MaskedLMHead(nn.Module):
         self.norm = nn.LayerNorm(config.embedding_dim, eps=config.layer_norm_eps)
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
+    def features(self, hidden: torch.Tensor) -> torch.Tensor:
+        """What the decoder reads: H → E, activation, LayerNorm."""
+        return self.norm(self.act(self.transform(hidden)))
+
     def forward(self, hidden: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
-        return F.linear(self.norm(self.act(self.transform(hidden))), word_embeddings, self.bias)
+        return F.linear(self.features(hidden), word_embeddings, self.bias)
 
 
 def masked_lm_loss(head: MaskedLMHead, word_embeddings, hidden, labels) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -45,12 +50,17 @@ def masked_lm_loss(head: MaskedLMHead, word_embeddings, hidden, labels) -> tuple
 
     With a 30k vocabulary the decoder is most of a small model's compute, yet only ~15% of
     positions carry a label. Selecting those rows first gives the same loss for a fraction
-    of the FLOPs. Returns (loss, logits at the labeled positions, their labels).
+    of the FLOPs. The decoder and the softmax cross-entropy then run fused, a vocabulary
+    chunk at a time (`fused_cross_entropy`), instead of as separate passes over the
+    [labeled, V] logits. Returns (loss, logits at the labeled positions, their labels).
     """
     selected = labels != IGNORE_INDEX
     targets = labels[selected]
-    logits = head(hidden[selected], word_embeddings)
-    loss = F.cross_entropy(logits.float(), targets) if targets.numel() else logits.sum() * 0.0
+    features = head.features(hidden[selected])
+    if not targets.numel():  # nothing to predict: a zero loss that still reaches every weight
+        logits = F.linear(features, word_embeddings, head.bias)
+        return logits.sum() * 0.0, logits, targets
+    loss, logits = linear_cross_entropy(features, word_embeddings, head.bias, targets)
     return loss, logits, targets
 
 
