@@ -7,11 +7,12 @@ makes several more full passes over it (log-softmax, its gradient, the one-hot o
 targets, the bias gradient). On a CPU those passes are memory-bound and cost as much as a
 good part of the matmuls around them. Two exact, well-known rewrites remove most of them:
 
-1. **Vocabulary chunks.** The logits are produced a few thousand words at a time. All the
-   softmax work on a chunk happens while the chunk is still in cache, and the chunked
-   forward matmuls themselves ran about 1.7× faster than one matmul over the whole
-   vocabulary on the 2-core test CPU. The chunks' log-sum-exps combine exactly into the
-   full one.
+1. **Vocabulary chunks, online softmax.** The logits are produced a few thousand words at
+   a time, and the softmax work on a chunk happens while the chunk is still in cache: its
+   exponentials are taken once, against the chunk's own maximum, and kept; rescaling the
+   chunks' sums to the overall maximum gives the exact log-sum-exp (the same "online
+   softmax" FlashAttention uses over keys). The chunked forward matmuls also ran about
+   1.7× faster than one matmul over the whole vocabulary on the 2-core test CPU.
 2. **The gradient inside the forward.** The loss is a scalar at the end of the graph, so
    d loss / d logits = (softmax(logits) − onehot(targets)) / N is known as soon as the
    loss is. Computing it chunk by chunk right away and folding it straight into the
@@ -21,12 +22,12 @@ good part of the matmuls around them. Two exact, well-known rewrites remove most
 The price is memory for the three gradients between forward and backward (the size of
 the inputs), and gradient work done even if backward() is never called — so it is only
 done when an input requires a gradient. Forward plus backward of the mini benchmark's
-head (194–313 labeled rows, E = 256, V = 30,522) took 15–17% less time than the plain way.
+head (194–313 labeled rows, E = 256, V = 30,522) took 15–17% less time than the plain way
+with rewrite 2 and chunking alone; keeping the exponentials saved another 3–4% of the
+whole training step.
 """
 
 from __future__ import annotations
-
-import math
 
 import torch
 
@@ -55,14 +56,19 @@ class _LinearCrossEntropy(torch.autograd.Function):
         starts = range(0, vocab, chunk)
         with torch.autocast(device, enabled=False):
             logits = x.new_empty(n, vocab)
-            chunk_lse = []
+            maxima, exps, sums = [], [], []
             for s in starts:
                 block = torch.addmm(b[s:s + chunk], x, w[s:s + chunk].t())  # [N, chunk], in cache
                 logits[:, s:s + chunk] = block
-                chunk_lse.append(block.to(exact).logsumexp(1))
-            lse = torch.stack(chunk_lse, 1).logsumexp(1)  # [N], exactly the log-sum-exp over all V
+                block = block.to(exact)
+                maxima.append(block.amax(1, keepdim=True))
+                exps.append(block.sub_(maxima[-1]).exp_())  # exp(logit − chunk max) ≤ 1: no overflow
+                sums.append(exps[-1].sum(1, keepdim=True))
+            # Online softmax: rescale each chunk's sum to the overall max, then add them up.
+            top = torch.cat(maxima, 1).amax(1, keepdim=True)
+            lse = top + sum(total * (m - top).exp() for total, m in zip(sums, maxima)).log()  # [N, 1]
             rows = torch.arange(n, device=x.device)
-            loss = (lse - logits[rows, targets].to(exact)).mean()
+            loss = (lse.squeeze(1) - logits[rows, targets].to(exact)).mean()
 
             grads = [None, None, None]
             if any(ctx.needs_input_grad[:3]):
@@ -70,9 +76,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
                 grad_x = torch.zeros(n, x.shape[1], dtype=exact, device=x.device)
                 grad_w = torch.empty_like(w) if ctx.needs_input_grad[1] else None
                 grad_b = torch.empty(vocab, dtype=exact, device=x.device) if ctx.needs_input_grad[2] else None
-                shift = (lse + math.log(n))[:, None]  # exp(logit − lse − log N) = softmax / N
-                for s in starts:
-                    probs = (logits[:, s:s + chunk].to(exact) - shift).exp_()  # softmax / N, [N, chunk]
+                for s, probs, m in zip(starts, exps, maxima):
+                    probs = probs.mul_((m - lse).exp_().div_(n))  # softmax / N, [N, chunk]
                     if grad_b is not None:
                         torch.sum(probs, 0, out=grad_b[s:s + chunk])
                     probs = probs.to(dtype)
