@@ -52,7 +52,7 @@ class AttentionBucket:
         return _scatter(packed, self.index, *self.key_mask.shape)
 
     def unpad(self, grid: torch.Tensor) -> torch.Tensor:
-        return grid.flatten(0, 1)[self.index]
+        return grid.flatten(0, 1).index_select(0, self.index)
 
 
 @dataclass
@@ -93,7 +93,7 @@ class TokenLayout:
 
     def pack(self, grid: torch.Tensor) -> torch.Tensor:
         """[batch, seq_len, ...] -> [total_tokens, ...]: keep the real tokens only."""
-        return grid.flatten(0, 1)[self.grid_index]
+        return grid.flatten(0, 1).index_select(0, self.grid_index)
 
     def unpack(self, packed: torch.Tensor) -> torch.Tensor:
         """[total_tokens, ...] -> [batch, seq_len, ...], zeros at padding."""
@@ -106,9 +106,11 @@ def _bucket(lengths: torch.Tensor) -> AttentionBucket:
     return AttentionBucket(int(lengths.sum()), key_mask.flatten().nonzero().squeeze(1), key_mask)
 
 
+# Moving rows by an index: index_select / index_copy rather than `grid[index]` and
+# `grid[index] = rows`. Same result, but the general indexing kernels (and their backward,
+# which accumulates) took several times longer on the CPU for these row gathers.
 def _scatter(packed: torch.Tensor, index: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
-    out = packed.new_zeros(rows * cols, *packed.shape[1:])
-    out[index] = packed
+    out = packed.new_zeros(rows * cols, *packed.shape[1:]).index_copy(0, index, packed)
     return out.view(rows, cols, *packed.shape[1:])
 
 
