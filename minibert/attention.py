@@ -49,7 +49,7 @@ class AttentionBucket:
 
     def pad(self, packed: torch.Tensor) -> torch.Tensor:
         """[bucket tokens, ...] -> [rows, max_seqlen, ...], zeros at padding."""
-        return _scatter(packed, self.index, *self.key_mask.shape)
+        return scatter_rows(packed, self.index, *self.key_mask.shape)
 
     def unpad(self, grid: torch.Tensor) -> torch.Tensor:
         return grid.flatten(0, 1).index_select(0, self.index)
@@ -97,7 +97,7 @@ class TokenLayout:
 
     def unpack(self, packed: torch.Tensor) -> torch.Tensor:
         """[total_tokens, ...] -> [batch, seq_len, ...], zeros at padding."""
-        return _scatter(packed, self.grid_index, self.batch_size, self.seq_len)
+        return scatter_rows(packed, self.grid_index, self.batch_size, self.seq_len)
 
 
 def _bucket(lengths: torch.Tensor) -> AttentionBucket:
@@ -109,7 +109,8 @@ def _bucket(lengths: torch.Tensor) -> AttentionBucket:
 # Moving rows by an index: index_select / index_copy rather than `grid[index]` and
 # `grid[index] = rows`. Same result, but the general indexing kernels (and their backward,
 # which accumulates) took several times longer on the CPU for these row gathers.
-def _scatter(packed: torch.Tensor, index: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+def scatter_rows(packed: torch.Tensor, index: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+    """[n, ...] -> a [rows, cols, ...] grid holding packed[i] at flat slot index[i], zeros elsewhere."""
     out = packed.new_zeros(rows * cols, *packed.shape[1:]).index_copy(0, index, packed)
     return out.view(rows, cols, *packed.shape[1:])
 
@@ -165,10 +166,13 @@ class SelfAttention(nn.Module):
         self.out = nn.Linear(config.hidden_size, config.hidden_size)
 
     def forward(
-        self, x: torch.Tensor, layout: TokenLayout | None = None, key_mask: torch.Tensor | None = None
+        self, x: torch.Tensor, layout: TokenLayout | None = None, key_mask: torch.Tensor | None = None,
+        rows: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """x: packed [total_tokens, H] with its `layout`, or a grid [batch, seq, H] with an
-        optional `key_mask` [batch, seq] (True = real token)."""
+        optional `key_mask` [batch, seq] (True = real token). `rows` (optional): indices into
+        the tokens, flattened; only their outputs are returned, [len(rows), H] — every token
+        is still attended to."""
         qkv = self.qkv(x).unflatten(-1, (3, self.num_heads, self.head_dim))
         dropout_p = self.dropout_p if self.training else 0.0
         backend = resolve_backend(self.backend)
@@ -178,7 +182,10 @@ class SelfAttention(nn.Module):
             context = self._padded(qkv, key_mask, backend, dropout_p)
         else:
             context = self._bucketed(qkv, layout, backend, dropout_p)
-        return self.out(context.flatten(-2))
+        context = context.flatten(-2)
+        if rows is not None:
+            context = context.reshape(-1, context.shape[-1]).index_select(0, rows)
+        return self.out(context)
 
     def _bucketed(self, qkv: torch.Tensor, layout: TokenLayout, backend: str, dropout_p: float) -> torch.Tensor:
         """Packed tokens: pad each length bucket on its own, attend, unpad."""

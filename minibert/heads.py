@@ -127,7 +127,8 @@ class EncoderWithHead(nn.Module):
 
 class MaskedLM(EncoderWithHead):
     """Encoder + MLM head. With labels, logits are computed at labeled positions only
-    (`logits` is then [num_labeled, V]); without, over the whole grid [B, T, V]."""
+    (`logits` is then [num_labeled, V]) and so is the last layer (`last_hidden_state` is
+    zero elsewhere; see `Encoder.forward`'s `keep`); without, over the whole grid [B, T, V]."""
 
     def __init__(self, config: ModelConfig):
         super().__init__(config, MaskedLMHead)
@@ -137,10 +138,11 @@ class MaskedLM(EncoderWithHead):
         return self.encoder.embeddings.word_embeddings.weight
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> ModelOutput:
-        out = self.encoder(input_ids, attention_mask, token_type_ids)
         if labels is None:
+            out = self.encoder(input_ids, attention_mask, token_type_ids)
             out.logits = self.head(out.last_hidden_state, self.word_embeddings)
-        else:
+        else:  # the loss reads the labeled positions only: the last layer computes just those
+            out = self.encoder(input_ids, attention_mask, token_type_ids, keep=labels != IGNORE_INDEX)
             out.loss, out.logits, _ = masked_lm_loss(self.head, self.word_embeddings, out.last_hidden_state, labels)
         return out
 

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import SelfAttention, TokenLayout
+from .attention import SelfAttention, TokenLayout, scatter_rows
 from .config import ModelConfig
 
 ACTIVATIONS = {
@@ -94,10 +94,16 @@ class Sublayer(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout)
         self.pre_norm = config.norm == "pre"
 
-    def forward(self, x: torch.Tensor, *args) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, *args, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """`rows` (attention only): compute the output of just these tokens (indices into the
+        flattened tokens); see `Encoder.forward`'s `keep`."""
+        if rows is None:
+            residual, extra = x, {}
+        else:
+            residual, extra = x.reshape(-1, x.shape[-1]).index_select(0, rows), {"rows": rows}
         if self.pre_norm:
-            return x + self.dropout(self.fn(self.norm(x), *args))
-        return self.norm(x + self.dropout(self.fn(x, *args)))
+            return residual + self.dropout(self.fn(self.norm(x), *args, **extra))
+        return self.norm(residual + self.dropout(self.fn(x, *args, **extra)))
 
 
 def build_layers(config: ModelConfig) -> tuple[nn.ModuleList, nn.ModuleList]:
@@ -135,7 +141,17 @@ class Encoder(nn.Module):
         """The (attention, feed-forward) sublayers applied at `depth` — shared ones repeat."""
         return self.attention[depth % len(self.attention)], self.feed_forward[depth % len(self.feed_forward)]
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None) -> ModelOutput:
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, keep=None) -> ModelOutput:
+        """`keep` (optional, [batch, seq_len] bool): the positions whose final hidden state the
+        caller will read — the labeled positions for a masked-LM loss, say. The last layer
+        then computes its output there only: its attention still reads every token (keys
+        and values), but the output projection, the feed-forward and the LayerNorms run on
+        the kept tokens alone. `last_hidden_state` is exact at kept positions and zero
+        elsewhere; position 0 is always kept when there is a pooler.
+
+        Why: with 15% of positions labeled, most of the last layer's work would be thrown
+        away — for a 4-layer model that is about a sixth of the encoder's matmul FLOPs.
+        """
         batch, seq_len = input_ids.shape
         if seq_len > self.config.max_length:
             raise ValueError(
@@ -155,16 +171,31 @@ class Encoder(nn.Module):
             key_mask = attention_mask.bool()
             key_mask = key_mask | ~key_mask.any(dim=1, keepdim=True)  # an all-padding row sees itself
 
+        rows = slots = None
+        if keep is not None:
+            keep = keep.bool()
+            if self.pooler is not None:
+                keep = keep.clone()
+                keep[:, 0] = True
+            slots = keep.flatten().nonzero().squeeze(1)  # kept positions in the flattened grid
+            rows = slots if layout is None else layout.pack(keep).nonzero().squeeze(1)  # ... among x's tokens
+            if layout is not None:
+                slots = layout.grid_index.index_select(0, rows)
+
         x = self.embeddings(input_ids, position_ids, token_type_ids)
         if self.embedding_projection is not None:
             x = self.embedding_projection(x)
+        last = self.config.num_layers - 1
         for depth in range(self.config.num_layers):
             attention, feed_forward = self.layer(depth)
-            x = feed_forward(attention(x, layout, key_mask))
+            x = feed_forward(attention(x, layout, key_mask, rows=rows if depth == last else None))
         if self.final_norm is not None:
             x = self.final_norm(x)
 
-        hidden = x if layout is None else layout.unpack(x)
+        if slots is not None:  # x holds the kept tokens only
+            hidden = scatter_rows(x, slots, batch, seq_len)
+        else:
+            hidden = x if layout is None else layout.unpack(x)
         pooled = torch.tanh(self.pooler(hidden[:, 0])) if self.pooler is not None else None
         return ModelOutput(last_hidden_state=hidden, pooler_output=pooled)
 

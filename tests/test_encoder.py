@@ -174,3 +174,60 @@ def test_roberta_style_position_offset_shifts_positions():
     assert model(ids).last_hidden_state.shape == (1, 40, 32)
     with pytest.raises(ValueError, match="exceeds the 40 positions"):
         model(torch.randint(5, 97, (1, 41)))
+
+
+@settings(max_examples=30, deadline=None)
+@given(lengths=lengths_strategy, extra=st.integers(0, 4), rate=st.floats(0.0, 1.0), norm=st.sampled_from(["post", "pre"]),
+       share=st.sampled_from(["none", "all"]), attention=st.sampled_from(["naive", "sdpa"]), unpad=st.booleans(),
+       pooler=st.booleans(), full=st.booleans(), seed=st.integers(0, 2**16))
+def test_keep_computes_the_kept_positions_exactly(lengths, extra, rate, norm, share, attention, unpad, pooler, full, seed):
+    """keep: the last layer runs at the kept positions only — the same hidden states (and
+    gradients) there as the full pass, zeros elsewhere."""
+    seq_len = max(max(lengths), 1) + extra
+    if full:
+        lengths = [seq_len] * len(lengths)
+    torch.manual_seed(0)
+    config = tiny(norm=norm, share_layers=share, attention=attention, unpad=unpad, pooler=pooler, num_layers=3)
+    full_model = Encoder(config).train()  # train mode: dropout is 0, but the backward runs
+    kept_model = clone_with(Encoder, config, full_model).train()
+    ids, mask, types = batch_with_lengths(lengths, seq_len)
+    g = torch.Generator().manual_seed(seed)
+    keep = torch.rand(ids.shape, generator=g) < rate
+    weights = torch.randn(*ids.shape, config.hidden_size, generator=g)
+
+    expected = full_model(ids, mask, types)
+    got = kept_model(ids, mask, types, keep=keep)
+    read = keep & mask.bool()
+    torch.testing.assert_close(got.last_hidden_state[read], expected.last_hidden_state[read], atol=1e-5, rtol=1e-5)
+    dropped = ~keep
+    if pooler:
+        dropped[:, 0] = False  # the pooler's input is always computed
+    assert not got.last_hidden_state[dropped].any()
+    if pooler:
+        torch.testing.assert_close(got.pooler_output, expected.pooler_output, atol=1e-5, rtol=1e-5)
+
+    def loss(out):
+        value = (out.last_hidden_state[read] * weights[read]).sum()
+        return value + out.pooler_output.sum() if pooler else value
+    loss(expected).backward()
+    loss(got).backward()
+    for (name, a), b in zip(full_model.named_parameters(), kept_model.parameters()):
+        if a.grad is None:
+            assert b.grad is None or not b.grad.any(), name
+        else:
+            torch.testing.assert_close(b.grad, a.grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_masked_lm_with_labels_computes_the_last_layer_at_labeled_positions_only():
+    torch.manual_seed(0)
+    model = MaskedLM(tiny(pooler=False)).eval()
+    ids, mask, types = batch_with_lengths([9, 6], 10)
+    labels = torch.full_like(ids, -100)
+    labels[0, 2], labels[1, 4] = ids[0, 2], ids[1, 4]
+    out = model(ids, mask, types, labels=labels)
+    full = model(ids, mask, types)
+    selected = labels != -100
+    torch.testing.assert_close(out.last_hidden_state[selected], full.last_hidden_state[selected])
+    assert not out.last_hidden_state[~selected].any()
+    expected = F.cross_entropy(full.logits[selected], labels[selected])
+    torch.testing.assert_close(out.loss, expected)

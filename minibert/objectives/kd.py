@@ -86,6 +86,9 @@ class KnowledgeDistillation(nn.Module):
         self.teacher.eval()  # the teacher's predictions are targets: never with dropout
         return self
 
+    def positions_read(self, batch):
+        return None  # the cosine loss reads every real token
+
     def forward(self, model, batch, output):
         real, labels = batch["attention_mask"].bool(), batch["labels"]
         soft_rows = real if self.all_tokens else labels != IGNORE_INDEX

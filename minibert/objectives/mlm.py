@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..heads import masked_lm_loss
+from ..heads import IGNORE_INDEX, masked_lm_loss
 
 
 def mlm_metrics(loss: torch.Tensor, logits: torch.Tensor, targets: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -32,6 +32,9 @@ class MaskedLanguageModeling(nn.Module):
     def __init__(self, weight: float = 1.0):
         super().__init__()
         self.weight = weight
+
+    def positions_read(self, batch):
+        return batch["labels"] != IGNORE_INDEX
 
     def forward(self, model, batch, output):
         loss, logits, targets = masked_lm_loss(model.head, model.word_embeddings, output.last_hidden_state, batch["labels"])

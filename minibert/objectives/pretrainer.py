@@ -11,8 +11,17 @@ loop only ever calls `forward(batch)` and never knows which variant it runs.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import nn
+
+
+def union_of_positions(masks: list[torch.Tensor | None]) -> torch.Tensor | None:
+    """The positions some objective reads; None (every position) if one of them reads all."""
+    if any(mask is None for mask in masks):
+        return None
+    return functools.reduce(torch.logical_or, masks)
 
 
 class Pretrainer(nn.Module):
@@ -25,8 +34,10 @@ class Pretrainer(nn.Module):
 
     def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         output = None
-        if any(objective.reads_output for objective in self.objectives.values()):
-            output = self.model.encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+        readers = [objective for objective in self.objectives.values() if objective.reads_output]
+        if readers:
+            keep = union_of_positions([objective.positions_read(batch) for objective in readers])
+            output = self.model.encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], keep=keep)
         total, metrics = 0.0, {}
         for objective in self.objectives.values():
             loss, values = objective(self.model, batch, output)

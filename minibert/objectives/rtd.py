@@ -83,7 +83,7 @@ class ReplacedTokenDetection(nn.Module):
 
     def forward(self, model, batch, output=None):
         ids, mask, types, labels = batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], batch["labels"]
-        hidden = self.generator.encoder(ids, mask, types).last_hidden_state
+        hidden = self.generator.encoder(ids, mask, types, keep=labels != IGNORE_INDEX).last_hidden_state
         mlm_loss, logits, targets = masked_lm_loss(self.generator.head, self.generator.word_embeddings, hidden, labels)
 
         corrupted, replaced = replace_masked(ids, labels, gumbel_max_sample(logits))

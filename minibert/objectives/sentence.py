@@ -11,6 +11,7 @@ Both are the same code: the data layout decides what `sentence_label` means.
 
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F
 from torch import nn
 
@@ -30,6 +31,11 @@ class SentencePairTask(nn.Module):
         self.weight = weight
         self.head = SentencePairHead(config)
         init_weights(self.head, config)
+
+    def positions_read(self, batch):
+        first = torch.zeros_like(batch["input_ids"], dtype=torch.bool)
+        first[:, 0] = True  # the pooled [CLS] vector, or the first token's state
+        return first
 
     def forward(self, model, batch, output):
         if "sentence_label" not in batch:
