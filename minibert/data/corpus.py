@@ -113,16 +113,25 @@ def _read_txt(path: Path) -> Iterator[list[str]]:
         yield document
 
 
-def _read_jsonl(path: Path) -> Iterator[list[str]]:
-    for line_number, line in enumerate(_decoded_lines(path), start=1):
+def json_objects(path: Path, lines: Iterable[str]) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for each non-blank line of a JSON Lines file; a line that is not
+    one JSON object fails with its file and line number. Shared by corpus and task files."""
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
         except json.JSONDecodeError as error:
-            raise ValueError(f"{path}, line {line_number}: not valid JSON ({error.msg}); write one JSON object per line") from None
-        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
-            raise ValueError(f'{path}, line {line_number}: expected an object with a "text" string field')
+            raise ValueError(f"{path} line {number}: not valid JSON ({error.msg}); write one JSON object per line") from None
+        if not isinstance(record, dict):
+            raise ValueError(f"{path} line {number}: expected a JSON object, got {type(record).__name__}")
+        yield number, record
+
+
+def _read_jsonl(path: Path) -> Iterator[list[str]]:
+    for line_number, record in json_objects(path, _decoded_lines(path)):
+        if not isinstance(record.get("text"), str):
+            raise ValueError(f'{path} line {line_number}: expected an object with a "text" string field')
         document = [s for paragraph in record["text"].splitlines() for s in split_sentences(paragraph)]
         if document:
             yield document

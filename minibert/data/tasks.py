@@ -24,6 +24,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .corpus import json_objects
+
 FORMATS = (".tsv", ".csv", ".jsonl")
 LAYOUTS = (("sentence1", "sentence2"), ("sentence",), ("text",))  # first one the columns fit wins
 LABEL = "label"
@@ -114,15 +116,7 @@ def read_table(path: Path, file):
 def read_jsonl(path: Path, file):
     """Yield the first record's keys, then (line number, record) with every value as a string."""
     first = True
-    for number, line in enumerate(file, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path} line {number}: not valid JSON ({error.msg}); each line must be one JSON object") from None
-        if not isinstance(record, dict):
-            raise ValueError(f"{path} line {number}: expected a JSON object, got {type(record).__name__}")
+    for number, record in json_objects(path, file):
         if first:
             yield list(record)
             first = False
