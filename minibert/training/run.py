@@ -67,7 +67,9 @@ def pretrain(settings: Settings, model_overrides: dict | None = None, *, resume:
         out = OutputDir(settings.out, resume=resume, overwrite=overwrite) if dist.is_main else nullcontext()
         with out:
             dist.barrier()  # the other processes wait until rank 0 holds OUT
-            return _run(variant, settings, model_overrides, dist, device, resume)
+            result = _run(variant, settings, model_overrides, dist, device, resume)
+            dist.barrier()  # and nobody tears the process group down while another still uses it
+            return result
     finally:
         dist.close()
 
