@@ -171,16 +171,7 @@ class Encoder(nn.Module):
             key_mask = attention_mask.bool()
             key_mask = key_mask | ~key_mask.any(dim=1, keepdim=True)  # an all-padding row sees itself
 
-        rows = slots = None
-        if keep is not None:
-            keep = keep.bool()
-            if self.pooler is not None:
-                keep = keep.clone()
-                keep[:, 0] = True
-            slots = keep.flatten().nonzero().squeeze(1)  # kept positions in the flattened grid
-            rows = slots if layout is None else layout.pack(keep).nonzero().squeeze(1)  # ... among x's tokens
-            if layout is not None:
-                slots = layout.grid_index.index_select(0, rows)
+        rows, slots = self._kept(keep, layout) if keep is not None else (None, None)
 
         x = self.embeddings(input_ids, position_ids, token_type_ids)
         if self.embedding_projection is not None:
@@ -198,6 +189,20 @@ class Encoder(nn.Module):
             hidden = x if layout is None else layout.unpack(x)
         pooled = torch.tanh(self.pooler(hidden[:, 0])) if self.pooler is not None else None
         return ModelOutput(last_hidden_state=hidden, pooler_output=pooled)
+
+
+    def _kept(self, keep: torch.Tensor, layout: TokenLayout | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The kept tokens' rows among the layers' tokens (packed, or the flattened grid), and
+        their slots in the flattened [batch * seq_len] grid."""
+        keep = keep.bool()
+        if self.pooler is not None:  # the pooler reads position 0
+            keep = keep.clone()
+            keep[:, 0] = True
+        if layout is None:
+            slots = keep.flatten().nonzero().squeeze(1)
+            return slots, slots
+        rows = layout.pack(keep).nonzero().squeeze(1)
+        return rows, layout.grid_index.index_select(0, rows)
 
 
 def init_weights(module: nn.Module, config: ModelConfig) -> None:
