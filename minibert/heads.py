@@ -113,6 +113,13 @@ def pooled_or_first(output: ModelOutput) -> torch.Tensor:
     return output.pooler_output if output.pooler_output is not None else output.last_hidden_state[:, 0]
 
 
+def first_position(input_ids: torch.Tensor) -> torch.Tensor:
+    """[B, T] bool, True at position 0: where `pooled_or_first` reads (an Encoder `keep`)."""
+    first = torch.zeros_like(input_ids, dtype=torch.bool)
+    first[:, 0] = True
+    return first
+
+
 class EncoderWithHead(nn.Module):
     """A task model: the Encoder, then one head built by `make_head(config)` and initialised
     like the encoder (the head is built after the encoder, so a seed gives the same weights)."""
@@ -162,14 +169,17 @@ class ReplacedTokenDetector(EncoderWithHead):
 
 
 class SequenceClassifier(EncoderWithHead):
-    """Encoder + classification head, for fine-tuning."""
+    """Encoder + classification head, for fine-tuning. With labels, the last layer runs at
+    position 0 only (`last_hidden_state` is zero elsewhere; see `Encoder.forward`'s `keep`)."""
 
     def __init__(self, config: ModelConfig, num_labels: int):
         super().__init__(config, lambda c: ClassificationHead(c, num_labels))
         self.num_labels = num_labels
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> ModelOutput:
-        out = self.encoder(input_ids, attention_mask, token_type_ids)
+        # With labels (training) the loss reads position 0 only: the last layer computes just that.
+        keep = None if labels is None else first_position(input_ids)
+        out = self.encoder(input_ids, attention_mask, token_type_ids, keep=keep)
         out.logits = self.head(pooled_or_first(out))
         if labels is not None:
             out.loss = F.cross_entropy(out.logits.float(), labels)

@@ -231,3 +231,24 @@ def test_masked_lm_with_labels_computes_the_last_layer_at_labeled_positions_only
     assert not out.last_hidden_state[~selected].any()
     expected = F.cross_entropy(full.logits[selected], labels[selected])
     torch.testing.assert_close(out.loss, expected)
+
+
+@pytest.mark.parametrize("pooler", [True, False])
+def test_classifier_with_labels_gives_the_full_pass_logits_loss_and_gradients(pooler):
+    """With labels only position 0 reaches the last layer's FFN: same logits, loss, gradients."""
+    torch.manual_seed(0)
+    config = tiny(pooler=pooler, num_layers=2)
+    full = SequenceClassifier(config, num_labels=3).train()  # dropout is 0: train mode is exact
+    fast = clone_with(SequenceClassifier, config, full, num_labels=3).train()
+    ids, mask, types = batch_with_lengths([7, 4, 9], 9)
+    labels = torch.tensor([0, 2, 1])
+    out = fast(ids, mask, types, labels=labels)
+    logits = full(ids, mask, types).logits
+    torch.testing.assert_close(out.logits, logits)
+    expected = F.cross_entropy(logits, labels)
+    torch.testing.assert_close(out.loss, expected)
+    assert not out.last_hidden_state[:, 1:].any()
+    expected.backward()
+    out.loss.backward()
+    for (name, a), b in zip(full.named_parameters(), fast.parameters()):
+        torch.testing.assert_close(b.grad, a.grad, atol=1e-6, rtol=1e-5, msg=name)

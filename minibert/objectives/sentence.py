@@ -11,12 +11,11 @@ Both are the same code: the data layout decides what `sentence_label` means.
 
 from __future__ import annotations
 
-import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ..config import ModelConfig
-from ..heads import SentencePairHead, pooled_or_first
+from ..heads import SentencePairHead, first_position, pooled_or_first
 from ..model import init_weights
 
 
@@ -33,9 +32,7 @@ class SentencePairTask(nn.Module):
         init_weights(self.head, config)
 
     def positions_read(self, batch):
-        first = torch.zeros_like(batch["input_ids"], dtype=torch.bool)
-        first[:, 0] = True  # the pooled [CLS] vector, or the first token's state
-        return first
+        return first_position(batch["input_ids"])  # the pooled [CLS] vector, or the first token's state
 
     def forward(self, model, batch, output):
         if "sentence_label" not in batch:
