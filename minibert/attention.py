@@ -109,6 +109,11 @@ def _bucket(lengths: torch.Tensor) -> AttentionBucket:
 # Moving rows by an index: index_select / index_copy rather than `grid[index]` and
 # `grid[index] = rows`. Same result, but the general indexing kernels (and their backward,
 # which accumulates) took several times longer on the CPU for these row gathers.
+def gather_rows(tokens: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """[..., H] tokens (packed or a grid) -> [len(rows), H]: the given rows of the flattened tokens."""
+    return tokens.reshape(-1, tokens.shape[-1]).index_select(0, rows)
+
+
 def scatter_rows(packed: torch.Tensor, index: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
     """[n, ...] -> a [rows, cols, ...] grid holding packed[i] at flat slot index[i], zeros elsewhere."""
     out = packed.new_zeros(rows * cols, *packed.shape[1:]).index_copy(0, index, packed)
@@ -183,9 +188,7 @@ class SelfAttention(nn.Module):
         else:
             context = self._bucketed(qkv, layout, backend, dropout_p)
         context = context.flatten(-2)
-        if rows is not None:
-            context = context.reshape(-1, context.shape[-1]).index_select(0, rows)
-        return self.out(context)
+        return self.out(context if rows is None else gather_rows(context, rows))
 
     def _bucketed(self, qkv: torch.Tensor, layout: TokenLayout, backend: str, dropout_p: float) -> torch.Tensor:
         """Packed tokens: pad each length bucket on its own, attend, unpad."""

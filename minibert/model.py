@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import SelfAttention, TokenLayout, scatter_rows
+from .attention import SelfAttention, TokenLayout, gather_rows, scatter_rows
 from .config import ModelConfig
 
 ACTIVATIONS = {
@@ -100,7 +100,7 @@ class Sublayer(nn.Module):
         if rows is None:
             residual, extra = x, {}
         else:
-            residual, extra = x.reshape(-1, x.shape[-1]).index_select(0, rows), {"rows": rows}
+            residual, extra = gather_rows(x, rows), {"rows": rows}
         if self.pre_norm:
             return residual + self.dropout(self.fn(self.norm(x), *args, **extra))
         return self.norm(residual + self.dropout(self.fn(x, *args, **extra)))
@@ -189,7 +189,6 @@ class Encoder(nn.Module):
             hidden = x if layout is None else layout.unpack(x)
         pooled = torch.tanh(self.pooler(hidden[:, 0])) if self.pooler is not None else None
         return ModelOutput(last_hidden_state=hidden, pooler_output=pooled)
-
 
     def _kept(self, keep: torch.Tensor, layout: TokenLayout | None) -> tuple[torch.Tensor, torch.Tensor]:
         """The kept tokens' rows among the layers' tokens (packed, or the flattened grid), and
