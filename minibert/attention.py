@@ -120,6 +120,36 @@ def scatter_rows(packed: torch.Tensor, index: torch.Tensor, rows: int, cols: int
     return out.view(rows, cols, *packed.shape[1:])
 
 
+class Rotary(nn.Module):
+    """Rotary position embedding (RoPE, Su et al. 2021): position enters through attention.
+
+    Learned absolute positions give each position a vector the model must first learn to
+    compare; until it has, attention cannot prefer a token's neighbours, which is most of
+    what an MLM reads early on. RoPE instead rotates each pair of query/key dimensions by
+    an angle proportional to the token's position (a different frequency per pair), so
+    q_i·k_j depends on the offset i - j from the first step: "the word right before me"
+    is the same pattern at every position. Nothing is learned and no parameter is added.
+    """
+
+    def __init__(self, head_dim: int, base: float = 10000.0):
+        super().__init__()
+        inverse_frequency = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)  # [head_dim/2]
+        self.register_buffer("inverse_frequency", inverse_frequency, persistent=False)
+
+    def forward(self, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """position ids [...] -> (cos, sin), each [..., 1, head_dim]: broadcast over heads."""
+        angles = position_ids[..., None].float() * self.inverse_frequency  # [..., head_dim/2]
+        angles = torch.cat((angles, angles), dim=-1).unsqueeze(-2)  # [..., 1, head_dim]
+        return angles.cos(), angles.sin()
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate the pairs (x[i], x[i + d/2]) of the last dimension by the given angles."""
+    half = x.shape[-1] // 2
+    turned = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return (x * cos + turned * sin).to(x.dtype)
+
+
 # --- backends: q, k, v [batch, heads, seq, head_dim]; key_mask [batch, seq] or None. --------
 # dropout_p is already 0.0 outside training.
 
@@ -172,13 +202,17 @@ class SelfAttention(nn.Module):
 
     def forward(
         self, x: torch.Tensor, layout: TokenLayout | None = None, key_mask: torch.Tensor | None = None,
-        rows: torch.Tensor | None = None,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None, rows: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """x: packed [total_tokens, H] with its `layout`, or a grid [batch, seq, H] with an
-        optional `key_mask` [batch, seq] (True = real token). `rows` (optional): indices into
-        the tokens, flattened; only their outputs are returned, [len(rows), H] — every token
-        is still attended to."""
-        qkv = self.qkv(x).unflatten(-1, (3, self.num_heads, self.head_dim))
+        optional `key_mask` [batch, seq] (True = real token). `rotary`: the (cos, sin) of each
+        token's position (`Rotary`), to rotate queries and keys by. `rows` (optional): indices
+        into the tokens, flattened; only their outputs are returned, [len(rows), H] — every
+        token is still attended to."""
+        qkv = self.qkv(x).unflatten(-1, (3, self.num_heads, self.head_dim))  # [..., 3, heads, d]
+        if rotary is not None:
+            q, k, v = qkv.unbind(-3)
+            qkv = torch.stack((rotate(q, *rotary), rotate(k, *rotary), v), dim=-3)
         dropout_p = self.dropout_p if self.training else 0.0
         backend = resolve_backend(self.backend)
         if backend == "triton":

@@ -23,6 +23,7 @@ SHARE_CHOICES = ("none", "all", "attention", "ffn")
 NORM_CHOICES = ("post", "pre")
 ACTIVATION_CHOICES = ("gelu", "gelu_tanh", "relu", "silu")
 ATTENTION_CHOICES = ("auto", "naive", "sdpa", "triton")
+POSITION_CHOICES = ("learned", "rotary")
 
 
 @dataclass
@@ -38,6 +39,10 @@ class ModelConfig:
     # Cross-layer parameter sharing (ALBERT): which sublayers one copy serves at every depth.
     share_layers: str = "none"
     max_positions: int = 512
+    # How a token knows where it is: "learned" = a table of absolute position vectors added to
+    # the embeddings (all five families); "rotary" = RoPE, queries and keys rotated by their
+    # position so attention scores depend on relative offsets (attention.Rotary).
+    position_encoding: str = "learned"
     # Number of segment (token type) embeddings; 0 = none (DistilBERT).
     type_vocab_size: int = 2
     # Position ids start at this value (RoBERTa: pad_token_id + 1 = 2, so 514 positions).
@@ -73,11 +78,17 @@ class ModelConfig:
             raise ValueError(
                 f"ModelConfig.hidden_size ({self.hidden_size}) must be divisible by num_heads ({self.num_heads})"
             )
+        if self.position_encoding == "rotary" and self.head_dim % 2:
+            raise ValueError(
+                f"ModelConfig.position_encoding 'rotary' rotates pairs of dimensions, but the head size "
+                f"{self.head_dim} (hidden_size / num_heads) is odd; change num_heads or hidden_size"
+            )
         for name, choices in (
             ("share_layers", SHARE_CHOICES),
             ("norm", NORM_CHOICES),
             ("activation", ACTIVATION_CHOICES),
             ("attention", ATTENTION_CHOICES),
+            ("position_encoding", POSITION_CHOICES),
         ):
             if getattr(self, name) not in choices:
                 raise ValueError(f"ModelConfig.{name} must be one of {', '.join(choices)}; got {getattr(self, name)!r}")

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import SelfAttention, TokenLayout, gather_rows, scatter_rows
+from .attention import Rotary, SelfAttention, TokenLayout, gather_rows, scatter_rows
 from .config import ModelConfig
 
 ACTIVATIONS = {
@@ -53,13 +53,15 @@ class Embeddings(nn.Module):
         super().__init__()
         E = config.embedding_dim
         self.word_embeddings = nn.Embedding(config.vocab_size, E)
-        self.position_embeddings = nn.Embedding(config.max_positions, E)
+        self.position_embeddings = nn.Embedding(config.max_positions, E) if config.position_encoding == "learned" else None
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, E) if config.type_vocab_size else None
         self.norm = nn.LayerNorm(E, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout)
 
     def forward(self, input_ids, position_ids, token_type_ids=None) -> torch.Tensor:
-        x = self.word_embeddings(input_ids) + self.position_embeddings(position_ids)
+        x = self.word_embeddings(input_ids)
+        if self.position_embeddings is not None:
+            x = x + self.position_embeddings(position_ids)
         if self.token_type_embeddings is not None:
             if token_type_ids is None:
                 token_type_ids = torch.zeros_like(input_ids)
@@ -132,6 +134,7 @@ class Encoder(nn.Module):
         self.embeddings = Embeddings(config)
         E, H = config.embedding_dim, config.hidden_size
         self.embedding_projection = nn.Linear(E, H) if E != H else None
+        self.rotary = Rotary(config.head_dim) if config.position_encoding == "rotary" else None
         self.attention, self.feed_forward = build_layers(config)
         self.final_norm = nn.LayerNorm(H, eps=config.layer_norm_eps) if config.norm == "pre" else None
         self.pooler = nn.Linear(H, H) if config.pooler else None
@@ -176,10 +179,11 @@ class Encoder(nn.Module):
         x = self.embeddings(input_ids, position_ids, token_type_ids)
         if self.embedding_projection is not None:
             x = self.embedding_projection(x)
+        rotary = self.rotary(position_ids) if self.rotary is not None else None  # the same angles at every depth
         last = self.config.num_layers - 1
         for depth in range(self.config.num_layers):
             attention, feed_forward = self.layer(depth)
-            x = feed_forward(attention(x, layout, key_mask, rows=rows if depth == last else None))
+            x = feed_forward(attention(x, layout, key_mask, rotary, rows=rows if depth == last else None))
         if self.final_norm is not None:
             x = self.final_norm(x)
 

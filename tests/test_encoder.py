@@ -34,12 +34,14 @@ lengths_strategy = st.lists(st.integers(0, 24), min_size=1, max_size=4)
 
 @settings(max_examples=30, deadline=None)
 @given(lengths=lengths_strategy, extra=st.integers(0, 6), norm=st.sampled_from(["post", "pre"]),
-       share=st.sampled_from(["none", "all", "attention", "ffn"]), heads=st.sampled_from([1, 2, 4]))
-def test_backends_and_unpadding_agree(lengths, extra, norm, share, heads):
-    """naive == sdpa, packed == padded, on any lengths, masks and sharing."""
+       share=st.sampled_from(["none", "all", "attention", "ffn"]), heads=st.sampled_from([1, 2, 4]),
+       positions=st.sampled_from(["learned", "rotary"]))
+def test_backends_and_unpadding_agree(lengths, extra, norm, share, heads, positions):
+    """naive == sdpa, packed == padded, on any lengths, masks, sharing and position encodings."""
     seq_len = max(max(lengths), 1) + extra
     torch.manual_seed(0)
-    reference = Encoder(tiny(norm=norm, share_layers=share, num_heads=heads, attention="naive", unpad=False)).eval()
+    reference = Encoder(tiny(norm=norm, share_layers=share, num_heads=heads, attention="naive", unpad=False,
+                             position_encoding=positions)).eval()
     ids, mask, types = batch_with_lengths(lengths, seq_len)
     expected = reference(ids, mask, types).last_hidden_state
     real = mask.bool()
@@ -165,6 +167,28 @@ def test_too_long_sequence_is_a_clear_error():
     model = Encoder(tiny())
     with pytest.raises(ValueError, match="exceeds the 40 positions"):
         model(torch.zeros(1, 41, dtype=torch.long))
+
+
+@settings(max_examples=15, deadline=None)
+@given(length=st.integers(1, 20), shift=st.integers(1, 15), attention=st.sampled_from(["naive", "sdpa"]))
+def test_rotary_attention_sees_only_relative_offsets(length, shift, attention):
+    """RoPE: moving every position by the same amount changes no output — scores depend on
+    i - j alone — while with learned positions it does; and there is no position table."""
+    torch.manual_seed(0)
+    config = tiny(position_encoding="rotary", attention=attention, max_positions=40)
+    model = Encoder(config).eval()
+    assert model.embeddings.position_embeddings is None
+    shifted = clone_with(Encoder, config.replace(position_offset=shift), model)
+    ids = torch.randint(5, 97, (2, length))
+    torch.testing.assert_close(shifted(ids).last_hidden_state, model(ids).last_hidden_state, atol=1e-5, rtol=1e-5)
+    learned = Encoder(tiny(attention=attention, max_positions=40)).eval()
+    moved = clone_with(Encoder, learned.config.replace(position_offset=shift), learned)
+    assert not torch.allclose(moved(ids).last_hidden_state, learned(ids).last_hidden_state, atol=1e-4)
+
+
+def test_rotary_needs_an_even_head_size():
+    with pytest.raises(ValueError, match="head size 5 .* is odd"):
+        tiny(hidden_size=10, num_heads=2, position_encoding="rotary")
 
 
 def test_roberta_style_position_offset_shifts_positions():

@@ -141,6 +141,11 @@ def export_family(config: ModelConfig, head: str | None, family: str | None) -> 
             f"norm={config.norm!r} has no Hugging Face equivalent (all five families are post-LN); "
             f"save with format='minibert'"
         )
+    if config.position_encoding != "learned":
+        raise ValueError(
+            f"position_encoding={config.position_encoding!r} has no Hugging Face equivalent (all five families "
+            f"learn absolute positions); save with format='minibert'"
+        )
     if config.share_layers not in ("none", "all"):
         raise ValueError(
             f"share_layers={config.share_layers!r} has no Hugging Face equivalent (ALBERT shares all layers "

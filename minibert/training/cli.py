@@ -14,7 +14,7 @@ import re
 import sys
 from collections import Counter
 
-from ..config import ACTIVATION_CHOICES, ATTENTION_CHOICES, NORM_CHOICES, SHARE_CHOICES, ModelConfig
+from ..config import ACTIVATION_CHOICES, ATTENTION_CHOICES, NORM_CHOICES, POSITION_CHOICES, SHARE_CHOICES, ModelConfig
 from ..variants import VARIANTS
 from .errors import EXIT_USER_ERROR, USER_ERRORS, TrainingError
 from .settings import Settings, flag
@@ -27,7 +27,8 @@ MODEL_HELP = {
     "intermediate_size": "width of the feed-forward sublayer",
     "embedding_size": "E, width of the embedding tables; below H = factorized (ALBERT); 'none' = H",
     "share_layers": "cross-layer sharing (ALBERT): which sublayers one copy serves at every depth",
-    "max_positions": "rows of the position table",
+    "max_positions": "rows of the position table (the longest sequence, plus --position-offset)",
+    "position_encoding": "learned absolute positions (all five families) or rotary (RoPE: relative offsets inside attention)",
     "type_vocab_size": "segment types; 0 = no segment embeddings",
     "position_offset": "first position id (RoBERTa: pad id + 1)",
     "norm": "post-LN (BERT) or pre-LN",
@@ -41,7 +42,8 @@ MODEL_HELP = {
     "unpad": "run the layers on the real tokens only",
     "initializer_range": "std of the initial weights",
 }
-MODEL_CHOICES = {"share_layers": SHARE_CHOICES, "norm": NORM_CHOICES, "activation": ACTIVATION_CHOICES, "attention": ATTENTION_CHOICES}
+MODEL_CHOICES = {"share_layers": SHARE_CHOICES, "norm": NORM_CHOICES, "activation": ACTIVATION_CHOICES, "attention": ATTENTION_CHOICES,
+                 "position_encoding": POSITION_CHOICES}
 RUN_FLAGS = ("resume", "overwrite", "debug")
 
 
