@@ -4,6 +4,7 @@ checkpoints, and an end-to-end run of every variant whose loss falls."""
 import json
 import random
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from minibert import MaskedLM, ModelConfig
 from minibert.training.checkpoint import Checkpoints
 from minibert.training.cli import main, parse
 from minibert.training.errors import TrainingError
+from minibert.training.loop import PlateauWarning
 from minibert.training.metrics import MetricsLog
 from minibert.training.optim import build_optimizer, learning_rate
 from minibert.training.settings import Settings
@@ -36,11 +38,33 @@ def corpus(tmp_path_factory):
 @given(steps=st.integers(1, 500), warmup=st.floats(0.0, 1.0))
 def test_schedule_warms_up_linearly_then_decays_to_zero(steps, warmup):
     s = Settings(steps=steps, warmup=warmup, lr=1.0)
-    lrs = [learning_rate(step, s) for step in range(steps + 1)]
+    lrs = [learning_rate(step, steps, s) for step in range(steps + 1)]
     peak = max(range(steps + 1), key=lambda i: lrs[i])
     assert all(a <= b + 1e-12 for a, b in zip(lrs[:peak], lrs[1:peak + 1]))  # rises
     assert all(a >= b - 1e-12 for a, b in zip(lrs[peak:], lrs[peak + 1:]))  # then falls
     assert max(lrs) <= 1.0 + 1e-12 and lrs[-1] == 0.0 and lrs[0] > 0
+
+
+@pytest.mark.parametrize("text, seconds", [("90s", 90), ("90", 90), ("5m", 300), ("2.5m", 150), ("1h30m", 5400), ("1H", 3600)])
+def test_budget_durations(text, seconds):
+    assert Settings(budget=text).budget_seconds == seconds
+
+
+@pytest.mark.parametrize("text", ["", "m", "5x", "0s", "-1m", "5m3h"])
+def test_a_bad_budget_is_refused_with_the_expected_spelling(text):
+    with pytest.raises(ValueError, match="write it like 90s, 5m or 1h30m"):
+        Settings(budget=text).check()
+
+
+def test_plateau_warning_fires_once_late_in_the_run_and_only_at_the_plateau(capsys):
+    warning = PlateauWarning({"baseline_unigram_accuracy": 0.06, "baseline_neighbour_accuracy": 0.22})
+    warning.check({"step": 100, "eval_mlm_accuracy": 0.06}, fraction=0.3)  # early: too soon to tell
+    warning.check({"step": 200, "eval_mlm_accuracy": 0.20}, fraction=0.6)  # left the plateau
+    assert capsys.readouterr().err == ""
+    warning.check({"step": 300, "eval_mlm_accuracy": 0.07}, fraction=0.7)
+    warning.check({"step": 400, "eval_mlm_accuracy": 0.07}, fraction=0.8)
+    err = capsys.readouterr().err
+    assert err.count("warning:") == 1 and "unigram plateau" in err and "0.070" in err and "0.060" in err
 
 
 def test_no_weight_decay_on_biases_and_layernorm():
@@ -137,6 +161,39 @@ def test_help_documents_every_flag_with_its_default(capsys):
 
 
 # --- end to end ---------------------------------------------------------------------------
+
+def test_a_budget_run_ends_at_its_deadline_and_resume_keeps_the_remaining_budget(corpus, tmp_path):
+    """--budget: the schedule decays to ~0 at the deadline; a run resumed from an early
+    checkpoint trains only for what was left of the budget, not for a new one."""
+    text, cache = corpus
+    out = tmp_path / "budget"
+    args = tiny_args("roberta", text, cache, out, 1, "--budget", "3s", "--save-every", "5", "--keep", "1000",
+                     "--log-every", "1", "--eval-every", "1000", "--lr", "1e-3")
+    assert main(args) == 0
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    last = records[-1]
+    assert 3.0 <= last["elapsed_s"] < 6.0 and last["step"] > 5
+    assert last["lr"] < 0.2 * max(r.get("lr", 0) for r in records)  # decayed towards 0 at the deadline
+    assert [r["elapsed_s"] for r in records] == sorted(r["elapsed_s"] for r in records)
+
+    checkpoints = sorted((out / "checkpoints").glob("step-*"))
+    early = checkpoints[0]
+    early_elapsed = json.loads((early / "state.json").read_text())["elapsed"]
+    for later in checkpoints[1:]:  # as if the run had been killed after its first checkpoint
+        shutil.rmtree(later)
+    (out / "checkpoints" / "latest").write_text(early.name + "\n")
+    assert main(args + ["--resume"]) == 0
+    resumed = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert resumed[0]["elapsed_s"] == 0.0 and 3.0 <= resumed[-1]["elapsed_s"] < 6.0
+    assert any(r["elapsed_s"] > early_elapsed for r in resumed)
+
+
+def test_held_out_accuracy_is_logged_beside_both_baselines(corpus, tmp_path):
+    records = run_variant("roberta", corpus, tmp_path / "roberta", steps=2)
+    first = records[0]
+    assert first["step"] == 0
+    assert 0.0 < first["baseline_unigram_accuracy"] < first["baseline_neighbour_accuracy"] <= 1.0
+    assert all("baseline_unigram_accuracy" not in r for r in records[1:])  # once per run
 
 def run_variant(variant, corpus, out, *extra, steps=30):
     text, cache = corpus

@@ -16,6 +16,7 @@ milliseconds, not after the corpus has been tokenized.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import pickle
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .baselines import NeighbourCounts
 from .batching import MaskingRecipe
 from .cache import DEFAULT_DATA_DIR, fingerprint, publish_dir, publish_file
 from .corpus import PathLike, corpus_files, corpus_fingerprint, read_documents
@@ -37,6 +39,9 @@ from .storage import FORMAT_VERSION, TokenStore, build_token_store
 from .tokenizer import Tokenizer
 
 MASKINGS = ("static", "dynamic")
+# Held-out batches select BERT's 15% of tokens whatever rate training uses, so that held-out
+# accuracies of runs with different --mask-prob are measured on the same kind of task.
+EVAL_MASK_PROB = 0.15
 PARALLEL_FROM_BYTES = 32 << 20  # below this, starting worker processes costs more than it saves
 
 
@@ -46,6 +51,14 @@ class PretrainingData:
     train: PretrainingBatches
     eval: PretrainingBatches | None
     store: TokenStore
+    train_documents: range  # the documents the train batches come from; the rest are held out
+
+    def baseline_counts(self) -> NeighbourCounts:
+        """The unigram and neighbour-count guesses (baselines.py), fit on the training documents."""
+        starts = self.store.document_token_offsets
+        end = int(starts[self.train_documents.stop])
+        return NeighbourCounts.fit(self.store.tokens[:end], starts[: self.train_documents.stop], self.tokenizer.vocab_size,
+                                   never_guess=self.tokenizer.special_ids | {self.tokenizer.unk_id})
 
 
 def build_pretraining_data(
@@ -84,7 +97,8 @@ def build_pretraining_data(
     layout           "nsp" (BERT) | "sop" (ALBERT) | "full_sentences" (RoBERTa).
     masking          "static" (BERT: `dupe_factor` stored copies, each with its own mask)
                      | "dynamic" (RoBERTa: a new mask every time; needs dupe_factor=1).
-    mask_prob, replace_probs, whole_word, max_span   MLM options, see `masking.py`.
+    mask_prob, replace_probs, whole_word, max_span   MLM options, see `masking.py`
+                     (held-out batches always select EVAL_MASK_PROB = 15% of tokens).
     short_seq_prob   chance that an example targets a shorter random length (BERT 0.1).
     batch_size, eval_batch_size (default batch_size)  sequences per batch per rank.
     eval_fraction    share of documents (the last ones) held out for evaluation; 0 = none.
@@ -127,8 +141,9 @@ def build_pretraining_data(
     evaluation = None
     if n_eval:
         eval_examples = _examples(store, range(split, store.n_documents), settings)
-        evaluation = PretrainingBatches(store, eval_examples, tokenizer, recipe, batch_size=eval_batch_size or batch_size, repeat=False, **shard)
-    return PretrainingData(tokenizer, train, evaluation, store)
+        evaluation = PretrainingBatches(store, eval_examples, tokenizer, dataclasses.replace(recipe, mask_prob=EVAL_MASK_PROB),
+                                        batch_size=eval_batch_size or batch_size, repeat=False, **shard)
+    return PretrainingData(tokenizer, train, evaluation, store, range(0, split))
 
 
 def _check_settings(*, vocab_size, tokenizer_model, seq_len, layout, masking, dupe_factor, short_seq_prob, batch_size,

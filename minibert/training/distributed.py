@@ -60,6 +60,15 @@ class Distributed:
             dist.all_reduce(tensor)
         return tensor
 
+    def broadcast_float(self, value: float) -> float:
+        """Rank 0's `value` on every rank (e.g. its clock, so all stop a --budget run together)."""
+        if not self.enabled:
+            return value
+        device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+        tensor = torch.tensor([value], dtype=torch.float64, device=device)
+        dist.broadcast(tensor, src=0)
+        return float(tensor)
+
     def gather(self, value) -> list:
         """Every rank's `value` (small, e.g. its RNG and data position), on every rank."""
         if not self.enabled:

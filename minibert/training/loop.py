@@ -1,7 +1,7 @@
 """The one training loop — every variant, one process or many, CPU or GPU.
 
-    for each optimizer step:
-        lr ← warm-up / decay schedule(step)
+    for each optimizer step, until --steps are done (or the --budget deadline is reached):
+        lr ← warm-up / decay schedule(step, or seconds spent)
         for each of the grad_accum micro-batches:
             loss, metrics = model(batch)          # the objectives of the variant, summed
             backward(loss / grad_accum)           # DDP averages gradients on the last one only
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 
@@ -24,7 +25,7 @@ import torch
 from tqdm import tqdm
 
 from .distributed import Distributed
-from .errors import NonFiniteLoss
+from .errors import NonFiniteLoss, warn
 from .metrics import MetricsLog, Window
 from .optim import learning_rate
 from .settings import Settings
@@ -35,6 +36,15 @@ class Progress:
     step: int = 0  # optimizer steps done
     skipped_steps: int = 0  # steps skipped for a NaN/Inf loss (--skip-nonfinite)
     saved_step: int | None = None  # the newest checkpoint
+    elapsed: float = 0.0  # seconds spent in the loop, over every resumed part of the run
+
+    def fraction(self, settings: Settings) -> float:
+        """How much of the run is done: of its steps, or of its --budget."""
+        budget = settings.budget_seconds
+        return self.step / settings.steps if budget is None else self.elapsed / budget
+
+    def finished(self, settings: Settings) -> bool:
+        return self.fraction(settings) >= 1.0
 
 
 def autocast(device: torch.device):
@@ -43,16 +53,25 @@ def autocast(device: torch.device):
 
 
 def train(model, optimizer, streams, eval_batches, settings: Settings, progress: Progress, *,
-          dist: Distributed, device: torch.device, save, log: MetricsLog) -> dict:
-    """Run optimizer steps until `settings.steps`; return the last logged record.
-    `streams`: one batch iterator per micro-step."""
+          dist: Distributed, device: torch.device, save, log: MetricsLog, baselines: dict | None = None) -> dict:
+    """Run optimizer steps until `settings.steps` (or the `--budget` deadline); return the
+    last logged record. `streams`: one batch iterator per micro-step. `baselines`: the
+    held-out accuracies of the unigram and neighbour-count guesses (data/baselines.py),
+    logged once at step 0, shown beside the model's and used by the plateau warning."""
     ddp = dist.wrap(model, device)
     window, record = Window(), {}
+    baselines = baselines or {}
+    plateau = PlateauWarning(baselines)
+    budget = settings.budget_seconds
     if progress.step == 0 and eval_batches is not None:  # where learning starts from
-        log.write({"step": 0, **evaluate(model, eval_batches, settings, device)})
-    with tqdm(total=settings.steps, initial=progress.step, disable=not dist.is_main, unit="step", dynamic_ncols=True) as bar:
-        while progress.step < settings.steps:
-            lr = learning_rate(progress.step, settings)
+        log.write({"step": 0, "elapsed_s": 0.0, **baselines, **evaluate(model, eval_batches, settings, device)})
+    total, unit = (settings.steps, "step") if budget is None else (round(budget), "s")
+    started, elapsed_before = time.perf_counter(), progress.elapsed
+    with tqdm(total=total, initial=min(total, round(progress.fraction(settings) * total)), disable=not dist.is_main,
+              unit=unit, dynamic_ncols=True) as bar:
+        while not progress.finished(settings):
+            done = progress.step if budget is None else progress.elapsed
+            lr = learning_rate(done, total if budget is None else budget, settings)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             if not train_step(ddp, optimizer, streams, settings, dist, device, window):
@@ -64,21 +83,66 @@ def train(model, optimizer, streams, eval_batches, settings: Settings, progress:
                     )
                 progress.skipped_steps += 1
             progress.step += 1
-            bar.update()
+            seconds = time.perf_counter() - started
+            # Every process must agree when a --budget run ends: rank 0's clock decides.
+            progress.elapsed = elapsed_before + (seconds if budget is None else dist.broadcast_float(seconds))
+            bar.update(min(total, round(progress.fraction(settings) * total)) - bar.n)
 
-            step, last = progress.step, progress.step == settings.steps
+            step, last = progress.step, progress.finished(settings)
             evaluate_now = step % settings.eval_every == 0 or last
             if step % settings.log_every == 0 or evaluate_now:
-                record = {"step": step, **window.summary(dist), "lr": lr, "skipped_steps": progress.skipped_steps}
+                record = {"step": step, "elapsed_s": round(progress.elapsed, 2), **window.summary(dist), "lr": lr,
+                          "skipped_steps": progress.skipped_steps}
                 if evaluate_now and eval_batches is not None:
                     record.update(evaluate(model, eval_batches, settings, device))
+                    plateau.check(record, progress.fraction(settings))
                 if dist.is_main:
                     log.write(record)
-                    bar.set_postfix(loss=f"{record.get('loss', math.nan):.3f}", tok_s=f"{record['tokens_per_s']:.0f}")
+                    bar.set_postfix(postfix(record, baselines))
             if step % settings.save_every == 0 or last:
                 save(progress)
                 progress.saved_step = step
     return record
+
+
+def postfix(record: dict, baselines: dict) -> dict[str, str]:
+    """The progress bar's numbers: training loss, throughput and the latest held-out
+    accuracy, beside what the unigram and neighbour-count guesses score on the same positions."""
+    shown = {"loss": f"{record.get('loss', math.nan):.3f}", "tok_s": f"{record['tokens_per_s']:.0f}"}
+    if "eval_mlm_accuracy" in record:
+        shown["mlm_acc"] = f"{record['eval_mlm_accuracy']:.3f}" + (
+            f" (unigram {baselines['baseline_unigram_accuracy']:.3f}, neighbours {baselines['baseline_neighbour_accuracy']:.3f})"
+            if baselines else "")
+    if "eval_rtd_auc" in record:
+        shown["rtd_auc"] = f"{record['eval_rtd_auc']:.3f}"
+    return shown
+
+
+class PlateauWarning:
+    """Warn once when a run is still at the unigram plateau late in its steps or budget.
+
+    Held-out MLM accuracy within 1.5× of always guessing the most frequent token, past half
+    of the run, means the model has learned token frequencies and little else; the
+    academic-budget BERT recipe kills such runs early rather than spend the rest of the
+    budget on them.
+    """
+
+    LATE = 0.5  # share of the run after which the check applies
+    MARGIN = 1.5  # "at the plateau": accuracy below this multiple of the unigram guess
+
+    def __init__(self, baselines: dict):
+        self.unigram = baselines.get("baseline_unigram_accuracy")
+        self.warned = False
+
+    def check(self, record: dict, fraction: float) -> None:
+        accuracy = record.get("eval_mlm_accuracy")
+        if self.warned or self.unigram is None or accuracy is None or fraction < self.LATE:
+            return
+        if accuracy < self.MARGIN * self.unigram:
+            self.warned = True
+            warn(f"step {record['step']}, {fraction:.0%} of the run: held-out MLM accuracy {accuracy:.3f} is still at the "
+                 f"unigram plateau (always guessing the most frequent token scores {self.unigram:.3f}); the model has "
+                 f"learned token frequencies only. Try a lower --lr or more --warmup, --norm pre, or a longer --budget")
 
 
 def train_step(ddp, optimizer, streams, settings: Settings, dist: Distributed, device, window: Window) -> bool:

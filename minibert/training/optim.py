@@ -6,8 +6,8 @@ They are exactly the 1-D parameters, so they form the no-decay group.
 
 The schedule is BERT's: a linear warm-up from 0 to the peak (Adam's moment estimates are
 noisy in the first steps, and big early updates can wreck post-LN training), then a linear
-decay to 0 at the last step. It is a pure function of the step, so resuming only needs
-the step number.
+decay to 0 at the last step — or at the deadline of a --budget run. It is a pure function of
+the step (or of the training time spent), so resuming only needs that number.
 """
 
 from __future__ import annotations
@@ -27,9 +27,15 @@ def build_optimizer(model: nn.Module, settings: Settings) -> torch.optim.AdamW:
     return torch.optim.AdamW(groups, lr=settings.lr, betas=(0.9, 0.999), eps=1e-6)
 
 
-def learning_rate(step: int, settings: Settings) -> float:
-    """The peak lr scaled by warm-up (steps 0..W-1) and then linear decay to 0."""
-    warmup = round(settings.warmup * settings.steps)
-    if step < warmup:
-        return settings.lr * (step + 1) / warmup
-    return settings.lr * max(0.0, (settings.steps - step) / max(1, settings.steps - warmup))
+def learning_rate(done: float, total: float, settings: Settings) -> float:
+    """The peak lr scaled by warm-up and then linear decay to 0 at `total`.
+
+    `done` and `total` count optimizer steps, or seconds under --budget (the schedule is
+    then stretched to end at the deadline, as the academic-budget BERT recipe does). The
+    warm-up covers the first `settings.warmup` share; its first unit already gets 1/W of
+    the peak, so no step is wasted at lr 0.
+    """
+    warmup = round(settings.warmup * total)
+    if done < warmup:
+        return settings.lr * min(1.0, (done + 1) / warmup)
+    return settings.lr * max(0.0, (total - done) / max(1, total - warmup))

@@ -15,6 +15,7 @@ whether the micro-steps run one after another or side by side on several process
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from contextlib import nullcontext
@@ -23,6 +24,7 @@ from pathlib import Path
 import torch
 
 from ..data import build_pretraining_data
+from ..data.baselines import mlm_baselines
 from ..data.corpus import corpus_files
 from ..pretrained import from_pretrained, save_pretrained
 from ..variants import Variant, build_pretrainer, get_variant, model_config
@@ -83,7 +85,7 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
     teacher = load_teacher(settings.teacher, settings.seq_len) if variant.needs_teacher else None
 
     vocab_size = model_overrides.get("vocab_size", variant.model.get("vocab_size"))
-    shards, eval_batches, tokenizer = build_batches(settings, dist, Path(settings.teacher) if teacher else out, vocab_size)
+    shards, eval_batches, tokenizer, baselines = build_batches(settings, dist, Path(settings.teacher) if teacher else out, vocab_size)
     config = model_config(variant, settings, model_overrides, vocab_size=tokenizer.vocab_size,
                           pad_token_id=tokenizer.pad_id, teacher=teacher.config if teacher else None)
     torch.set_num_threads(settings.threads or default_threads(config))
@@ -110,16 +112,18 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
         ranks = dist.gather(mine)
         if dist.is_main:
             checkpoints.save(progress.step, {
-                "step": progress.step, "skipped_steps": progress.skipped_steps,
+                "step": progress.step, "skipped_steps": progress.skipped_steps, "elapsed": progress.elapsed,
                 "model": trainable_state(model), "optimizer": optimizer.state_dict(), "ranks": ranks,
             })
             save_pretrained(model.model, out)  # the kept model, loadable with from_pretrained(OUT)
 
     streams = [iter(shard) for shard in shards]
-    last = train(model, optimizer, streams, eval_batches, settings, progress, dist=dist, device=device, save=save, log=log)
+    last = train(model, optimizer, streams, eval_batches, settings, progress, dist=dist, device=device, save=save, log=log,
+                 baselines=baselines)
     if dist.is_main:
-        scores = ", ".join(f"{k} {v:.3f}" for k, v in last.items() if k.startswith("eval_") and k.endswith("accuracy"))
-        print(f"done: {variant.name}, {settings.steps} steps{f' ({scores})' if scores else ''}; "
+        scores = ", ".join(f"{k} {v:.3f}" for k, v in {**last, **baselines}.items()
+                           if k.startswith(("eval_", "baseline_")) and k.endswith(("accuracy", "auc")))
+        print(f"done: {variant.name}, {progress.step} steps in {progress.elapsed:.0f}s{f' ({scores})' if scores else ''}; "
               f"load it with minibert.from_pretrained({str(out)!r}, head={variant.head!r})", flush=True)
     return out
 
@@ -135,7 +139,8 @@ def default_threads(config) -> int:
 
 
 def build_batches(settings: Settings, dist: Distributed, tokenizer_dir: Path, vocab_size: int | None):
-    """This process's `grad_accum` training shards, the held-out batches (rank 0) and the tokenizer.
+    """This process's `grad_accum` training shards, the held-out batches (rank 0), the
+    tokenizer, and (rank 0) what the baselines score on the held-out batches.
 
     Rank 0 builds (or reuses) the tokenizer and the tokenized corpus first; the others then
     find them in the cache, so no two processes write the same file.
@@ -157,11 +162,15 @@ def build_batches(settings: Settings, dist: Distributed, tokenizer_dir: Path, vo
     if dist.is_main:
         dist.barrier()
     first = shards[0]
-    eval_batches = None
+    eval_batches, baselines = None, {}
     if dist.is_main:
         whole = first if streams_total == 1 else build_pretraining_data(settings.data, **{**common, "rank": 0, "world_size": 1})
         eval_batches = whole.eval
-    return [shard.train for shard in shards], eval_batches, first.tokenizer
+        if eval_batches is not None:
+            tokenizer = whole.tokenizer
+            baselines = mlm_baselines(whole.baseline_counts(), itertools.islice(eval_batches, settings.eval_batches),
+                                      unknown_ids=tokenizer.special_ids)
+    return [shard.train for shard in shards], eval_batches, first.tokenizer, baselines
 
 
 def restore(state: dict, model, optimizer, shards, dist: Distributed) -> Progress:
@@ -175,7 +184,8 @@ def restore(state: dict, model, optimizer, shards, dist: Distributed) -> Progres
     for shard, position in zip(shards, mine["data"], strict=True):
         shard.load_state_dict(position)
     set_rng_state(mine["rng"])  # last: nothing after this may draw a random number
-    return Progress(step=state["step"], skipped_steps=state["skipped_steps"], saved_step=state["step"])
+    return Progress(step=state["step"], skipped_steps=state["skipped_steps"], saved_step=state["step"],
+                    elapsed=state.get("elapsed", 0.0))
 
 
 def check_same_run(path: Path, record: dict) -> None:

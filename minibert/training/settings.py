@@ -8,6 +8,7 @@ the text of its command-line flag; the variants (minibert/variants.py) choose th
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 
 LAYOUTS = ("nsp", "sop", "full_sentences")
@@ -30,7 +31,7 @@ class Settings:
     short_seq_prob: float = option(0.1, "share of examples cut shorter than --seq-len (BERT: 0.1)", group="data")
     masking: str = option("static", "static = masks drawn once when examples are built (--dupe-factor copies); dynamic = a new mask every time", MASKINGS, "data")
     dupe_factor: int | None = option(None, "differently-masked copies of the corpus under static masking (none = 10 under static masking)", group="data")
-    mask_prob: float = option(0.15, "share of tokens selected for prediction", group="data")
+    mask_prob: float = option(0.15, "share of tokens selected for prediction while training (held-out accuracy is always measured at 15%)", group="data")
     replace_probs: list[float] = option((0.8, 0.1, 0.1), "what a selected token becomes: [MASK], random token, unchanged", group="data")
     max_span: int = option(1, "mask spans of up to N words (ALBERT's n-gram masking: 3)", group="data")
     whole_word: bool = option(False, "mask all pieces of a word together", group="data")
@@ -49,7 +50,8 @@ class Settings:
     kd_all_tokens: bool = option(False, "DistilBERT: soft targets at every token, as DistilBERT did, not only at the masked ones (vocabulary projections for every token: several times the cost)", group="objectives")
 
     # --- optimisation ---------------------------------------------------------------------
-    steps: int = option(1500, "optimizer steps")
+    steps: int = option(1500, "optimizer steps (ignored with --budget)")
+    budget: str | None = option(None, "train for this much wall-clock time instead of --steps (e.g. 90s, 5m, 1h30m): the schedule is stretched to end at the deadline", metavar="DURATION")
     batch_size: int = option(32, "sequences per optimizer step, over all processes and accumulation steps")
     grad_accum: int = option(1, "micro-steps whose gradients make one optimizer step")
     lr: float = option(2e-3, "peak learning rate (AdamW)")
@@ -75,6 +77,11 @@ class Settings:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    @property
+    def budget_seconds(self) -> float | None:
+        """--budget in seconds, or None for a run of --steps."""
+        return None if self.budget is None else parse_duration(self.budget)
+
     def check(self) -> None:
         """Fail early, before any data is read, on values that cannot work."""
         for name in ("steps", "batch_size", "grad_accum", "seq_len", "dupe_factor", "max_span", "eval_every",
@@ -99,8 +106,22 @@ class Settings:
         for name, choices in (("layout", LAYOUTS), ("masking", MASKINGS), ("device", DEVICES)):
             if getattr(self, name) not in choices:
                 raise ValueError(f"--{flag(name)} must be one of {', '.join(choices)}; got {getattr(self, name)!r}")
+        if self.budget is not None:
+            parse_duration(self.budget)
         if len(self.replace_probs) != 3 or min(self.replace_probs) < 0 or abs(sum(self.replace_probs) - 1) > 1e-6:
             raise ValueError(f"--replace-probs must be 3 non-negative numbers summing to 1 ([MASK] random unchanged), got {list(self.replace_probs)}")
+
+
+_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?")
+
+
+def parse_duration(text: str) -> float:
+    """'90s', '90', '5m', '1h30m', '2.5m' -> seconds."""
+    match = _DURATION.fullmatch(str(text).strip().lower())
+    if not match or not any(match.groups()) or not (seconds := sum(
+            float(value or 0) * unit for value, unit in zip(match.groups(), (3600, 60, 1)))) > 0:
+        raise ValueError(f"--budget {text!r} is not a positive duration; write it like 90s, 5m or 1h30m")
+    return seconds
 
 
 def flag(name: str) -> str:
