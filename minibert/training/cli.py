@@ -25,7 +25,7 @@ MODEL_HELP = {
     "num_layers": "depth (applications of a layer)",
     "num_heads": "attention heads (must divide --hidden-size)",
     "intermediate_size": "width of the feed-forward sublayer",
-    "embedding_size": "E, width of the embedding tables; below H = factorized (ALBERT); 'none' = H",
+    "embedding_size": "E, width of the embedding tables, projected to H; below H = factorized (ALBERT); 'none' = H",
     "share_layers": "cross-layer sharing (ALBERT): which sublayers one copy serves at every depth",
     "max_positions": "rows of the position table",
     "type_vocab_size": "segment types; 0 = no segment embeddings",
