@@ -136,6 +136,11 @@ class Tokenizer:
             self.encode_pair(t, None if pairs is None else pairs[i], max_length=max_length)
             for i, t in enumerate(texts)
         ]
+        return self.pad(encoded)
+
+    def pad(self, encoded: Sequence[tuple[Sequence[int], Sequence[int]]]) -> dict[str, torch.Tensor]:
+        """(ids, segment_ids) pairs, already laid out with their special tokens -> the padded
+        tensors of `batch`. For callers that build ids themselves (fill-mask inserts [MASK])."""
         longest = max((len(ids) for ids, _ in encoded), default=0)
         input_ids = torch.full((len(encoded), longest), self.pad_id, dtype=torch.long)
         attention_mask = torch.zeros((len(encoded), longest), dtype=torch.long)
