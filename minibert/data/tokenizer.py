@@ -84,6 +84,10 @@ class Tokenizer:
         """Ids of ordinary pieces (no special tokens) -> text."""
         raise NotImplementedError
 
+    def piece(self, token_id: int) -> str:
+        """One token as the vocabulary writes it, for display ("cat", "##s", "[SEP]")."""
+        return self.decode_ids([token_id])
+
     # --- shared behaviour --------------------------------------------------------
     @property
     def special_ids(self) -> frozenset[int]:
