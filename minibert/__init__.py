@@ -9,6 +9,7 @@ from .data.wordpiece import WordPieceTokenizer
 from .heads import MaskedLM, ReplacedTokenDetector, SequenceClassifier
 from .model import Encoder, ModelOutput
 from .pretrained import from_pretrained, save_pretrained
+from .probe import detect_replaced, fill_mask
 
 __all__ = ["ModelConfig", "Encoder", "ModelOutput", "MaskedLM", "ReplacedTokenDetector", "SequenceClassifier",
-           "from_pretrained", "save_pretrained", "WordPieceTokenizer"]
+           "from_pretrained", "save_pretrained", "WordPieceTokenizer", "fill_mask", "detect_replaced"]

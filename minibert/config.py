@@ -6,7 +6,7 @@ The five families differ in a handful of switches, not in code:
     RoBERTa     BERT's shape; one segment type, positions start after the pad id
     ALBERT      embedding_size 128 < hidden_size (factorized) and share_layers="all"
     DistilBERT  6 layers, no segment embeddings, no pooler
-    ELECTRA     embedding_size < hidden_size for the small model, no pooler
+    ELECTRA     embedding_size ≠ hidden_size for the small model and the generators, no pooler
 
 `ModelConfig.preset(name)` returns the published sizes; their parameter counts equal the
 reference backbones exactly (see tests/test_config.py).
@@ -33,8 +33,11 @@ class ModelConfig:
     num_layers: int = 12
     num_heads: int = 12
     intermediate_size: int = 3072
-    # None means "same as hidden_size". Smaller = factorized embeddings (ALBERT, ELECTRA-small):
-    # tokens live in a small E-dimensional table and one Linear projects them up to H.
+    # None means "same as hidden_size". Otherwise tokens live in an E-dimensional table and one
+    # Linear maps them to H, whichever is larger. Smaller = factorized embeddings (ALBERT,
+    # ELECTRA-small): only E < H saves parameters (V·E + E·H instead of V·H), which is ALBERT's
+    # argument. Larger is ELECTRA's base and large generators (E = 768 or 1024, H = 256): they
+    # share the discriminator's wide embedding table and project it down to their narrow width.
     embedding_size: int | None = None
     # Cross-layer parameter sharing (ALBERT): which sublayers one copy serves at every depth.
     share_layers: str = "none"
@@ -69,11 +72,6 @@ class ModelConfig:
             positive(name)
         if self.embedding_size is not None:
             positive("embedding_size")
-            if self.embedding_size > self.hidden_size:
-                raise ValueError(
-                    f"ModelConfig.embedding_size ({self.embedding_size}) must not exceed hidden_size "
-                    f"({self.hidden_size}): factorization projects a small embedding up, never down"
-                )
         if self.hidden_size % self.num_heads:
             raise ValueError(
                 f"ModelConfig.hidden_size ({self.hidden_size}) must be divisible by num_heads ({self.num_heads})"

@@ -37,9 +37,9 @@ from .pretrained import FORMAT_KEY, FORMAT_VERSION, from_pretrained
 from .pretrained.checkpoint import (
     CONFIG_FILE, SAFETENSORS_FILE, atomic_write, load_tensors, open_tensors, read_json, save_tensors, write_json,
 )
-from .training.cli import Parser, one_line
+from .training.cli import Parser, report_errors
 from .training.distributed import Distributed
-from .training.errors import EXIT_USER_ERROR, USER_ERRORS, TrainingError
+from .training.errors import TrainingError
 from .training.optim import build_optimizer, learning_rate
 from .training.settings import DEVICES, Settings
 
@@ -81,14 +81,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     """Run one fine-tuning job; a problem the user can fix is one line on stderr and exit code 2."""
     argv = sys.argv[1:] if argv is None else argv
-    try:
-        finetune(build_parser(prog).parse_args(argv))
-    except (*USER_ERRORS, TrainingError) as error:
-        if "--debug" in argv:
-            raise
-        print(f"{prog}: error: {one_line(error)}", file=sys.stderr)
-        return EXIT_USER_ERROR
-    return 0
+    return report_errors(prog, argv, lambda: finetune(build_parser(prog).parse_args(argv)))
 
 
 def check_args(args: argparse.Namespace) -> None:

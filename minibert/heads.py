@@ -26,8 +26,10 @@ class MaskedLMHead(nn.Module):
     """Predict the original token at masked positions.
 
     The decoder reuses the input word-embedding table (weight tying, as in BERT): the same
-    vector that represents token t on the way in scores token t on the way out. With
-    factorized embeddings (ALBERT, ELECTRA's generator) the transform maps H → E first.
+    vector that represents token t on the way in scores token t on the way out. When E ≠ H
+    the transform maps H → E first, so the features match the table's width: down for ALBERT
+    (E < H), up for ELECTRA's base and large generators (E = 768 or 1024 > H = 256) — the
+    same dense → activation → LayerNorm(E) as ELECTRA's generator_predictions.
     """
 
     def __init__(self, config: ModelConfig):

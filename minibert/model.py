@@ -1,7 +1,7 @@
 """The one Transformer encoder of the BERT family.
 
     input ids ─► Embeddings (token + position + segment, LayerNorm, dropout)
-              ─► [projection E → H, when embeddings are factorized]
+              ─► [projection E → H, when the embedding width E differs from H]
               ─► depth × ( self-attention sublayer ─► feed-forward sublayer )
               ─► last_hidden_state  (─► pooler: tanh(Linear) of the first token)
 

@@ -31,7 +31,7 @@ def test_preset_parameter_counts_equal_the_published_backbones(name):
     "changes, field",
     [
         (dict(hidden_size=100, num_heads=12), "hidden_size"),
-        (dict(embedding_size=1024), "embedding_size"),
+        (dict(embedding_size=0), "embedding_size"),
         (dict(num_layers=0), "num_layers"),
         (dict(vocab_size=-3), "vocab_size"),
         (dict(share_layers="some"), "share_layers"),
@@ -86,3 +86,12 @@ def test_factorized_embeddings_cost_VE_plus_EH(vocab, embedding, heads, head_dim
         assert factorized == vocab * embedding + embedding * hidden + hidden  # + the projection's bias
     else:
         assert factorized == full
+
+
+def test_embeddings_wider_than_hidden_are_projected_down():
+    """ELECTRA's base and large generators: E = 768 or 1024 tables feeding H = 256 layers."""
+    config = ModelConfig.preset("electra-small", embedding_size=768, hidden_size=256, num_layers=1)
+    with torch.device("meta"):
+        encoder = Encoder(config)
+    assert encoder.embeddings.word_embeddings.weight.shape == (config.vocab_size, 768)
+    assert encoder.embedding_projection.weight.shape == (256, 768)

@@ -34,6 +34,8 @@ def reference_cases():
     roberta = T.RobertaConfig(**{**SIZES, "max_position_embeddings": 41}, type_vocab_size=1, layer_norm_eps=1e-5)
     albert = dict(SIZES, embedding_size=16)
     electra = dict(SIZES, embedding_size=16)
+    # E > H, shaped like google/electra-base-generator (E = 768, H = 256, 4 heads, FFN 1024)
+    wide_generator = dict(SIZES, embedding_size=48, hidden_size=16, num_attention_heads=4, intermediate_size=64)
     return {
         "bert": (T.BertModel, T.BertConfig(**SIZES), None, "bert"),
         "bert-mlm": (T.BertForMaskedLM, T.BertConfig(**SIZES), "mlm", "bert"),
@@ -50,6 +52,7 @@ def reference_cases():
         # embedding projection E -> H; generator (MLM) and discriminator (RTD) heads
         "electra-generator": (T.ElectraForMaskedLM, T.ElectraConfig(**electra), "mlm", "electra"),
         "electra-discriminator": (T.ElectraForPreTraining, T.ElectraConfig(**electra), "rtd", "electra"),
+        "electra-wide-generator": (T.ElectraForMaskedLM, T.ElectraConfig(**wide_generator), "mlm", "electra"),
         # E == H: no projection, so its tensors are exactly a pooler-less BertModel's
         "electra": (T.ElectraModel, T.ElectraConfig(**SIZES, embedding_size=48), None, "bert"),
     }
@@ -202,7 +205,7 @@ def test_own_format_round_trip(model_cls, head, tmp_path):
 
 @settings(max_examples=20, deadline=None)
 @given(
-    embedding_size=st.sampled_from([None, 8]),
+    embedding_size=st.sampled_from([None, 8, 40]),  # E < H, E > H (hidden 24)
     share=st.sampled_from(["none", "all"]),
     type_vocab_size=st.sampled_from([0, 1, 3]),
     offset=st.booleans(),

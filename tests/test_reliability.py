@@ -162,7 +162,7 @@ CATALOGUE = {
     "unknown flag": (["--hidden", "64"], "unrecognized arguments"),
     "hidden not divisible by heads": (["--hidden-size", "30", "--num-heads", "4"], "--hidden-size (30) must be divisible by num_heads"),
     "sequence beyond positions": (["--seq-len", "64", "--max-positions", "32"], "--seq-len 64 exceeds"),
-    "embedding larger than hidden": (["--embedding-size", "64"], "--embedding-size (64) must not exceed"),
+    "zero embedding size": (["--embedding-size", "0"], "--embedding-size must be a positive integer"),
     "segment pairs without segment types": (["--variant", "roberta", "--nsp"], "--type-vocab-size 2"),
     "zero steps": (["--steps", "0"], "--steps must be a positive integer"),
     "negative steps": (["--steps", "-3"], "--steps must be a positive integer"),

@@ -61,6 +61,10 @@ class SentencePieceTokenizer(Tokenizer):
     def decode_ids(self, ids: Sequence[int]) -> str:
         return self._sp.decode([int(i) for i in ids])
 
+    def piece(self, token_id: int) -> str:
+        """The piece itself, ▁ included: decoding "▁" alone would show nothing."""
+        return self._sp.id_to_piece(int(token_id))
+
     @property
     def word_starts(self) -> torch.Tensor:
         """Bool [vocab_size]: True for pieces that begin a word (SentencePiece marks them ▁).

@@ -84,6 +84,10 @@ class Tokenizer:
         """Ids of ordinary pieces (no special tokens) -> text."""
         raise NotImplementedError
 
+    def piece(self, token_id: int) -> str:
+        """One token as the vocabulary writes it, for display ("cat", "##s", "[SEP]")."""
+        return self.decode_ids([token_id])
+
     # --- shared behaviour --------------------------------------------------------
     @property
     def special_ids(self) -> frozenset[int]:
@@ -136,6 +140,11 @@ class Tokenizer:
             self.encode_pair(t, None if pairs is None else pairs[i], max_length=max_length)
             for i, t in enumerate(texts)
         ]
+        return self.pad(encoded)
+
+    def pad(self, encoded: Sequence[tuple[Sequence[int], Sequence[int]]]) -> dict[str, torch.Tensor]:
+        """(ids, segment_ids) pairs, already laid out with their special tokens -> the padded
+        tensors of `batch`. For callers that build ids themselves (fill-mask inserts [MASK])."""
         longest = max((len(ids) for ids, _ in encoded), default=0)
         input_ids = torch.full((len(encoded), longest), self.pad_id, dtype=torch.long)
         attention_mask = torch.zeros((len(encoded), longest), dtype=torch.long)

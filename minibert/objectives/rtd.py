@@ -33,14 +33,10 @@ from .mlm import mlm_metrics
 
 def generator_config(config: ModelConfig, fraction: float) -> ModelConfig:
     """The discriminator's config scaled to `fraction` of its width (hidden, heads, FFN);
-    same depth, same embedding width E (the tables are shared)."""
+    same depth, same embedding width E (the tables are shared). E may exceed the generator's
+    width: its projection then maps E down to H, as in ELECTRA-base (E = 768, H = 256)."""
     heads = max(1, round(config.num_heads * fraction))
     hidden = max(heads, round(config.hidden_size * fraction) // heads * heads)
-    if config.embedding_dim > hidden:
-        raise ValueError(
-            f"ELECTRA's generator ({hidden} wide at --generator-fraction {fraction}) would be narrower than the "
-            f"shared embeddings ({config.embedding_dim}); pass --embedding-size {hidden} or a larger --generator-fraction"
-        )
     return config.replace(
         hidden_size=hidden, num_heads=heads, intermediate_size=max(1, round(config.intermediate_size * fraction)),
         embedding_size=config.embedding_dim, pooler=False,

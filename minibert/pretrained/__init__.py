@@ -34,6 +34,11 @@ FORMATS = ("minibert", "hf")
 Layout = tuple[ModelConfig, Callable[[str], tuple[str, ...]], tuple[str, ...]]
 
 
+class MissingHead(ValueError):
+    """The checkpoint holds no weights for the requested head (e.g. an MLM head asked of an
+    ELECTRA discriminator). A ValueError of its own so that commands can add their own fix."""
+
+
 def from_pretrained(path: str | Path, head: str | None = None) -> nn.Module:
     """Load a checkpoint directory as an Encoder (head=None), MaskedLM ("mlm") or
     ReplacedTokenDetector ("rtd"), in eval mode, with float32 parameters."""
@@ -41,14 +46,17 @@ def from_pretrained(path: str | Path, head: str | None = None) -> nn.Module:
         raise ValueError(f"head must be None, 'mlm' or 'rtd'; got {head!r}")
     directory = Path(path)
     if not directory.is_dir():
-        raise FileNotFoundError(f"no checkpoint directory at {directory}")
+        raise FileNotFoundError(
+            f"no checkpoint directory at {directory}; pass a directory holding {CONFIG_FILE} and {SAFETENSORS_FILE} "
+            f"(python train.py --variant V leaves one in checkpoints/V)"
+        )
     stored_config = read_json(directory / CONFIG_FILE)
     with open_tensors(directory) as tensors:
         layout = own_layout if FORMAT_KEY in stored_config else reference_layout
         try:
             config, name_of, tolerated = layout(stored_config, head, tensors.names())
         except ValueError as error:
-            raise ValueError(f"{directory / CONFIG_FILE}: {error}") from None
+            raise type(error)(f"{directory / CONFIG_FILE}: {error}") from None
         with torch.device("meta"):  # shapes only: the checkpoint's tensors become the parameters
             model = HEADS[head](config)
         load_tensors(model, {ours: name_of(ours) for ours in model.state_dict()}, tensors, tolerated)
@@ -62,13 +70,13 @@ def reference_layout(stored: dict, head: str | None, present: set[str]) -> Layou
         raise ValueError(f"model_type {model_type!r} is not supported; minibert loads {', '.join(FAMILIES)}")
     family = FAMILIES[model_type]
     if head is not None and head not in family.heads:
-        raise ValueError(f"{model_type} checkpoints have no {head!r} head; choose head=None or {', '.join(family.heads)}")
+        raise MissingHead(f"{model_type} checkpoints have no {head!r} head; choose head=None or {', '.join(family.heads)}")
     prefixed = any(name.startswith(family.prefix) for name in present)
     if head is not None:
         head_tensors = family.head_tensors(head)
         if not any(inside(n, t) for n in present for t in head_tensors):
             kind = ", ".join(stored.get("architectures") or [model_type])
-            raise ValueError(
+            raise MissingHead(
                 f"this {kind} checkpoint has no {HEAD_NAMES[head]} ({', '.join(head_tensors)}); load it with head=None"
             )
         if head == "mlm" and stored.get("tie_word_embeddings", True) is not True:
@@ -86,9 +94,8 @@ def own_layout(stored: dict, head: str | None, present: set[str]) -> Layout:
         raise ValueError(f'"{FORMAT_KEY}" must be {{"format": {FORMAT_VERSION}, "head": null | "mlm" | "rtd"}}, got {marker!r}')
     saved_head = marker["head"]
     if head not in (None, saved_head):
-        raise ValueError(
-            f"this minibert checkpoint holds a {HEAD_NAMES[saved_head]}; load it with head=None or head={saved_head!r}"
-        )
+        also = "" if saved_head is None else f" or head={saved_head!r}"
+        raise MissingHead(f"this minibert checkpoint holds a {HEAD_NAMES[saved_head]}; load it with head=None{also}")
     prefix = "encoder." if saved_head is not None and head is None else ""
     return ModelConfig.from_dict(fields), lambda ours: (prefix + ours,), ("head",) if prefix else ()
 

@@ -220,7 +220,7 @@ class Family:
         if config.embedding_size is not None and "embedding_projection" not in self.backbone:
             return f"embedding_size={config.embedding_size}, but {name} has no embedding projection"
         if config.embedding_size is None and self.always_projects:
-            return f"embedding_size=None, but {name} always factorizes embeddings (embedding_size < hidden_size)"
+            return f"embedding_size=None, but {name} always projects its embeddings (embedding_size != hidden_size)"
         has_segments = "embeddings.token_type_embeddings" in self.backbone
         if has_segments != (config.type_vocab_size > 0):
             has = "has" if has_segments else "has no"

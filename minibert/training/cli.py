@@ -13,6 +13,7 @@ import dataclasses
 import re
 import sys
 from collections import Counter
+from typing import Callable
 
 from ..config import ACTIVATION_CHOICES, ATTENTION_CHOICES, NORM_CHOICES, POSITION_CHOICES, SHARE_CHOICES, ModelConfig
 from ..variants import VARIANTS
@@ -25,7 +26,7 @@ MODEL_HELP = {
     "num_layers": "depth (applications of a layer)",
     "num_heads": "attention heads (must divide --hidden-size)",
     "intermediate_size": "width of the feed-forward sublayer",
-    "embedding_size": "E, width of the embedding tables; below H = factorized (ALBERT); 'none' = H",
+    "embedding_size": "E, width of the embedding tables, projected to H; below H = factorized (ALBERT); 'none' = H",
     "share_layers": "cross-layer sharing (ALBERT): which sublayers one copy serves at every depth",
     "max_positions": "rows of the position table (the longest sequence, plus --position-offset)",
     "position_encoding": "learned absolute positions (all five families) or rotary (RoPE: relative offsets inside attention)",
@@ -53,7 +54,7 @@ class UsageError(ValueError):
 
 class Parser(argparse.ArgumentParser):
     def error(self, message: str):  # argparse prints usage and exits; we want one line
-        raise UsageError(f"{message}; see python train.py --help")
+        raise UsageError(f"{message}; see {self.prog} --help")
 
 
 def optional_int(text: str) -> int | None:
@@ -84,7 +85,7 @@ def add_field(group, field: dataclasses.Field, help: str, choices, defaults: dic
 def build_parser() -> Parser:
     table = "\n".join(f"  {v.name:<11} {v.changes}" for v in VARIANTS.values())
     parser = Parser(
-        prog="train.py", allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="python train.py", allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Pretrain a member of the BERT family from scratch: python train.py --variant V",
         epilog=f"variants:\n{table}\n\nDistributed: torchrun --nproc_per_node=N train.py --variant V ...",
     )
@@ -133,19 +134,31 @@ def one_line(error: BaseException) -> str:
     return " ".join(message.split())
 
 
-def main(argv: list[str] | None = None) -> int:
-    from .run import pretrain  # after parsing: `--help` and typos need no data or torch setup
-
-    argv = sys.argv[1:] if argv is None else argv
+def report_errors(prog: str, argv: list[str], command: Callable[[], object]) -> int:
+    """Run `command` (parsing included) as every minibert command line does: a problem the
+    user can fix (USER_ERRORS, TrainingError) is one line on stderr and exit status 2, never a
+    traceback — unless `--debug` is in `argv`. Returns the exit status."""
     try:
-        settings, overrides, run = parse(argv)
-        pretrain(settings, overrides, resume=run["resume"], overwrite=run["overwrite"])
+        command()
     except (*USER_ERRORS, TrainingError) as error:
         if "--debug" in argv:
             raise
-        print(f"train.py: error: {one_line(error)}", file=sys.stderr)
+        print(f"{prog}: error: {one_line(error)}", file=sys.stderr)
         return EXIT_USER_ERROR
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+
+    def run() -> None:
+        from .run import pretrain  # after parsing: `--help` and typos need no data or torch setup
+
+        settings, overrides, flags = parse(argv)
+        pretrain(settings, overrides, resume=flags["resume"], overwrite=flags["overwrite"])
+
+    try:
+        return report_errors("train.py", argv, run)
     except KeyboardInterrupt:
         print("train.py: interrupted; continue with the same command plus --resume", file=sys.stderr)
         return 130
-    return 0

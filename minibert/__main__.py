@@ -1,0 +1,67 @@
+"""`python -m minibert COMMAND`: question a pretrained model from the command line.
+
+    python -m minibert fill-mask DIR "The [MASK] sat on the mat." [--top-k 5]
+    python -m minibert detect DIR "The cat ate on the mat."
+
+DIR is a minibert checkpoint (what `python train.py` leaves in checkpoints/<variant>) or a
+Hugging Face BERT-family directory with its vocab.txt. The work is done by minibert/probe.py;
+this file only parses and prints. Bad input is one line on stderr and exit status 2, through
+the same handler as `python train.py` (`--debug` shows the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .training.cli import Parser, report_errors
+
+PROG = "python -m minibert"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog=PROG, description="Question a pretrained BERT-family model.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    fill = commands.add_parser(
+        "fill-mask", help="the most probable tokens at each [MASK] of a text (masked-LM checkpoints)",
+        description="Show the most probable tokens at each [MASK] (or <mask>) of each text, with their probabilities.",
+    )
+    fill.add_argument("--top-k", type=int, default=5, metavar="K", help="candidates per mask (default 5)")
+    detect = commands.add_parser(
+        "detect", help="which tokens of a text look replaced (ELECTRA discriminators)",
+        description="Print each token with the discriminator's probability that it was replaced; "
+                    "tokens above 0.5 are marked.",
+    )
+    for command in (fill, detect):
+        command.add_argument("checkpoint", metavar="DIR", help="minibert checkpoint or Hugging Face directory")
+        command.add_argument("texts", nargs="+", metavar="TEXT", help="one or more texts")
+        command.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    return parser
+
+
+def run(args: argparse.Namespace) -> None:
+    from .probe import detect_replaced, fill_mask
+
+    if args.command == "fill-mask":
+        results = fill_mask(args.checkpoint, args.texts, top_k=args.top_k)
+        for text, masks in zip(args.texts, results):
+            print(text)
+            for number, candidates in enumerate(masks, 1):
+                print(f"  mask {number} of {len(masks)}:")
+                for candidate in candidates:
+                    print(f"    {candidate.score:.4f}  {candidate.token}")
+    else:
+        for text, judgements in zip(args.texts, detect_replaced(args.checkpoint, args.texts)):
+            print(text)
+            for judgement in judgements:
+                mark = "  <- replaced" if judgement.replaced else ""
+                print(f"  {judgement.probability:.4f}  {judgement.token}{mark}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    return report_errors(PROG, argv, lambda: run(build_parser().parse_args(argv)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
