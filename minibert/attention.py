@@ -125,10 +125,12 @@ class Rotary(nn.Module):
 
     Learned absolute positions give each position a vector the model must first learn to
     compare; until it has, attention cannot prefer a token's neighbours, which is most of
-    what an MLM reads early on. RoPE instead rotates each pair of query/key dimensions by
-    an angle proportional to the token's position (a different frequency per pair), so
-    q_i·k_j depends on the offset i - j from the first step: "the word right before me"
-    is the same pattern at every position. Nothing is learned and no parameter is added.
+    what an MLM reads early on. RoPE instead rotates each pair of query/key dimensions
+    (2i, 2i + 1) by an angle proportional to the token's position, with frequency
+    base^(-2i/d) for pair i, so q_i·k_j depends on the offset i - j from the first step:
+    "the word right before me" is the same pattern at every position. Nothing is learned
+    and no parameter is added. The pairing and frequencies are RoFormer's (the reference
+    library's RoFormerModel), the BERT-family checkpoint that uses RoPE.
     """
 
     def __init__(self, head_dim: int, base: float = 10000.0):
@@ -139,14 +141,14 @@ class Rotary(nn.Module):
     def forward(self, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """position ids [...] -> (cos, sin), each [..., 1, head_dim]: broadcast over heads."""
         angles = position_ids[..., None].float() * self.inverse_frequency  # [..., head_dim/2]
-        angles = torch.cat((angles, angles), dim=-1).unsqueeze(-2)  # [..., 1, head_dim]
+        angles = angles.repeat_interleave(2, dim=-1).unsqueeze(-2)  # [..., 1, head_dim]: one angle per pair
         return angles.cos(), angles.sin()
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate the pairs (x[i], x[i + d/2]) of the last dimension by the given angles."""
-    half = x.shape[-1] // 2
-    turned = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    """Rotate each pair (x[2i], x[2i+1]) of the last dimension by its angle:
+    (a, b) -> (a cos - b sin, b cos + a sin)."""
+    turned = torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)  # (a, b) -> (-b, a)
     return (x * cos + turned * sin).to(x.dtype)
 
 

@@ -276,3 +276,19 @@ def test_classifier_with_labels_gives_the_full_pass_logits_loss_and_gradients(po
     out.loss.backward()
     for (name, a), b in zip(full.named_parameters(), fast.parameters()):
         torch.testing.assert_close(b.grad, a.grad, atol=1e-6, rtol=1e-5, msg=name)
+
+
+def test_rotary_rotation_equals_roformers():
+    """Our RoPE pairs dimensions (2i, 2i+1) with RoFormer's frequencies: the reference
+    library's RoFormer rotation is the oracle."""
+    roformer = pytest.importorskip("transformers.models.roformer.modeling_roformer")
+    from minibert.attention import Rotary, rotate
+
+    head_dim, length = 16, 9
+    table = roformer.RoFormerSinusoidalPositionalEmbedding(64, head_dim)
+    table.weight.data = table.create_weight()
+    q, k = torch.randn(2, 3, length, head_dim), torch.randn(2, 3, length, head_dim)  # [B, heads, T, d]
+    want_q, want_k = roformer.RoFormerSelfAttention.apply_rotary_position_embeddings(table((2, length))[None, None], q, k)
+    cos, sin = Rotary(head_dim)(torch.arange(length))  # [T, 1, d]
+    for got, want in ((q, want_q), (k, want_k)):
+        torch.testing.assert_close(rotate(got.transpose(1, 2), cos, sin).transpose(1, 2), want, atol=1e-6, rtol=1e-6)
