@@ -214,3 +214,21 @@ def test_distilbert_without_teacher_is_a_clear_error():
     with pytest.raises(ValueError, match="--teacher"):
         build_pretrainer(variant, variant.default_settings(), tiny())
     assert isinstance(variant.default_settings(), Settings)
+
+
+@settings(max_examples=40, deadline=None)
+@given(scores=st.lists(st.floats(-5, 5, allow_nan=False, width=32), min_size=2, max_size=40, unique=True), data=st.data())
+def test_detection_metrics_match_their_definitions(scores, data):
+    from minibert.objectives.rtd import detection_metrics
+
+    replaced = data.draw(st.lists(st.booleans(), min_size=len(scores), max_size=len(scores)))
+    got = detection_metrics(torch.tensor(scores), torch.tensor(replaced))
+    pos = [s for s, r in zip(scores, replaced) if r]
+    neg = [s for s, r in zip(scores, replaced) if not r]
+    pairs = [p > n for p in pos for n in neg]
+    assert got["rtd_auc"].item() == pytest.approx(sum(pairs) / len(pairs) if pairs else 0.5)
+    called = [s > 0 for s in scores]
+    hits = sum(c and r for c, r in zip(called, replaced))
+    assert got["rtd_precision"].item() == pytest.approx(hits / max(1, sum(called)))
+    assert got["rtd_recall"].item() == pytest.approx(hits / max(1, len(pos)))
+    assert got["rtd_accuracy"].item() == pytest.approx(sum(c == r for c, r in zip(called, replaced)) / len(scores))
