@@ -34,6 +34,7 @@ from .loop import Progress, train
 from .metrics import MetricsLog
 from .optim import build_optimizer
 from .outdir import OutputDir
+from .precision import resolve as resolve_precision
 from .settings import Settings
 from .state import load_trainable_state, rng_state, seed_everything, set_rng_state, trainable_state
 
@@ -64,6 +65,7 @@ def pretrain(settings: Settings, model_overrides: dict | None = None, *, resume:
     dist = distributed.setup(settings.device)
     try:
         device = dist.device(settings.device)
+        resolve_precision(settings.precision, device)  # fp16 on a CPU fails now, before the data is built
         out = OutputDir(settings.out, resume=resume, overwrite=overwrite) if dist.is_main else nullcontext()
         with out:
             dist.barrier()  # the other processes wait until rank 0 holds OUT
