@@ -76,4 +76,4 @@ def tolerance_ratio(got: torch.Tensor, want: torch.Tensor, tol: float) -> float:
     """max |got - want| / (tol + tol * |want|): at most 1 exactly when assert_close(atol=rtol=tol) passes."""
     if want.numel() == 0:
         return 0.0
-    return float(((got.double() - want).abs() / (tol + tol * want.abs())).max())
+    return float(((got.detach().double() - want.detach()).abs() / (tol + tol * want.detach().abs())).max())
