@@ -55,7 +55,7 @@ def environment(dry_run: bool) -> tuple[dict, str, bool]:
         peak = peak_tflops(name)
         info.update({"gpu": name, "gpus visible": torch.cuda.device_count(),
                      "compute capability": f"{properties.major}.{properties.minor}",
-                     "memory (GiB)": round(properties.total_memory / 2**30, 1), "driver-side cuda": torch._C._cuda_getDriverVersion(),
+                     "memory (GiB)": round(properties.total_memory / 2**30, 1),
                      "bf16 supported": torch.cuda.is_bf16_supported(),
                      "dense bf16 peak (TFLOP/s)": peak if peak else "unknown card: add it to PEAK_TFLOPS"})
     else:
