@@ -122,6 +122,17 @@ def test_pretraining_runs_in_bf16_and_fp32_on_the_cpu(fmt, corpus, tmp_path):
     assert json.loads((out / "run.json").read_text())["settings"]["precision"] == fmt
 
 
+def test_a_run_from_before_precision_existed_resumes_as_auto(tmp_path):
+    from minibert.training.run import check_same_run
+
+    record = {"settings": Settings().to_dict(), "config": {}}
+    older = {"settings": {k: v for k, v in record["settings"].items() if k != "precision"}, "config": {}}
+    (tmp_path / "run.json").write_text(json.dumps(older))
+    check_same_run(tmp_path / "run.json", record)
+    with pytest.raises(ValueError, match="--precision 'auto' -> 'bf16'"):
+        check_same_run(tmp_path / "run.json", {**record, "settings": Settings(precision="bf16").to_dict()})
+
+
 @pytest.mark.parametrize("flags, needle", [
     (["--precision", "fp16"], "--precision fp16 needs a CUDA GPU"),
     (["--device", "mps"], "--device mps was asked for but"),

@@ -187,8 +187,9 @@ def check_same_run(path: Path, record: dict) -> None:
     except (OSError, ValueError):
         raise ValueError(f"{path} is missing or damaged, so this run's settings are unknown; start over with --overwrite") from None
     now = json.loads(json.dumps(record))
-    changed = [f"--{name.replace('_', '-')} {saved['settings'].get(name)!r} -> {value!r}"
-               for name, value in now["settings"].items() if name not in OPERATIONAL and saved["settings"].get(name) != value]
+    before = {**json.loads(json.dumps(Settings().to_dict())), **saved["settings"]}  # a field newer than the run: its default
+    changed = [f"--{name.replace('_', '-')} {before.get(name)!r} -> {value!r}"
+               for name, value in now["settings"].items() if name not in OPERATIONAL and before.get(name) != value]
     changed += [f"--{name.replace('_', '-')} {saved['config'].get(name)!r} -> {value!r}"
                 for name, value in now["config"].items() if saved["config"].get(name) != value]
     if changed:
