@@ -41,6 +41,7 @@ from .training.cli import Parser, report_errors
 from .training.distributed import Distributed
 from .training.errors import TrainingError
 from .training.optim import build_optimizer, learning_rate
+from .training.precision import PRECISIONS, Precision
 from .training.settings import DEVICES, Settings
 
 HEAD = "classifier"  # the head named in a fine-tuned checkpoint's config.json
@@ -72,7 +73,10 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                         help=f"tokens per example, specials included (default {DEFAULT_MAX_LEN} or the model's limit)")
     parser.add_argument("--seed", type=int, default=0, metavar="S",
                         help="seed of the head's initialisation, data order and dropout (default 0)")
-    parser.add_argument("--device", choices=DEVICES, default="auto", help="auto = cuda when available")
+    parser.add_argument("--device", choices=DEVICES, default="auto", help="auto = cuda when available, else cpu; mps = Apple GPUs")
+    parser.add_argument("--precision", choices=PRECISIONS, default="auto",
+                        help="auto = bf16 on a CUDA GPU that has it, else fp32; fp16 (CUDA only, loss scaling) for GPUs "
+                             "without bf16 such as the T4 (default auto)")
     parser.add_argument("--overwrite", action="store_true", help="replace a classifier already in --out")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     return parser
@@ -107,6 +111,8 @@ def check_args(args: argparse.Namespace) -> None:
 def finetune(args: argparse.Namespace) -> dict:
     """Train on --train, evaluate on --dev, write everything into --out; return eval.json's contents."""
     check_args(args)
+    device = Distributed().device(args.device)
+    amp = Precision.of(args.precision, device)  # a device or format that cannot work fails now
     train, dev = read_task(args.train), read_task(args.dev)
     if (train.pairs is None) != (dev.pairs is None):
         kind = {True: "single texts", False: "sentence pairs"}
@@ -119,7 +125,6 @@ def finetune(args: argparse.Namespace) -> dict:
     encoder, tokenizer = load_backbone(args.init)
     max_len = check_max_len(args.max_len, encoder.config)
     steps = args.steps or math.ceil((args.epochs or DEFAULT_EPOCHS) * math.ceil(len(train) / args.batch_size))
-    device = Distributed().device(args.device)
     settings = Settings().replace(steps=steps, lr=args.lr, warmup=args.warmup, weight_decay=args.weight_decay, seed=args.seed)
 
     torch.manual_seed(args.seed)  # the head's initialisation and dropout
@@ -127,8 +132,8 @@ def finetune(args: argparse.Namespace) -> dict:
     model.encoder.load_state_dict(encoder.state_dict())
     model.to(device)
     started = time.perf_counter()
-    train_loss = train_classifier(model, tokenizer, train, train_ids, settings, args.batch_size, max_len, device)
-    predicted = predict(model, tokenizer, dev, args.batch_size, max_len, device)
+    train_loss = train_classifier(model, tokenizer, train, train_ids, settings, args.batch_size, max_len, amp)
+    predicted = predict(model, tokenizer, dev, args.batch_size, max_len, device, amp)
 
     report = classification_metrics(predicted, dev_ids, labels)
     report.update(examples=len(dev), steps=steps, train_loss=train_loss, seconds=round(time.perf_counter() - started, 1),
@@ -187,9 +192,11 @@ def model_inputs(tokenizer: Tokenizer, config: ModelConfig, data: TaskData, rows
 
 
 def train_classifier(model, tokenizer, data: TaskData, label_ids: list[int], settings: Settings, batch_size: int,
-                     max_len: int, device) -> float:
+                     max_len: int, amp: Precision) -> float:
     """`settings.steps` AdamW steps on shuffled batches (a new order each epoch); returns the
-    mean loss over the last tenth of the steps."""
+    mean loss over the last tenth of the steps. Under fp16 the gradients are unscaled before
+    clipping, and a step whose scaled gradients overflowed is skipped by the scaler."""
+    device = amp.device
     optimizer = build_optimizer(model, settings)
     order = torch.Generator().manual_seed(settings.seed)
     targets = torch.tensor(label_ids)
@@ -201,13 +208,15 @@ def train_classifier(model, tokenizer, data: TaskData, label_ids: list[int], set
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, settings)
         rows = next(batches)
-        loss = model(**model_inputs(tokenizer, model.config, data, rows, max_len, device), labels=targets[rows].to(device)).loss
+        with amp.autocast():
+            loss = model(**model_inputs(tokenizer, model.config, data, rows, max_len, device), labels=targets[rows].to(device)).loss
         if not torch.isfinite(loss):
             raise TrainingError(f"the loss became {loss.item()} at step {step + 1}; lower --lr (now {settings.lr:g})")
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        amp.backward(loss)
+        amp.unscale(optimizer)
         torch.nn.utils.clip_grad_norm_(model.parameters(), settings.clip)
-        optimizer.step()
+        amp.step(optimizer)
         losses.append(loss.item())
         if (step + 1) % log_every == 0 or step + 1 == settings.steps:
             recent = sum(losses[-log_every:]) / len(losses[-log_every:])
@@ -225,13 +234,16 @@ def shuffled_batches(n: int, batch_size: int, generator: torch.Generator):
 
 
 @torch.no_grad()
-def predict(model: SequenceClassifier, tokenizer: Tokenizer, data: TaskData, batch_size: int, max_len: int, device) -> list[int]:
-    """The predicted label id of every example, in file order."""
+def predict(model: SequenceClassifier, tokenizer: Tokenizer, data: TaskData, batch_size: int, max_len: int,
+            device, amp: Precision | None = None) -> list[int]:
+    """The predicted label id of every example, in file order; in fp32 unless `amp` says otherwise."""
+    amp = amp or Precision("fp32", torch.device(device))
     model.eval()
     predicted = []
     for start in range(0, len(data), batch_size):
         rows = list(range(start, min(start + batch_size, len(data))))
-        logits = model(**model_inputs(tokenizer, model.config, data, rows, max_len, device)).logits
+        with amp.autocast():
+            logits = model(**model_inputs(tokenizer, model.config, data, rows, max_len, device)).logits
         predicted += logits.argmax(-1).tolist()
     return predicted
 

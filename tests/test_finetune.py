@@ -115,6 +115,11 @@ def test_separable_toy_task_is_learned_in_a_few_steps(finetuned):
     check_learned(finetuned)
 
 
+def test_bf16_autocast_learns_the_toy_task_too(minibert_dir, toy, tmp_path):
+    assert run(minibert_dir, *toy, tmp_path / "bf16", *FAST, "--precision", "bf16") == 0
+    check_learned(tmp_path / "bf16")
+
+
 def test_hugging_face_bert_learns_a_sentence_pair_task(hf_dir, tmp_path):
     """The label is decided by segment B; A is filler. GLUE pair layout: sentence1/sentence2."""
     def pairs(n, seed):
@@ -274,6 +279,7 @@ BAD_INPUTS = {
     "diverging": (None, None, ["--lr", "1e30", "--steps", "10"], ["loss became", "lower --lr"]),
     "steps and epochs": (None, None, ["--steps", "5", "--epochs", "1"], ["--epochs", "not allowed with", "--steps"]),
     "not a number": (None, None, ["--steps", "ten"], ["invalid int value: 'ten'"]),
+    "fp16 on a cpu": (None, None, ["--precision", "fp16"], ["--precision fp16 needs a CUDA GPU", "use --precision bf16 or fp32"]),
 }
 
 

@@ -21,52 +21,30 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 pytest.importorskip("triton")
 
 from minibert.kernels import flash_attention  # noqa: E402
+from minibert.kernels import reference as reference_helpers  # noqa: E402
+from minibert.kernels.reference import TOLERANCE, dropout_mask, kernel_and_reference, reference  # noqa: E402
 
 DEVICE = "cpu" if os.environ["TRITON_INTERPRET"] == "1" else "cuda"
 if DEVICE == "cuda" and not torch.cuda.is_available():
     pytest.skip("TRITON_INTERPRET=0 and no CUDA device", allow_module_level=True)
 
-TOLERANCE = {torch.float32: 1e-4, torch.float16: 2e-3, torch.bfloat16: 2e-2}  # atol = rtol
+NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 
 
 def cu_seqlens_of(lengths):
-    return torch.tensor([0, *torch.tensor(lengths, dtype=torch.int64).cumsum(0).tolist()],
-                        dtype=torch.int32, device=DEVICE)
-
-
-def reference(q, k, v, lengths, scale, keep=None, dropout_p=0.0):
-    """Plain softmax attention, one sequence at a time; keep[h][b] is an optional dropout mask."""
-    outputs, start = [], 0
-    for b, n in enumerate(lengths):
-        qs, ks, vs = (t[start:start + n].transpose(0, 1) for t in (q, k, v))  # [heads, n, dim]
-        p = torch.softmax(qs @ ks.transpose(1, 2) * scale, dim=-1)
-        if keep is not None:
-            p = p * keep[b] / (1 - dropout_p)
-        outputs.append((p @ vs).transpose(0, 1))
-        start += n
-    return torch.cat(outputs) if outputs else q.new_zeros(q.shape)
+    return reference_helpers.cu_seqlens_of(lengths, DEVICE)
 
 
 def random_qkv(lengths, heads, head_dim, dtype, seed=0):
-    generator = torch.Generator().manual_seed(seed)
-    return [torch.randn(sum(lengths), heads, head_dim, generator=generator).to(DEVICE, dtype).requires_grad_()
-            for _ in range(3)]
+    return reference_helpers.random_qkv(lengths, heads, head_dim, dtype, DEVICE, seed)
 
 
-def check_against_reference(lengths, heads, head_dim, dtype, max_seqlen=None, scale=None, seed=0):
-    q, k, v = random_qkv(lengths, heads, head_dim, dtype, seed)
-    out = flash_attention(q, k, v, cu_seqlens_of(lengths), max_seqlen or max(lengths, default=0),
-                          softmax_scale=scale)
-    grad_out = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed + 1)).to(DEVICE, dtype)
-    out.backward(grad_out)
-
-    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
-    expected = reference(q64, k64, v64, lengths, scale or head_dim ** -0.5)
-    expected.backward(grad_out.double())
-    tol = TOLERANCE[dtype]
-    assert out.dtype == dtype and out.shape == q.shape
-    for name, got, want in (("out", out, expected), ("dq", q.grad, q64.grad), ("dk", k.grad, k64.grad),
-                            ("dv", v.grad, v64.grad)):
+def check_against_reference(lengths, heads, head_dim, dtype, **options):
+    """Kernel vs float64 reference, forward and dq/dk/dv, at the dtype's tolerance (atol = rtol)."""
+    tol = TOLERANCE[NAMES[dtype]]
+    results = kernel_and_reference(lengths, heads, head_dim, dtype, DEVICE, **options)
+    assert results[0][1].dtype == dtype and results[0][1].shape == results[0][2].shape
+    for name, got, want in results:
         torch.testing.assert_close(got.double(), want, atol=tol, rtol=tol, msg=lambda m: f"{name}: {m}")
 
 
@@ -126,39 +104,17 @@ def test_empty_batch_gives_empty_output_and_gradients():
         assert out.shape == (0, 2, 16) and q.grad.shape == (0, 2, 16)
 
 
-def dropout_mask(lengths, heads, dropout_p, seed):
-    """Read the kernel's keep-mask back: with v[token] = one-hot of its position in the sequence
-    (head_dim >= length), output row i is row i of the dropped, rescaled probabilities."""
-    q, k, _ = random_qkv(lengths, heads, 32, torch.float32)
-    v = torch.cat([torch.eye(n, 32, device=DEVICE) for n in lengths])[:, None, :].expand(-1, heads, -1)
-    torch.manual_seed(seed)
-    dropped = flash_attention(q, k, v, cu_seqlens_of(lengths), max(lengths), dropout_p=dropout_p)
-    starts = cu_seqlens_of(lengths).tolist()
-    return [(dropped[s:s + n, :, :n] != 0).transpose(0, 1) for s, n in zip(starts, lengths)]
-
-
 def test_dropout_mask_is_philox_bernoulli_and_reproducible():
     lengths, p = [32, 7], 0.3
-    keep = dropout_mask(lengths, heads=2, dropout_p=p, seed=0)
+    keep = dropout_mask(lengths, 2, p, 0, DEVICE)
     kept = torch.cat([m.flatten() for m in keep]).double().mean().item()
     assert abs(kept - (1 - p)) < 0.05  # 2146 entries: five standard deviations
-    assert all(torch.equal(a, b) for a, b in zip(keep, dropout_mask(lengths, 2, p, seed=0)))
-    assert not all(torch.equal(a, b) for a, b in zip(keep, dropout_mask(lengths, 2, p, seed=1)))
+    assert all(torch.equal(a, b) for a, b in zip(keep, dropout_mask(lengths, 2, p, 0, DEVICE)))
+    assert not all(torch.equal(a, b) for a, b in zip(keep, dropout_mask(lengths, 2, p, 1, DEVICE)))
 
 
 def test_dropout_forward_and_backward_match_reference_with_the_same_mask():
-    lengths, heads, p = [32, 7], 2, 0.25
-    keep = dropout_mask(lengths, heads, p, seed=3)
-    q, k, v = random_qkv(lengths, heads, 32, torch.float32, seed=5)
-    torch.manual_seed(3)
-    out = flash_attention(q, k, v, cu_seqlens_of(lengths), 32, dropout_p=p)
-    grad_out = torch.randn_like(out)
-    out.backward(grad_out)
-    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
-    expected = reference(q64, k64, v64, lengths, 32 ** -0.5, keep=keep, dropout_p=p)
-    expected.backward(grad_out.double())
-    for got, want in ((out, expected), (q.grad, q64.grad), (k.grad, k64.grad), (v.grad, v64.grad)):
-        torch.testing.assert_close(got.double(), want, atol=1e-4, rtol=1e-4)
+    check_against_reference([32, 7], heads=2, head_dim=32, dtype=torch.float32, seed=3, dropout_p=0.25)
 
 
 def bad_inputs():

@@ -36,9 +36,11 @@ class Distributed:
         return self.rank == 0
 
     def device(self, kind: str) -> torch.device:
-        """auto/cpu/cuda -> this process's device (its own GPU under torchrun)."""
+        """auto/cpu/cuda/mps -> this process's device (its own GPU under torchrun)."""
         if kind == "cuda" and not torch.cuda.is_available():
             raise ValueError("--device cuda was asked for but no CUDA GPU is available; use --device cpu")
+        if kind == "mps":
+            return mps_device()
         if kind == "cpu" or (kind == "auto" and not torch.cuda.is_available()):
             return torch.device("cpu")
         torch.cuda.set_device(self.local_rank)
@@ -84,6 +86,16 @@ class Distributed:
     def close(self) -> None:
         if self.enabled and dist.is_initialized():
             dist.destroy_process_group()
+
+
+def mps_device() -> torch.device:
+    """Apple's GPU, when this torch build and machine have it; asked for explicitly, never chosen by auto."""
+    mps = getattr(torch.backends, "mps", None)
+    if mps is None or not mps.is_available():
+        built = mps is not None and mps.is_built()
+        why = "this Mac's GPU is not usable (macOS 12.3+ needed)" if built else "this torch build or machine has no MPS (Apple GPU) support"
+        raise ValueError(f"--device mps was asked for but {why}; use --device cpu")
+    return torch.device("mps")
 
 
 def setup(device_kind: str) -> Distributed:

@@ -6,7 +6,7 @@
             loss, metrics = model(batch)          # the objectives of the variant, summed
             backward(loss / grad_accum)           # DDP averages gradients on the last one only
         clip the gradient norm; a NaN/Inf loss or gradient stops the run (or skips the step)
-        AdamW step
+        AdamW step                                # fp16: loss scaling around backward and step
         now and then: a line in metrics.jsonl, held-out evaluation, a checkpoint
 
 `model` is a `Pretrainer`, which returns the summed loss of its objectives and their
@@ -18,7 +18,6 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -28,6 +27,7 @@ from .distributed import Distributed
 from .errors import NonFiniteLoss, warn
 from .metrics import MetricsLog, Window
 from .optim import learning_rate
+from .precision import Precision
 from .settings import Settings
 
 
@@ -47,11 +47,6 @@ class Progress:
         return self.fraction(settings) >= 1.0
 
 
-def autocast(device: torch.device):
-    """bf16 autocast on GPUs (matmuls in bf16, reductions in fp32); full fp32 on the CPU."""
-    return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
-
-
 def train(model, optimizer, streams, eval_batches, settings: Settings, progress: Progress, *,
           dist: Distributed, device: torch.device, save, log: MetricsLog, baselines: dict | None = None) -> dict:
     """Run optimizer steps until `settings.steps` (or the `--budget` deadline); return the
@@ -63,6 +58,7 @@ def train(model, optimizer, streams, eval_batches, settings: Settings, progress:
     baselines = baselines or {}
     plateau = PlateauWarning(baselines)
     budget = settings.budget_seconds
+    amp = Precision.of(settings.precision, device)  # --precision: autocast, and loss scaling for fp16
     if progress.step == 0 and eval_batches is not None:  # where learning starts from
         log.write({"step": 0, "elapsed_s": 0.0, **baselines, **evaluate(model, eval_batches, settings, device)})
     total, unit = (settings.steps, "step") if budget is None else (round(budget), "s")
@@ -74,7 +70,7 @@ def train(model, optimizer, streams, eval_batches, settings: Settings, progress:
             lr = learning_rate(done, total if budget is None else budget, settings)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            if not train_step(ddp, optimizer, streams, settings, dist, device, window):
+            if not train_step(ddp, optimizer, streams, settings, dist, amp, window):
                 if not settings.skip_nonfinite:
                     kept = f"the last good checkpoint (step {progress.saved_step})" if progress.saved_step else "no checkpoint yet"
                     raise NonFiniteLoss(
@@ -145,39 +141,49 @@ class PlateauWarning:
                  f"learned token frequencies only. Try a lower --lr or more --warmup, --norm pre, or a longer --budget")
 
 
-def train_step(ddp, optimizer, streams, settings: Settings, dist: Distributed, device, window: Window) -> bool:
-    """One optimizer step over len(streams) micro-batches; False if it was not taken (NaN/Inf)."""
+def train_step(ddp, optimizer, streams, settings: Settings, dist: Distributed, amp: Precision, window: Window) -> bool:
+    """One optimizer step over len(streams) micro-batches; False if it was not taken (NaN/Inf).
+
+    With fp16 the gradients are unscaled before clipping, and a step whose scaled gradients
+    overflowed (with a finite loss) is skipped by the scaler, which lowers the loss scale: that
+    is loss scaling at work, so it counts as taken, not as a NaN/Inf fault, and stays out of
+    the logged means."""
     ddp.train()
+    device = amp.device
     step_metrics: dict[str, torch.Tensor] = {}
     for micro, stream in enumerate(streams):
         batch = next(stream)
         window.tokens += int(batch["attention_mask"].sum())
         batch = {name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()}
         with dist.no_sync(ddp, sync=micro == len(streams) - 1):
-            with autocast(device):
+            with amp.autocast():
                 loss, metrics = ddp(batch)
-            (loss / len(streams)).backward()
+            amp.backward(loss / len(streams))
         for name, value in {"loss": loss, **metrics}.items():
             step_metrics[name] = step_metrics.get(name, 0.0) + value.detach().float() / len(streams)
+    amp.unscale(optimizer)
     grad_norm = torch.nn.utils.clip_grad_norm_(ddp.parameters(), settings.clip or math.inf)
-    nonfinite = ~(torch.isfinite(grad_norm) & torch.isfinite(step_metrics["loss"]))
-    if dist.sum(nonfinite.float().reshape(1)).item() > 0:  # any process: all skip together
+    nonfinite = ~torch.isfinite(torch.stack([step_metrics["loss"], grad_norm.float()]))
+    bad_loss, bad_grad = (dist.sum(nonfinite.float()) > 0).tolist()  # any process: all decide together
+    if bad_loss or (bad_grad and not amp.scales):
         optimizer.zero_grad(set_to_none=True)
         return False
-    optimizer.step()
+    amp.step(optimizer)  # fp16 after an overflow: no update, a smaller loss scale
     optimizer.zero_grad(set_to_none=True)
-    window.add({**step_metrics, "grad_norm": grad_norm})
+    if not bad_grad:
+        window.add({**step_metrics, "grad_norm": grad_norm, **amp.metrics()})
     return True
 
 
 @torch.no_grad()
-def evaluate(model, batches, settings: Settings, device: torch.device) -> dict[str, float]:
+def evaluate(model, batches, settings: Settings, device: torch.device, amp: Precision | None = None) -> dict[str, float]:
     """Mean metrics over the first `eval_batches` held-out batches, as `eval_*`.
 
     The same batches every time, and random draws (ELECTRA's samples) from a generator
     seeded for evaluation, so numbers are comparable across steps and evaluation does not
     change the training run's own random stream.
     """
+    amp = amp or Precision.of(settings.precision, device)
     model.eval()
     sums: dict[str, float] = {}
     count = 0
@@ -185,7 +191,7 @@ def evaluate(model, batches, settings: Settings, device: torch.device) -> dict[s
         torch.manual_seed(settings.seed)
         for batch in itertools.islice(batches, settings.eval_batches):
             batch = {name: tensor.to(device) for name, tensor in batch.items()}
-            with autocast(device):
+            with amp.autocast():
                 loss, metrics = model(batch)
             for name, value in {"loss": loss, **metrics}.items():
                 sums[name] = sums.get(name, 0.0) + float(value)

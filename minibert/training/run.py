@@ -36,6 +36,7 @@ from .loop import Progress, train
 from .metrics import MetricsLog
 from .optim import build_optimizer
 from .outdir import OutputDir
+from .precision import resolve as resolve_precision
 from .settings import Settings
 from .state import load_trainable_state, rng_state, seed_everything, set_rng_state, trainable_state
 
@@ -66,6 +67,7 @@ def pretrain(settings: Settings, model_overrides: dict | None = None, *, resume:
     dist = distributed.setup(settings.device)
     try:
         device = dist.device(settings.device)
+        resolve_precision(settings.precision, device)  # fp16 on a CPU fails now, before the data is built
         out = OutputDir(settings.out, resume=resume, overwrite=overwrite) if dist.is_main else nullcontext()
         with out:
             dist.barrier()  # the other processes wait until rank 0 holds OUT
@@ -195,8 +197,9 @@ def check_same_run(path: Path, record: dict) -> None:
     except (OSError, ValueError):
         raise ValueError(f"{path} is missing or damaged, so this run's settings are unknown; start over with --overwrite") from None
     now = json.loads(json.dumps(record))
-    changed = [f"--{name.replace('_', '-')} {saved['settings'].get(name)!r} -> {value!r}"
-               for name, value in now["settings"].items() if name not in OPERATIONAL and saved["settings"].get(name) != value]
+    before = {**json.loads(json.dumps(Settings().to_dict())), **saved["settings"]}  # a field newer than the run: its default
+    changed = [f"--{name.replace('_', '-')} {before.get(name)!r} -> {value!r}"
+               for name, value in now["settings"].items() if name not in OPERATIONAL and before.get(name) != value]
     changed += [f"--{name.replace('_', '-')} {saved['config'].get(name)!r} -> {value!r}"
                 for name, value in now["config"].items() if saved["config"].get(name) != value]
     if changed:

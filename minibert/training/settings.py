@@ -11,9 +11,11 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 
+from .precision import PRECISIONS
+
 LAYOUTS = ("nsp", "sop", "full_sentences")
 MASKINGS = ("static", "dynamic")
-DEVICES = ("auto", "cpu", "cuda")
+DEVICES = ("auto", "cpu", "cuda", "mps")
 
 
 def option(default, help: str, choices=None, group: str = "training", metavar: str | None = None):
@@ -60,6 +62,7 @@ class Settings:
     clip: float = option(1.0, "clip the gradient norm to this (0 = no clipping)")
     seed: int = option(0, "seed of every random draw: initialisation, data order, masks, dropout")
     skip_nonfinite: bool = option(False, "skip (and count) steps whose loss or gradient is NaN/Inf instead of stopping")
+    precision: str = option("auto", "number format of the matmuls: auto = bf16 on a CUDA GPU that has it, else fp32; bf16 and fp32 run anywhere; fp16 (CUDA only, with loss scaling) is for GPUs without bf16 such as the T4", PRECISIONS)
 
     # --- bookkeeping -------------------------------------------------------------------------
     eval_every: int = option(250, "evaluate on the held-out split every N steps (and at the end)")
@@ -67,7 +70,7 @@ class Settings:
     log_every: int = option(25, "write a line to OUT/metrics.jsonl every N steps")
     save_every: int = option(500, "write a checkpoint every N steps (and at the end)")
     keep: int = option(3, "checkpoints kept in OUT/checkpoints (older ones are deleted)")
-    device: str = option("auto", "where to train: auto = cuda when available", DEVICES, "run")
+    device: str = option("auto", "where to train: auto = cuda when available, else cpu (mps = Apple GPUs, asked for explicitly)", DEVICES, "run")
     threads: int = option(0, "CPU threads per process (0 = 1 for models narrower than 512, where threads cost more than they save; else the cores divided among the processes)", group="run")
     out: str | None = option(None, "output directory (none = checkpoints/<variant>)", group="run", metavar="DIR")
 
@@ -103,7 +106,7 @@ class Settings:
                      "kd_soft_weight", "kd_mlm_weight", "kd_cosine_weight"):
             if getattr(self, name) < 0:
                 raise ValueError(f"--{flag(name)} must not be negative, got {getattr(self, name)}")
-        for name, choices in (("layout", LAYOUTS), ("masking", MASKINGS), ("device", DEVICES)):
+        for name, choices in (("layout", LAYOUTS), ("masking", MASKINGS), ("device", DEVICES), ("precision", PRECISIONS)):
             if getattr(self, name) not in choices:
                 raise ValueError(f"--{flag(name)} must be one of {', '.join(choices)}; got {getattr(self, name)!r}")
         if self.budget is not None:

@@ -1,0 +1,47 @@
+"""bench/gpu_check.py cannot rot between GPU sessions: its dry run (CPU, tiny shapes, Triton's
+interpreter) runs every step here, and a failing or hanging step is reported, not fatal."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+
+import gpu_check  # noqa: E402
+
+
+@pytest.mark.slow
+def test_dry_run_reports_every_step_and_none_failed(tmp_path):
+    result = subprocess.run([sys.executable, "bench/gpu_check.py", "--out", str(tmp_path), "--dry-run"], cwd=REPO,
+                            capture_output=True, text=True, timeout=240)
+    summary = (tmp_path / "summary.md").read_text()
+    assert result.returncode == 0, summary + result.stderr
+    assert "FAILED" not in summary
+    for step in gpu_check.STEPS:
+        assert f"## {step.name} — passed" in summary and f"## {step.name} — passed" in result.stdout  # printed as it goes
+        assert (tmp_path / f"{step.name}.log").is_file() and (tmp_path / f"{step.name}.md").read_text().strip()
+    for table_word in ("| torch |", "worst error / allowed", "SDPA + mask", "tokens/s", "resumed run continued from a checkpoint"):
+        assert table_word in summary
+
+
+def test_a_failing_step_is_reported_with_its_last_lines(tmp_path):
+    step = gpu_check.Step("boom", 30, ["-c", "print('| a table |'); import sys; sys.exit('the kernel broke')"])
+    result = gpu_check.run_step(step, tmp_path, dry_run=False)
+    assert result["status"] == "FAILED (exit 1)" and "| a table |" in result["markdown"]
+    assert "the kernel broke" in gpu_check.section(result)
+
+
+def test_a_hanging_step_is_stopped_at_its_time_limit(tmp_path):
+    step = gpu_check.Step("hang", 1, ["-c", "import time; print('started', flush=True); time.sleep(60)"])
+    result = gpu_check.run_step(step, tmp_path, dry_run=False)
+    assert result["status"] == "FAILED (time limit 1 s)" and result["seconds"] < 30
+    assert "started" in result["markdown"]
+
+
+def test_unknown_step_names_the_choices(capsys):
+    with pytest.raises(SystemExit):
+        gpu_check.main(["--out", "unused", "--only", "kernal"])
+    assert "unknown step(s) kernal; choose from environment, kernel" in capsys.readouterr().err

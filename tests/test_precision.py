@@ -1,0 +1,166 @@
+"""--precision (autocast formats and fp16 loss scaling) and --device mps, on a CPU-only machine.
+
+fp16 needs a CUDA GPU in a real run, but torch's GradScaler also works on CPU tensors, so the
+training step's handling of scaled gradients (unscale before clipping, an overflow skipped by the
+scaler and not reported as a NaN fault) is tested here with a Precision built directly.
+"""
+
+import json
+
+import pytest
+import torch
+
+from minibert.training.cli import main
+from minibert.training.distributed import Distributed
+from minibert.training.loop import train_step
+from minibert.training.metrics import Window
+from minibert.training.precision import Precision, resolve
+from minibert.training.settings import Settings
+from tiny_run import tiny_args, write_corpus
+
+CPU = torch.device("cpu")
+MPS_MISSING = not torch.backends.mps.is_available()
+
+
+# --- choosing the format ------------------------------------------------------------------------
+
+
+def test_auto_is_fp32_on_the_cpu_and_bf16_or_fp32_on_cuda(monkeypatch):
+    assert resolve("auto", CPU) == "fp32" and resolve("bf16", CPU) == "bf16" and resolve("fp32", CPU) == "fp32"
+    cuda = torch.device("cuda", 0)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    assert resolve("auto", cuda) == "bf16" and resolve("fp16", cuda) == "fp16"
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla T4")
+    assert resolve("auto", cuda) == "fp32"
+    with pytest.raises(ValueError, match="Tesla T4.*use --precision fp16"):
+        resolve("bf16", cuda)
+
+
+def test_fp16_off_cuda_and_unknown_names_name_the_fix():
+    with pytest.raises(ValueError, match="needs a CUDA GPU.*use --precision bf16 or fp32"):
+        resolve("fp16", CPU)
+    with pytest.raises(ValueError, match="must be one of auto, bf16, fp16, fp32"):
+        resolve("fp8", CPU)
+
+
+def test_autocast_dtype_and_scaler_per_format():
+    x = torch.randn(2, 4)
+    layer = torch.nn.Linear(4, 4)
+    for name, dtype in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
+        amp = Precision.of(name, CPU)
+        with amp.autocast():
+            assert layer(x).dtype == dtype
+        assert not amp.scales and amp.metrics() == {}
+    assert Precision("fp16", CPU).scales  # built directly: resolve() refuses fp16 on a CPU
+
+
+# --- the training step with loss scaling --------------------------------------------------------
+
+
+class Toy(torch.nn.Module):
+    """A Pretrainer's interface: batch -> (loss, metrics); the loss is w . x."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(4))
+
+    def forward(self, batch):
+        return (self.w * batch["x"]).sum(), {}
+
+
+def step(amp, x, clip=1.0):
+    model = Toy()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    window = Window()
+    batch = {"x": x, "attention_mask": torch.ones(1, 4)}
+    taken = train_step(model, optimizer, [iter([batch])], Settings(clip=clip), Distributed(), amp, window)
+    return taken, model.w.detach(), window
+
+
+def test_fp16_gradients_are_unscaled_before_clipping():
+    amp = Precision("fp16", CPU)
+    taken, w, window = step(amp, torch.tensor([3.0, 4.0, 0.0, 0.0]))  # gradient norm 5, scaled by 65536
+    assert taken
+    assert float(window.sums["grad_norm"]) == pytest.approx(5.0)  # the true norm, not 5 * scale
+    torch.testing.assert_close(w, torch.tensor([1 - 0.1 * 0.6, 1 - 0.1 * 0.8, 1.0, 1.0]))  # clipped to norm 1
+    assert float(window.sums["loss_scale"]) == 65536.0
+
+
+def test_fp16_overflow_is_skipped_by_the_scaler_not_reported_as_nan():
+    amp = Precision("fp16", CPU)
+    taken, w, window = step(amp, torch.tensor([1e35, 0.0, 0.0, 0.0]))  # finite loss, scaled gradient overflows
+    assert taken and window.steps == 0  # not a NaN fault, and not averaged into the log
+    assert torch.equal(w, torch.ones(4))  # no update
+    assert amp.scaler.get_scale() == 32768.0  # the scaler backed off
+
+
+def test_a_nonfinite_loss_is_a_fault_in_every_format():
+    for amp in (Precision("fp16", CPU), Precision.of("fp32", CPU)):
+        taken, w, _ = step(amp, torch.tensor([float("inf"), 0.0, 0.0, 0.0]))
+        assert not taken and torch.equal(w, torch.ones(4))
+    taken, _, _ = step(Precision.of("fp32", CPU), torch.tensor([1e35, 1e35, 0.0, 0.0]), clip=0)  # inf gradient norm
+    assert not taken
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("corpus")
+    return write_corpus(root / "animals.txt"), root / "cache"
+
+
+@pytest.mark.parametrize("fmt", ["bf16", "fp32"])
+def test_pretraining_runs_in_bf16_and_fp32_on_the_cpu(fmt, corpus, tmp_path):
+    out = tmp_path / fmt
+    assert main(tiny_args("electra", *corpus, out, 10, "--precision", fmt, "--lr", "3e-3")) == 0
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    trained = [r for r in records if "loss" in r]
+    assert trained[-1]["step"] == 10 and all(torch.isfinite(torch.tensor(r["loss"])) for r in trained)
+    assert json.loads((out / "run.json").read_text())["settings"]["precision"] == fmt
+
+
+def test_a_run_from_before_precision_existed_resumes_as_auto(tmp_path):
+    from minibert.training.run import check_same_run
+
+    record = {"settings": Settings().to_dict(), "config": {}}
+    older = {"settings": {k: v for k, v in record["settings"].items() if k != "precision"}, "config": {}}
+    (tmp_path / "run.json").write_text(json.dumps(older))
+    check_same_run(tmp_path / "run.json", record)
+    with pytest.raises(ValueError, match="--precision 'auto' -> 'bf16'"):
+        check_same_run(tmp_path / "run.json", {**record, "settings": Settings(precision="bf16").to_dict()})
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--precision", "fp16"], "--precision fp16 needs a CUDA GPU"),
+    (["--device", "mps"], "--device mps was asked for but"),
+])
+def test_a_device_or_format_this_machine_lacks_is_one_line(flags, needle, corpus, tmp_path, capsys):
+    if flags[0] == "--device" and not MPS_MISSING:
+        pytest.skip("this machine has MPS")
+    assert main(tiny_args("bert", *corpus, tmp_path / "out", 2, "--device", "cpu", *flags)) == 2
+    error = capsys.readouterr().err.strip()
+    assert needle in error and "use --" in error and "\n" not in error
+
+
+@pytest.mark.skipif(not MPS_MISSING, reason="this machine has MPS")
+def test_finetune_on_a_missing_mps_is_one_line(tmp_path, capsys):
+    from minibert.finetune import main as finetune
+
+    assert finetune(["--init", "x", "--train", "x", "--dev", "x", "--out", str(tmp_path), "--device", "mps"]) == 2
+    error = capsys.readouterr().err
+    assert "--device mps was asked for but" in error and "use --device cpu" in error and error.count("\n") == 1
+
+
+@pytest.mark.skipif(MPS_MISSING, reason="no MPS (Apple GPU) here")
+def test_mps_trains_where_torch_has_it(corpus, tmp_path):
+    assert main(tiny_args("bert", *corpus, tmp_path / "out", 4, "--device", "mps")) == 0
+
+
+def test_help_lists_the_precisions(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--precision {auto,bf16,fp16,fp32}" in text and "{auto,cpu,cuda,mps}" in text
