@@ -52,7 +52,7 @@ class Settings:
     kd_all_tokens: bool = option(False, "DistilBERT: soft targets at every token, as DistilBERT did, not only at the masked ones (vocabulary projections for every token: several times the cost)", group="objectives")
 
     # --- optimisation ---------------------------------------------------------------------
-    steps: int = option(1500, "optimizer steps (ignored with --budget)")
+    steps: int = option(1400, "optimizer steps (ignored with --budget)")
     budget: str | None = option(None, "train for this much wall-clock time instead of --steps (e.g. 90s, 5m, 1h30m): the schedule is stretched to end at the deadline", metavar="DURATION")
     batch_size: int = option(32, "sequences per optimizer step, over all processes and accumulation steps")
     grad_accum: int = option(1, "micro-steps whose gradients make one optimizer step")
