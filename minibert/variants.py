@@ -69,7 +69,7 @@ VARIANTS: dict[str, Variant] = {
         Variant(
             "bert", "post-LN encoder; MLM + next sentence prediction; static masking (10 masked copies)",
             objectives=("mlm",), model=dict(SMALL),
-            settings=dict(layout="nsp", masking="static", mask_prob=MASK_PROB),
+            settings=dict(layout="nsp", masking="static", mask_prob=MASK_PROB, steps=1100),
         ),
         Variant(
             "roberta", "BERT's encoder with one segment type; full-sentence packing, no NSP, dynamic masking",
