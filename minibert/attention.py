@@ -135,12 +135,13 @@ class Rotary(nn.Module):
 
     def __init__(self, head_dim: int, base: float = 10000.0):
         super().__init__()
-        inverse_frequency = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)  # [head_dim/2]
-        self.register_buffer("inverse_frequency", inverse_frequency, persistent=False)
+        self.head_dim, self.base = head_dim, base  # no buffer: nothing to save, load or move between devices
 
     def forward(self, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """position ids [...] -> (cos, sin), each [..., 1, head_dim]: broadcast over heads."""
-        angles = position_ids[..., None].float() * self.inverse_frequency  # [..., head_dim/2]
+        pairs = torch.arange(0, self.head_dim, 2, dtype=torch.float32, device=position_ids.device)
+        inverse_frequency = self.base ** (-pairs / self.head_dim)  # [head_dim/2]
+        angles = position_ids[..., None].float() * inverse_frequency  # [..., head_dim/2]
         angles = angles.repeat_interleave(2, dim=-1).unsqueeze(-2)  # [..., 1, head_dim]: one angle per pair
         return angles.cos(), angles.sin()
 

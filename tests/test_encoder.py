@@ -292,3 +292,15 @@ def test_rotary_rotation_equals_roformers():
     cos, sin = Rotary(head_dim)(torch.arange(length))  # [T, 1, d]
     for got, want in ((q, want_q), (k, want_k)):
         torch.testing.assert_close(rotate(got.transpose(1, 2), cos, sin).transpose(1, 2), want, atol=1e-6, rtol=1e-6)
+
+
+def test_a_rotary_model_saves_and_loads_with_identical_outputs(tmp_path):
+    import minibert
+
+    model = MaskedLM(tiny(position_encoding="rotary")).eval()
+    minibert.save_pretrained(model, tmp_path)
+    loaded = minibert.from_pretrained(tmp_path, head="mlm")
+    ids = torch.randint(5, 97, (2, 12))
+    torch.testing.assert_close(loaded(ids).logits, model(ids).logits)
+    with pytest.raises(ValueError, match="position_encoding='rotary' has no Hugging Face equivalent"):
+        minibert.save_pretrained(model, tmp_path / "hf", format="hf")
