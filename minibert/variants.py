@@ -69,7 +69,7 @@ VARIANTS: dict[str, Variant] = {
         Variant(
             "bert", "post-LN encoder; MLM + next sentence prediction; static masking (10 masked copies)",
             objectives=("mlm",), model=dict(SMALL),
-            settings=dict(layout="nsp", masking="static", mask_prob=MASK_PROB, steps=1100),
+            settings=dict(layout="nsp", masking="static", mask_prob=MASK_PROB, steps=1250),
         ),
         Variant(
             "roberta", "BERT's encoder with one segment type; full-sentence packing, no NSP, dynamic masking",
@@ -85,7 +85,7 @@ VARIANTS: dict[str, Variant] = {
         Variant(
             "distilbert", "student = every other layer of a teacher (--teacher); 5·soft CE (T=2) + 2·MLM + 1·cosine",
             objectives=("kd",),
-            settings=dict(layout="full_sentences", masking="dynamic", lr=1e-3, mask_prob=MASK_PROB),
+            settings=dict(layout="full_sentences", masking="dynamic", lr=1e-3, mask_prob=MASK_PROB, steps=750),
         ),
         Variant(
             "electra", "generator (1/4 width) + discriminator sharing embeddings; 1·MLM + 50·replaced token detection",
