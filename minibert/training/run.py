@@ -169,9 +169,8 @@ def build_batches(settings: Settings, dist: Distributed, tokenizer_dir: Path, vo
         whole = first if streams_total == 1 else build_pretraining_data(settings.data, **{**common, "rank": 0, "world_size": 1})
         eval_batches = whole.eval
         if eval_batches is not None:
-            tokenizer = whole.tokenizer
             baselines = mlm_baselines(whole.baseline_counts(), itertools.islice(eval_batches, settings.eval_batches),
-                                      unknown_ids=tokenizer.special_ids)
+                                      unknown_ids=whole.tokenizer.special_ids)
     return [shard.train for shard in shards], eval_batches, first.tokenizer, baselines
 
 
