@@ -206,7 +206,7 @@ def train_classifier(model, tokenizer, data: TaskData, label_ids: list[int], set
     model.train()
     for step in range(settings.steps):
         for group in optimizer.param_groups:
-            group["lr"] = learning_rate(step, settings)
+            group["lr"] = learning_rate(step, settings.steps, settings)
         rows = next(batches)
         with amp.autocast():
             loss = model(**model_inputs(tokenizer, model.config, data, rows, max_len, device), labels=targets[rows].to(device)).loss
@@ -220,7 +220,7 @@ def train_classifier(model, tokenizer, data: TaskData, label_ids: list[int], set
         losses.append(loss.item())
         if (step + 1) % log_every == 0 or step + 1 == settings.steps:
             recent = sum(losses[-log_every:]) / len(losses[-log_every:])
-            print(f"step {step + 1}/{settings.steps}  loss {recent:.4f}  lr {learning_rate(step, settings):.2e}", flush=True)
+            print(f"step {step + 1}/{settings.steps}  loss {recent:.4f}  lr {learning_rate(step, settings.steps, settings):.2e}", flush=True)
     tail = losses[-max(1, len(losses) // 10):]
     return sum(tail) / len(tail)
 
