@@ -27,10 +27,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run from a checkout without installing
+
+from minibert import variants  # noqa: E402
 
 # The ablation (docs/training.md). First the path from the first build's recipe to today's
 # default, one change at a time; then single changes on top of the default.
-CLASSIC = ["--position-encoding", "learned", "--hidden-dropout", "0.1", "--attention-dropout", "0.1", "--mask-prob", "0.15"]
+CLASSIC = variants.CLASSIC.split()  # the papers' recipe, as --help names it
 NO_DROPOUT = ["--hidden-dropout", "0", "--attention-dropout", "0"]
 CONFIGURATIONS: dict[str, tuple[str, list[str]]] = {  # name: (what it is, flags)
     "classic": ("post-LN, learned positions, dropout 0.1, 15% masking", CLASSIC),

@@ -38,10 +38,15 @@ class Progress:
     saved_step: int | None = None  # the newest checkpoint
     elapsed: float = 0.0  # seconds spent in the loop, over every resumed part of the run
 
+    def position(self, settings: Settings) -> tuple[float, float]:
+        """(done, total) in the run's own unit: optimizer steps, or seconds of its --budget."""
+        budget = settings.budget_seconds
+        return (self.step, settings.steps) if budget is None else (self.elapsed, budget)
+
     def fraction(self, settings: Settings) -> float:
         """How much of the run is done: of its steps, or of its --budget."""
-        budget = settings.budget_seconds
-        return self.step / settings.steps if budget is None else self.elapsed / budget
+        done, total = self.position(settings)
+        return done / total
 
     def finished(self, settings: Settings) -> bool:
         return self.fraction(settings) >= 1.0
@@ -60,14 +65,13 @@ def train(model, optimizer, streams, eval_batches, settings: Settings, progress:
     budget = settings.budget_seconds
     amp = Precision.of(settings.precision, device)  # --precision: autocast, and loss scaling for fp16
     if progress.step == 0 and eval_batches is not None:  # where learning starts from
-        log.write({"step": 0, "elapsed_s": 0.0, **baselines, **evaluate(model, eval_batches, settings, device)})
-    total, unit = (settings.steps, "step") if budget is None else (round(budget), "s")
+        log.write({"step": 0, "elapsed_s": 0.0, **baselines, **evaluate(model, eval_batches, settings, device, amp)})
+    total, unit = round(progress.position(settings)[1]), "step" if budget is None else "s"  # for the progress bar
     started, elapsed_before = time.perf_counter(), progress.elapsed
     with tqdm(total=total, initial=min(total, round(progress.fraction(settings) * total)), disable=not dist.is_main,
               unit=unit, dynamic_ncols=True) as bar:
         while not progress.finished(settings):
-            done = progress.step if budget is None else progress.elapsed
-            lr = learning_rate(done, total if budget is None else budget, settings)
+            lr = learning_rate(*progress.position(settings), settings)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             if not train_step(ddp, optimizer, streams, settings, dist, amp, window):
@@ -90,7 +94,7 @@ def train(model, optimizer, streams, eval_batches, settings: Settings, progress:
                 record = {"step": step, "elapsed_s": round(progress.elapsed, 2), **window.summary(dist), "lr": lr,
                           "skipped_steps": progress.skipped_steps}
                 if evaluate_now and eval_batches is not None:
-                    record.update(evaluate(model, eval_batches, settings, device))
+                    record.update(evaluate(model, eval_batches, settings, device, amp))
                     plateau.check(record, progress.fraction(settings))
                 if dist.is_main:
                     log.write(record)
@@ -138,7 +142,7 @@ class PlateauWarning:
             self.warned = True
             warn(f"step {record['step']}, {fraction:.0%} of the run: held-out MLM accuracy {accuracy:.3f} is still at the "
                  f"unigram plateau (always guessing the most frequent token scores {self.unigram:.3f}); the model has "
-                 f"learned token frequencies only. Try a lower --lr or more --warmup, --norm pre, or a longer --budget")
+                 f"learned token frequencies only. Try a lower --lr or more --warmup (docs/training.md: Time to quality)")
 
 
 def train_step(ddp, optimizer, streams, settings: Settings, dist: Distributed, amp: Precision, window: Window) -> bool:
