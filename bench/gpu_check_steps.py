@@ -123,7 +123,7 @@ DRY_RUN_SHAPE = dict(hidden=32, layers=2, heads=2, ffn=64, vocab=100, length=16,
 
 def with_attention(model, backend: str):
     """The same weights behind another attention backend (the backend is fixed at construction)."""
-    twin = type(model)(model.config.replace(attention=backend))
+    twin = type(model)(model.config.replace(attention_backend=backend))
     twin.load_state_dict(model.state_dict())
     return twin
 

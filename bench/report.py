@@ -195,7 +195,7 @@ def section_latency(budget: Budget, runs: Path) -> dict:
             rows.append({"threads": threads, "batch": batch, "repeats": repeats, **{name: median[name] for name in names}})
     return {
         "parameters": {name: count_parameters(models[name].config) for name in names},
-        "rows": rows, "length": 128, "attention": models["bert-base"].config.attention,
+        "rows": rows, "length": 128, "attention": models["bert-base"].config.attention_backend,
         "torch": torch.__version__, "load_average": os.getloadavg()[0],
     }
 

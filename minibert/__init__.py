@@ -6,10 +6,11 @@
 
 from .config import ModelConfig
 from .data.wordpiece import WordPieceTokenizer
-from .heads import MaskedLM, ReplacedTokenDetector, SequenceClassifier
+from .heads import ClassifierOutput, MaskedLM, MaskedLMOutput, ReplacedTokenDetector, ReplacedTokenOutput, SequenceClassifier
 from .model import Encoder, ModelOutput
 from .pretrained import from_pretrained, save_pretrained
 from .probe import detect_replaced, fill_mask
 
 __all__ = ["ModelConfig", "Encoder", "ModelOutput", "MaskedLM", "ReplacedTokenDetector", "SequenceClassifier",
+           "MaskedLMOutput", "ReplacedTokenOutput", "ClassifierOutput",
            "from_pretrained", "save_pretrained", "WordPieceTokenizer", "fill_mask", "detect_replaced"]

@@ -198,21 +198,22 @@ class SelfAttention(nn.Module):
         super().__init__()
         self.num_heads = config.num_heads
         self.head_dim = config.head_dim
-        self.backend = config.attention
+        self.backend = config.attention_backend
         self.dropout_p = config.attention_dropout
         self.qkv = nn.Linear(config.hidden_size, 3 * config.hidden_size)
         self.out = nn.Linear(config.hidden_size, config.hidden_size)
 
-    def forward(
-        self, x: torch.Tensor, layout: TokenLayout | None = None, key_mask: torch.Tensor | None = None,
-        rotary: tuple[torch.Tensor, torch.Tensor] | None = None, rows: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """x: packed [total_tokens, H] with its `layout`, or a grid [batch, seq, H] with an
-        optional `key_mask` [batch, seq] (True = real token). `rotary`: the (cos, sin) of each
-        token's position (`Rotary`), to rotate queries and keys by. `rows` (optional): indices
-        into the tokens, flattened; only their outputs are returned, [len(rows), H] — every
-        token is still attended to."""
-        qkv = self.qkv(x).unflatten(-1, (3, self.num_heads, self.head_dim))  # [..., 3, heads, d]
+    def forward(self, x: torch.Tensor, layout: TokenLayout | None = None, key_mask: torch.Tensor | None = None,
+                rotary: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """x: packed [tokens, H] with its `layout`, or a grid [B, T, H] with an optional
+        `key_mask` [B, T] (True = real token). `rotary`: the (cos, sin) of each token's
+        position (`Rotary`), to rotate queries and keys by. Returns the same shape as x."""
+        return self.out(self.context(x, layout, key_mask, rotary))
+
+    def context(self, x: torch.Tensor, layout: TokenLayout | None = None, key_mask: torch.Tensor | None = None,
+                rotary: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """Attention before the output projection: x [..., H] -> the heads' outputs, concatenated, [..., H]."""
+        qkv = self.qkv(x).unflatten(-1, (3, self.num_heads, self.head_dim))  # [..., H] -> [..., 3, heads, d]
         if rotary is not None:
             q, k, v = qkv.unbind(-3)
             qkv = torch.stack((rotate(q, *rotary), rotate(k, *rotary), v), dim=-3)
@@ -224,8 +225,7 @@ class SelfAttention(nn.Module):
             context = self._padded(qkv, key_mask, backend, dropout_p)
         else:
             context = self._bucketed(qkv, layout, backend, dropout_p)
-        context = context.flatten(-2)
-        return self.out(context if rows is None else gather_rows(context, rows))
+        return context.flatten(-2)  # [..., heads, d] -> [..., H]
 
     def _bucketed(self, qkv: torch.Tensor, layout: TokenLayout, backend: str, dropout_p: float) -> torch.Tensor:
         """Packed tokens: pad each length bucket on its own, attend, unpad."""

@@ -57,7 +57,10 @@ class ModelConfig:
     layer_norm_eps: float = 1e-12
     pad_token_id: int = 0
     pooler: bool = True
-    attention: str = "auto"
+    # Which code computes attention (attention.py): "naive" (readable), "sdpa" (torch's fused
+    # kernel), "triton" (our FlashAttention on packed tokens) or "auto" (= sdpa). A run-time
+    # choice: the weights are the same for all of them.
+    attention_backend: str = "auto"
     # Run the layers on the real tokens only (gathered once by the attention mask).
     unpad: bool = True
     initializer_range: float = 0.02
@@ -85,7 +88,7 @@ class ModelConfig:
             ("share_layers", SHARE_CHOICES),
             ("norm", NORM_CHOICES),
             ("activation", ACTIVATION_CHOICES),
-            ("attention", ATTENTION_CHOICES),
+            ("attention_backend", ATTENTION_CHOICES),
             ("position_encoding", POSITION_CHOICES),
         ):
             if getattr(self, name) not in choices:
@@ -134,6 +137,9 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> "ModelConfig":
+        values = dict(values)
+        if "attention" in values:  # the field's name in configs written before it was renamed
+            values.setdefault("attention_backend", values.pop("attention"))
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:

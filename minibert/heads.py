@@ -11,15 +11,44 @@ A task model is an `Encoder` plus one head: `MaskedLM`, `ReplacedTokenDetector`,
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .config import ModelConfig
 from .fused_cross_entropy import linear_cross_entropy
+from .data.masking import IGNORE_INDEX
 from .model import ACTIVATIONS, Encoder, ModelOutput, init_weights
 
-IGNORE_INDEX = -100  # label of a position the MLM loss skips
+
+@dataclass
+class MaskedLMOutput(ModelOutput):
+    """`MaskedLM`'s output. Without labels: `logits` [B, T, V] over the whole grid. With
+    labels: `loss`, and `labelled_logits` [labelled, V] at the labelled positions only, in
+    row-major order (the sparse prediction of `MaskedLM.masked_lm_loss`)."""
+
+    logits: torch.Tensor | None = None
+    labelled_logits: torch.Tensor | None = None
+    loss: torch.Tensor | None = None
+
+
+@dataclass
+class ReplacedTokenOutput(ModelOutput):
+    """`ReplacedTokenDetector`'s output: `logits` [B, T], one "was this token replaced?"
+    score per position (positive = replaced); `loss` with labels."""
+
+    logits: torch.Tensor | None = None
+    loss: torch.Tensor | None = None
+
+
+@dataclass
+class ClassifierOutput(ModelOutput):
+    """`SequenceClassifier`'s output: `logits` [B, num_labels]; `loss` with labels."""
+
+    logits: torch.Tensor | None = None
+    loss: torch.Tensor | None = None
 
 
 class MaskedLMHead(nn.Module):
@@ -43,27 +72,9 @@ class MaskedLMHead(nn.Module):
         """What the decoder reads: H → E, activation, LayerNorm."""
         return self.norm(self.act(self.transform(hidden)))
 
-    def forward(self, hidden: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
-        return F.linear(self.features(hidden), word_embeddings, self.bias)
-
-
-def masked_lm_loss(head: MaskedLMHead, word_embeddings, hidden, labels) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Sparse prediction: run the vocabulary projection only where a label exists.
-
-    With a 30k vocabulary the decoder is most of a small model's compute, yet only ~15% of
-    positions carry a label. Selecting those rows first gives the same loss for a fraction
-    of the FLOPs. The decoder and the softmax cross-entropy then run fused, a vocabulary
-    chunk at a time (`fused_cross_entropy`), instead of as separate passes over the
-    [labeled, V] logits. Returns (loss, logits at the labeled positions, their labels).
-    """
-    selected = labels != IGNORE_INDEX
-    targets = labels[selected]
-    features = head.features(hidden[selected])
-    if not targets.numel():  # nothing to predict: a zero loss that still reaches every weight
-        logits = F.linear(features, word_embeddings, head.bias)
-        return logits.sum() * 0.0, logits, targets
-    loss, logits = linear_cross_entropy(features, word_embeddings, head.bias, targets)
-    return loss, logits, targets
+    def forward(self, hidden: torch.Tensor, embedding_table: torch.Tensor) -> torch.Tensor:
+        """hidden [..., H] -> logits [..., V], scored against the word-embedding table [V, E]."""
+        return F.linear(self.features(hidden), embedding_table, self.bias)
 
 
 class SentencePairHead(nn.Module):
@@ -115,8 +126,8 @@ def pooled_or_first(output: ModelOutput) -> torch.Tensor:
     return output.pooler_output if output.pooler_output is not None else output.last_hidden_state[:, 0]
 
 
-def first_position(input_ids: torch.Tensor) -> torch.Tensor:
-    """[B, T] bool, True at position 0: where `pooled_or_first` reads (an Encoder `keep`)."""
+def cls_position(input_ids: torch.Tensor) -> torch.Tensor:
+    """[B, T] bool, True at position 0: where `pooled_or_first` reads (the Encoder's `needed`)."""
     first = torch.zeros_like(input_ids, dtype=torch.bool)
     first[:, 0] = True
     return first
@@ -135,25 +146,47 @@ class EncoderWithHead(nn.Module):
 
 
 class MaskedLM(EncoderWithHead):
-    """Encoder + MLM head. With labels, logits are computed at labeled positions only
-    (`logits` is then [num_labeled, V]) and so is the last layer (`last_hidden_state` is
-    zero elsewhere; see `Encoder.forward`'s `keep`); without, over the whole grid [B, T, V]."""
+    """Encoder + MLM head whose decoder is the encoder's own word-embedding table."""
 
     def __init__(self, config: ModelConfig):
         super().__init__(config, MaskedLMHead)
 
     @property
-    def word_embeddings(self) -> torch.Tensor:
+    def embedding_table(self) -> torch.Tensor:
+        """[V, E]: the input word embeddings, which the decoder reuses (weight tying)."""
         return self.encoder.embeddings.word_embeddings.weight
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> ModelOutput:
+    def predict(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Final hidden states [..., H] -> vocabulary logits [..., V]."""
+        return self.head(hidden, self.embedding_table)
+
+    def masked_lm_loss(self, hidden: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sparse prediction: run the vocabulary projection only where a label exists.
+
+        With a 30k vocabulary the decoder is most of a small model's compute, yet only ~15% of
+        positions carry a label. Selecting those rows first gives the same loss for a fraction
+        of the FLOPs. The decoder and the softmax cross-entropy then run fused, a vocabulary
+        chunk at a time (`fused_cross_entropy`), instead of as separate passes over the
+        [labelled, V] logits. hidden [B, T, H], labels [B, T] -> (loss, logits at the labelled
+        positions [labelled, V], their labels [labelled]).
+        """
+        labelled = labels != IGNORE_INDEX
+        targets = labels[labelled]  # [labelled]
+        features = self.head.features(hidden[labelled])  # [B, T, H] -> [labelled, E]
+        if not targets.numel():  # nothing to predict: a zero loss that still reaches every weight
+            logits = F.linear(features, self.embedding_table, self.head.bias)
+            return logits.sum() * 0.0, logits, targets
+        loss, logits = linear_cross_entropy(features, self.embedding_table, self.head.bias, targets)
+        return loss, logits, targets
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> MaskedLMOutput:
         if labels is None:
             out = self.encoder(input_ids, attention_mask, token_type_ids)
-            out.logits = self.head(out.last_hidden_state, self.word_embeddings)
-        else:  # the loss reads the labeled positions only: the last layer computes just those
-            out = self.encoder(input_ids, attention_mask, token_type_ids, keep=labels != IGNORE_INDEX)
-            out.loss, out.logits, _ = masked_lm_loss(self.head, self.word_embeddings, out.last_hidden_state, labels)
-        return out
+            return MaskedLMOutput(out.last_hidden_state, out.pooler_output, logits=self.predict(out.last_hidden_state))
+        # the loss reads the labelled positions only: the last layer computes just those
+        out = self.encoder(input_ids, attention_mask, token_type_ids, needed=labels != IGNORE_INDEX)
+        loss, labelled_logits, _ = self.masked_lm_loss(out.last_hidden_state, labels)
+        return MaskedLMOutput(out.last_hidden_state, out.pooler_output, labelled_logits=labelled_logits, loss=loss)
 
 
 class ReplacedTokenDetector(EncoderWithHead):
@@ -162,27 +195,25 @@ class ReplacedTokenDetector(EncoderWithHead):
     def __init__(self, config: ModelConfig):
         super().__init__(config, ReplacedTokenHead)
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> ModelOutput:
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> ReplacedTokenOutput:
         out = self.encoder(input_ids, attention_mask, token_type_ids)
-        out.logits = self.head(out.last_hidden_state)
-        if labels is not None:
-            out.loss = replaced_token_loss(out.logits, labels, attention_mask)
-        return out
+        logits = self.head(out.last_hidden_state)  # [B, T]
+        loss = None if labels is None else replaced_token_loss(logits, labels, attention_mask)
+        return ReplacedTokenOutput(out.last_hidden_state, out.pooler_output, logits=logits, loss=loss)
 
 
 class SequenceClassifier(EncoderWithHead):
     """Encoder + classification head, for fine-tuning. With labels, the last layer runs at
-    position 0 only (`last_hidden_state` is zero elsewhere; see `Encoder.forward`'s `keep`)."""
+    position 0 only (`last_hidden_state` is zero elsewhere; see `Encoder.forward`'s `needed`)."""
 
     def __init__(self, config: ModelConfig, num_labels: int):
         super().__init__(config, lambda c: ClassificationHead(c, num_labels))
         self.num_labels = num_labels
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> ModelOutput:
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> ClassifierOutput:
         # With labels (training) the loss reads position 0 only: the last layer computes just that.
-        keep = None if labels is None else first_position(input_ids)
-        out = self.encoder(input_ids, attention_mask, token_type_ids, keep=keep)
-        out.logits = self.head(pooled_or_first(out))
-        if labels is not None:
-            out.loss = F.cross_entropy(out.logits.float(), labels)
-        return out
+        needed = None if labels is None else cls_position(input_ids)
+        out = self.encoder(input_ids, attention_mask, token_type_ids, needed=needed)
+        logits = self.head(pooled_or_first(out))  # [B, num_labels]
+        loss = None if labels is None else F.cross_entropy(logits.float(), labels)
+        return ClassifierOutput(out.last_hidden_state, out.pooler_output, logits=logits, loss=loss)

@@ -31,12 +31,11 @@ ACTIVATIONS = {
 
 @dataclass
 class ModelOutput:
-    """What every minibert model returns; fields a model does not compute stay None."""
+    """What the Encoder returns: last_hidden_state [B, T, H] and, with a pooler, pooler_output
+    [B, H]. Each task model's output (heads.py) adds its own `logits` and `loss` to these."""
 
     last_hidden_state: torch.Tensor | None = None
     pooler_output: torch.Tensor | None = None
-    logits: torch.Tensor | None = None
-    loss: torch.Tensor | None = None
 
 
 class Embeddings(nn.Module):
@@ -96,16 +95,17 @@ class Sublayer(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout)
         self.pre_norm = config.norm == "pre"
 
-    def forward(self, x: torch.Tensor, *args, rows: torch.Tensor | None = None) -> torch.Tensor:
-        """`rows` (attention only): compute the output of just these tokens (indices into the
-        flattened tokens); see `Encoder.forward`'s `keep`."""
-        if rows is None:
-            residual, extra = x, {}
-        else:
-            residual, extra = gather_rows(x, rows), {"rows": rows}
-        if self.pre_norm:
-            return residual + self.dropout(self.fn(self.norm(x), *args, **extra))
-        return self.norm(residual + self.dropout(self.fn(x, *args, **extra)))
+    def forward(self, x: torch.Tensor, *args) -> torch.Tensor:
+        return self.add(x, self.fn(self.branch_input(x), *args))
+
+    def branch_input(self, x: torch.Tensor) -> torch.Tensor:
+        """What f reads: LayerNorm(x) under pre-LN, x itself under post-LN."""
+        return self.norm(x) if self.pre_norm else x
+
+    def add(self, residual: torch.Tensor, branch: torch.Tensor) -> torch.Tensor:
+        """The residual connection: x + dropout(f(...)), then LayerNorm under post-LN."""
+        x = residual + self.dropout(branch)
+        return x if self.pre_norm else self.norm(x)
 
 
 def build_layers(config: ModelConfig) -> tuple[nn.ModuleList, nn.ModuleList]:
@@ -144,16 +144,13 @@ class Encoder(nn.Module):
         """The (attention, feed-forward) sublayers applied at `depth` — shared ones repeat."""
         return self.attention[depth % len(self.attention)], self.feed_forward[depth % len(self.feed_forward)]
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, keep=None) -> ModelOutput:
-        """`keep` (optional, [batch, seq_len] bool): the positions whose final hidden state the
-        caller will read — the labeled positions for a masked-LM loss, say. The last layer
-        then computes its output there only: its attention still reads every token (keys
-        and values), but the output projection, the feed-forward and the LayerNorms run on
-        the kept tokens alone. `last_hidden_state` is exact at kept positions and zero
-        elsewhere; position 0 is always kept when there is a pooler.
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, needed=None) -> ModelOutput:
+        """input ids [B, T] -> last_hidden_state [B, T, H] (and pooler_output [B, H]).
 
-        Why: with 15% of positions labeled, most of the last layer's work would be thrown
-        away — for a 4-layer model that is about a sixth of the encoder's matmul FLOPs.
+        `needed` (optional, [B, T] bool): the positions whose final hidden state the caller
+        will read, e.g. the labelled positions of a masked-LM loss. The last layer then runs
+        there only (`last_layer_at`); `last_hidden_state` is exact at needed positions and
+        zero elsewhere.
         """
         batch, seq_len = input_ids.shape
         if seq_len > self.config.max_length:
@@ -166,7 +163,7 @@ class Encoder(nn.Module):
             token_type_ids = torch.zeros_like(input_ids)
         has_padding = attention_mask is not None and not bool(attention_mask.bool().all())
         layout = key_mask = None
-        if has_padding and (self.config.unpad or self.config.attention == "triton"):
+        if has_padding and (self.config.unpad or self.config.attention_backend == "triton"):
             # Unpadding: gather the real tokens once; every layer then works on [tokens, H].
             layout = TokenLayout.from_mask(attention_mask)
             input_ids, position_ids, token_type_ids = map(layout.pack, (input_ids, position_ids, token_type_ids))
@@ -174,38 +171,56 @@ class Encoder(nn.Module):
             key_mask = attention_mask.bool()
             key_mask = key_mask | ~key_mask.any(dim=1, keepdim=True)  # an all-padding row sees itself
 
-        rows, slots = self._kept(keep, layout) if keep is not None else (None, None)
-
-        x = self.embeddings(input_ids, position_ids, token_type_ids)
+        x = self.embeddings(input_ids, position_ids, token_type_ids)  # [B, T, E], or [tokens, E] unpadded
         if self.embedding_projection is not None:
-            x = self.embedding_projection(x)
+            x = self.embedding_projection(x)  # E -> H
         rotary = self.rotary(position_ids) if self.rotary is not None else None  # the same angles at every depth
-        last = self.config.num_layers - 1
-        for depth in range(self.config.num_layers):
-            attention, feed_forward = self.layer(depth)
-            x = feed_forward(attention(x, layout, key_mask, rotary, rows=rows if depth == last else None))
+        attention_inputs = (layout, key_mask, rotary)
+        depth = self.config.num_layers
+        for i in range(depth - 1 if needed is not None else depth):
+            attention, feed_forward = self.layer(i)
+            x = feed_forward(attention(x, *attention_inputs))  # [B, T, H], or [tokens, H] unpadded
+        if needed is not None:
+            token_index, grid_index = self._needed_index(needed, layout)
+            x = self.last_layer_at(token_index, x, *attention_inputs)  # [needed, H]
         if self.final_norm is not None:
             x = self.final_norm(x)
 
-        if slots is not None:  # x holds the kept tokens only
-            hidden = scatter_rows(x, slots, batch, seq_len)
+        if needed is not None:
+            hidden = scatter_rows(x, grid_index, batch, seq_len)  # [needed, H] -> [B, T, H], zeros elsewhere
         else:
-            hidden = x if layout is None else layout.unpack(x)
+            hidden = x if layout is None else layout.unpack(x)  # [tokens, H] -> [B, T, H]
         pooled = torch.tanh(self.pooler(hidden[:, 0])) if self.pooler is not None else None
         return ModelOutput(last_hidden_state=hidden, pooler_output=pooled)
 
-    def _kept(self, keep: torch.Tensor, layout: TokenLayout | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """The kept tokens' rows among the layers' tokens (packed, or the flattened grid), and
-        their slots in the flattened [batch * seq_len] grid."""
-        keep = keep.bool()
+    def last_layer_at(self, token_index: torch.Tensor, x: torch.Tensor, *attention_inputs) -> torch.Tensor:
+        """The last layer, computed for the tokens at `token_index` only: [tokens, H] -> [needed, H].
+
+        Why: a loss often reads a few positions (15% for masked-LM, one for NSP), and the
+        last layer's output anywhere else would be thrown away — for a 4-layer model that is
+        about a sixth of the encoder's matmul FLOPs. Attention still reads every token (its
+        keys and values); the output projection, the feed-forward and the LayerNorms run on
+        the needed tokens alone. The same formulas as `Sublayer` and `SelfAttention`, only
+        with the rows gathered before the output projection.
+        """
+        attention, feed_forward = self.layer(self.config.num_layers - 1)
+        context = attention.fn.context(attention.branch_input(x), *attention_inputs)  # [tokens, H]: every token
+        needed = gather_rows(context, token_index)  # [needed, H]
+        x = attention.add(gather_rows(x, token_index), attention.fn.out(needed))
+        return feed_forward(x)
+
+    def _needed_index(self, needed: torch.Tensor, layout: TokenLayout | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The needed positions as indices: among the layers' tokens (packed, or the flattened
+        grid) and in the flattened [B * T] grid. Position 0 is always needed with a pooler."""
+        needed = needed.bool()
         if self.pooler is not None:  # the pooler reads position 0
-            keep = keep.clone()
-            keep[:, 0] = True
+            needed = needed.clone()
+            needed[:, 0] = True
         if layout is None:
-            slots = keep.flatten().nonzero().squeeze(1)
-            return slots, slots
-        rows = layout.pack(keep).nonzero().squeeze(1)
-        return rows, layout.grid_index.index_select(0, rows)
+            grid_index = needed.flatten().nonzero().squeeze(1)
+            return grid_index, grid_index
+        token_index = layout.pack(needed).nonzero().squeeze(1)
+        return token_index, layout.grid_index.index_select(0, token_index)
 
 
 def init_weights(module: nn.Module, config: ModelConfig) -> None:

@@ -88,8 +88,8 @@ def fill_mask(model_or_dir, text_or_texts: str | Sequence[str], top_k: int = 5, 
                                          sep_id=tokenizer.sep_id) for t in texts])
     masks = batch["input_ids"] == tokenizer.mask_id
     with torch.no_grad():  # the last layer and the decoder run at the masks only
-        hidden = model.encoder(**batch, keep=masks).last_hidden_state[masks]
-        probabilities = model.head(hidden, model.word_embeddings).float().softmax(-1)
+        hidden = model.encoder(**batch, needed=masks).last_hidden_state[masks]  # [masks, H]
+        probabilities = model.predict(hidden).float().softmax(-1)  # [masks, V]
     scores, ids = probabilities.topk(min(top_k, probabilities.shape[-1]))
     candidates = [[Candidate(int(i), tokenizer.piece(int(i)), float(s)) for s, i in zip(row_s, row_i)]
                   for row_s, row_i in zip(scores, ids)]
@@ -111,8 +111,8 @@ def detect_replaced(model_or_dir, text_or_texts: str | Sequence[str], tokenizer:
         probabilities = model(**batch).logits.float().sigmoid()
     shown = batch["attention_mask"].bool()
     shown &= (batch["input_ids"] != tokenizer.cls_id) & (batch["input_ids"] != tokenizer.sep_id)
-    per_text = [[Judgement(int(i), tokenizer.piece(int(i)), float(p)) for i, p in zip(ids[keep], probs[keep])]
-                for ids, probs, keep in zip(batch["input_ids"], probabilities, shown)]
+    per_text = [[Judgement(int(i), tokenizer.piece(int(i)), float(p)) for i, p in zip(ids[row_shown], probs[row_shown])]
+                for ids, probs, row_shown in zip(batch["input_ids"], probabilities, shown)]
     return per_text[0] if single else per_text
 
 

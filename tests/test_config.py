@@ -37,7 +37,7 @@ def test_preset_parameter_counts_equal_the_published_backbones(name):
         (dict(share_layers="some"), "share_layers"),
         (dict(norm="middle"), "norm"),
         (dict(activation="swish2"), "activation"),
-        (dict(attention="flash3"), "attention"),
+        (dict(attention_backend="flash3"), "attention_backend"),
         (dict(hidden_dropout=1.5), "hidden_dropout"),
         (dict(pad_token_id=40000), "pad_token_id"),
         (dict(position_offset=600), "position_offset"),

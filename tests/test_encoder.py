@@ -40,14 +40,14 @@ def test_backends_and_unpadding_agree(lengths, extra, norm, share, heads, positi
     """naive == sdpa, packed == padded, on any lengths, masks, sharing and position encodings."""
     seq_len = max(max(lengths), 1) + extra
     torch.manual_seed(0)
-    reference = Encoder(tiny(norm=norm, share_layers=share, num_heads=heads, attention="naive", unpad=False,
+    reference = Encoder(tiny(norm=norm, share_layers=share, num_heads=heads, attention_backend="naive", unpad=False,
                              position_encoding=positions)).eval()
     ids, mask, types = batch_with_lengths(lengths, seq_len)
     expected = reference(ids, mask, types).last_hidden_state
     real = mask.bool()
     for attention in ("naive", "sdpa"):
         for unpad in (False, True):
-            config = reference.config.replace(attention=attention, unpad=unpad)
+            config = reference.config.replace(attention_backend=attention, unpad=unpad)
             got = clone_with(Encoder, config, reference)(ids, mask, types).last_hidden_state
             assert torch.isfinite(got).all()
             torch.testing.assert_close(got[real], expected[real], atol=1e-5, rtol=1e-5)
@@ -58,7 +58,7 @@ def test_backends_and_unpadding_agree(lengths, extra, norm, share, heads, positi
        unpad=st.booleans())
 def test_trailing_padding_changes_nothing_at_real_positions(lengths, extra, attention, unpad):
     torch.manual_seed(1)
-    model = Encoder(tiny(attention=attention, unpad=unpad)).eval()
+    model = Encoder(tiny(attention_backend=attention, unpad=unpad)).eval()
     seq_len = max(max(lengths), 1)
     ids, mask, types = batch_with_lengths(lengths, seq_len)
     padded = [F.pad(t, (0, extra)) for t in (ids, mask, types)]
@@ -74,7 +74,7 @@ def test_trailing_padding_changes_nothing_at_real_positions(lengths, extra, atte
 @pytest.mark.parametrize("attention", ["naive", "sdpa"])
 @pytest.mark.parametrize("unpad", [False, True])
 def test_padding_never_produces_nan_even_for_fully_masked_rows(dtype, attention, unpad):
-    model = Encoder(tiny(attention=attention, unpad=unpad)).to(dtype).eval()
+    model = Encoder(tiny(attention_backend=attention, unpad=unpad)).to(dtype).eval()
     ids, mask, types = batch_with_lengths([0, 3, 9, 0], 9)
     out = model(ids, mask, types)
     assert torch.isfinite(out.last_hidden_state).all()
@@ -132,7 +132,7 @@ def test_sparse_mlm_loss_equals_the_full_projection_loss(lengths, rate, embeddin
     if (labels != -100).any():
         expected = F.cross_entropy(full_logits.reshape(-1, 97), labels.reshape(-1), ignore_index=-100)
         torch.testing.assert_close(sparse.loss, expected, atol=1e-5, rtol=1e-5)
-        assert sparse.logits.shape == ((labels != -100).sum(), 97)
+        assert sparse.labelled_logits.shape == ((labels != -100).sum(), 97) and sparse.logits is None
     else:
         assert sparse.loss == 0
 
@@ -175,13 +175,13 @@ def test_rotary_attention_sees_only_relative_offsets(length, shift, attention):
     """RoPE: moving every position by the same amount changes no output — scores depend on
     i - j alone — while with learned positions it does; and there is no position table."""
     torch.manual_seed(0)
-    config = tiny(position_encoding="rotary", attention=attention, max_positions=40)
+    config = tiny(position_encoding="rotary", attention_backend=attention, max_positions=40)
     model = Encoder(config).eval()
     assert model.embeddings.position_embeddings is None
     shifted = clone_with(Encoder, config.replace(position_offset=shift), model)
     ids = torch.randint(5, 97, (2, length))
     torch.testing.assert_close(shifted(ids).last_hidden_state, model(ids).last_hidden_state, atol=1e-5, rtol=1e-5)
-    learned = Encoder(tiny(attention=attention, max_positions=40)).eval()
+    learned = Encoder(tiny(attention_backend=attention, max_positions=40)).eval()
     moved = clone_with(Encoder, learned.config.replace(position_offset=shift), learned)
     assert not torch.allclose(moved(ids).last_hidden_state, learned(ids).last_hidden_state, atol=1e-4)
 
@@ -204,26 +204,26 @@ def test_roberta_style_position_offset_shifts_positions():
 @given(lengths=lengths_strategy, extra=st.integers(0, 4), rate=st.floats(0.0, 1.0), norm=st.sampled_from(["post", "pre"]),
        share=st.sampled_from(["none", "all"]), attention=st.sampled_from(["naive", "sdpa"]), unpad=st.booleans(),
        pooler=st.booleans(), full=st.booleans(), seed=st.integers(0, 2**16))
-def test_keep_computes_the_kept_positions_exactly(lengths, extra, rate, norm, share, attention, unpad, pooler, full, seed):
-    """keep: the last layer runs at the kept positions only — the same hidden states (and
+def test_needed_positions_are_computed_exactly(lengths, extra, rate, norm, share, attention, unpad, pooler, full, seed):
+    """needed: the last layer runs at the needed positions only — the same hidden states (and
     gradients) there as the full pass, zeros elsewhere."""
     seq_len = max(max(lengths), 1) + extra
     if full:
         lengths = [seq_len] * len(lengths)
     torch.manual_seed(0)
-    config = tiny(norm=norm, share_layers=share, attention=attention, unpad=unpad, pooler=pooler, num_layers=3)
+    config = tiny(norm=norm, share_layers=share, attention_backend=attention, unpad=unpad, pooler=pooler, num_layers=3)
     full_model = Encoder(config).train()  # train mode: dropout is 0, but the backward runs
-    kept_model = clone_with(Encoder, config, full_model).train()
+    fast_model = clone_with(Encoder, config, full_model).train()
     ids, mask, types = batch_with_lengths(lengths, seq_len)
     g = torch.Generator().manual_seed(seed)
-    keep = torch.rand(ids.shape, generator=g) < rate
+    needed = torch.rand(ids.shape, generator=g) < rate
     weights = torch.randn(*ids.shape, config.hidden_size, generator=g)
 
     expected = full_model(ids, mask, types)
-    got = kept_model(ids, mask, types, keep=keep)
-    read = keep & mask.bool()
+    got = fast_model(ids, mask, types, needed=needed)
+    read = needed & mask.bool()
     torch.testing.assert_close(got.last_hidden_state[read], expected.last_hidden_state[read], atol=1e-5, rtol=1e-5)
-    dropped = ~keep
+    dropped = ~needed
     if pooler:
         dropped[:, 0] = False  # the pooler's input is always computed
     assert not got.last_hidden_state[dropped].any()
@@ -235,7 +235,7 @@ def test_keep_computes_the_kept_positions_exactly(lengths, extra, rate, norm, sh
         return value + out.pooler_output.sum() if pooler else value
     loss(expected).backward()
     loss(got).backward()
-    for (name, a), b in zip(full_model.named_parameters(), kept_model.parameters()):
+    for (name, a), b in zip(full_model.named_parameters(), fast_model.parameters()):
         if a.grad is None:
             assert b.grad is None or not b.grad.any(), name
         else:
@@ -250,10 +250,11 @@ def test_masked_lm_with_labels_computes_the_last_layer_at_labeled_positions_only
     labels[0, 2], labels[1, 4] = ids[0, 2], ids[1, 4]
     out = model(ids, mask, types, labels=labels)
     full = model(ids, mask, types)
-    selected = labels != -100
-    torch.testing.assert_close(out.last_hidden_state[selected], full.last_hidden_state[selected])
-    assert not out.last_hidden_state[~selected].any()
-    expected = F.cross_entropy(full.logits[selected], labels[selected])
+    labelled = labels != -100
+    torch.testing.assert_close(out.last_hidden_state[labelled], full.last_hidden_state[labelled])
+    assert not out.last_hidden_state[~labelled].any()
+    torch.testing.assert_close(out.labelled_logits, full.logits[labelled])
+    expected = F.cross_entropy(full.logits[labelled], labels[labelled])
     torch.testing.assert_close(out.loss, expected)
 
 

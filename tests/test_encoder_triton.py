@@ -27,8 +27,8 @@ def tiny(**changes):
 def test_triton_unpadded_encoder_matches_padded_sdpa_forward_and_backward(lengths, extra, share):
     torch.manual_seed(0)
     seq_len = max(lengths) + extra
-    reference = MaskedLM(tiny(attention="sdpa", unpad=False, share_layers=share))
-    ours = MaskedLM(reference.config.replace(attention="triton"))
+    reference = MaskedLM(tiny(attention_backend="sdpa", unpad=False, share_layers=share))
+    ours = MaskedLM(reference.config.replace(attention_backend="triton"))
     ours.load_state_dict(reference.state_dict())
     ids = torch.randint(5, 61, (len(lengths), seq_len))
     mask = (torch.arange(seq_len)[None] < torch.tensor(lengths)[:, None]).long()

@@ -11,7 +11,7 @@ from minibert import MaskedLM, ModelConfig, ReplacedTokenDetector
 from minibert.heads import IGNORE_INDEX
 from minibert.objectives import (KnowledgeDistillation, MaskedLanguageModeling, Pretrainer, ReplacedTokenDetection,
                                  SentencePairTask)
-from minibert.objectives.kd import init_student_from_teacher, soft_cross_entropy, student_config
+from minibert.objectives.kd import init_student_from_teacher, soft_target_kl, student_config
 from minibert.objectives.rtd import generator_config, gumbel_max_sample, replace_masked
 from minibert.training.state import trainable_state
 from minibert.training.settings import Settings
@@ -48,7 +48,7 @@ def test_mlm_is_cross_entropy_at_labeled_positions_only():
     model, batch = MaskedLM(tiny()).eval(), make_batch()
     output = model.encoder(batch["input_ids"], batch["attention_mask"])
     loss, metrics = MaskedLanguageModeling(weight=2.0)(model, batch, output)
-    full = model.head(output.last_hidden_state, model.word_embeddings)  # [B, T, V]
+    full = model.predict(output.last_hidden_state)  # [B, T, V]
     labeled = batch["labels"] != IGNORE_INDEX
     expected = F.cross_entropy(full[labeled], batch["labels"][labeled])
     torch.testing.assert_close(loss, 2.0 * expected)
@@ -107,7 +107,7 @@ def test_generator_is_a_quarter_and_shares_embeddings():
     generator = rtd.generator
     assert generator.config.hidden_size == 16 and generator.config.num_heads == 1
     assert generator.encoder.embeddings is discriminator.encoder.embeddings
-    assert generator.word_embeddings is discriminator.encoder.embeddings.word_embeddings.weight  # tied decoder
+    assert generator.embedding_table is discriminator.encoder.embeddings.word_embeddings.weight  # tied decoder
     assert generator.encoder.embedding_projection is not discriminator.encoder.embedding_projection
     wide = generator_config(tiny(hidden_size=64), 0.25)  # E = 64 > the generator's 16, as in ELECTRA-base
     assert (wide.embedding_dim, wide.hidden_size) == (64, 16)
@@ -144,7 +144,7 @@ logit_rows = st.lists(st.lists(st.floats(-5, 5), min_size=4, max_size=4), min_si
 @given(rows=logit_rows, temperature=st.floats(0.5, 4.0))
 def test_soft_loss_is_zero_for_identical_logits(rows, temperature):
     logits = torch.tensor(rows)
-    assert soft_cross_entropy(logits, logits, temperature).abs() < 1e-5
+    assert soft_target_kl(logits, logits, temperature).abs() < 1e-5
 
 
 @settings(max_examples=30, deadline=None)
@@ -153,10 +153,10 @@ def test_soft_loss_carries_the_t_squared_factor(student, temperature):
     s = torch.tensor(student)
     t = torch.flip(s, dims=[1]) + 0.5
     # Logits scaled by T and softened by T are the original distributions, times T².
-    scaled = soft_cross_entropy(s * temperature, t * temperature, temperature)
-    torch.testing.assert_close(scaled, temperature**2 * soft_cross_entropy(s, t, 1.0), rtol=1e-4, atol=1e-5)
+    scaled = soft_target_kl(s * temperature, t * temperature, temperature)
+    torch.testing.assert_close(scaled, temperature**2 * soft_target_kl(s, t, 1.0), rtol=1e-4, atol=1e-5)
     by_hand = (t.softmax(-1) * (t.log_softmax(-1) - s.log_softmax(-1))).sum(-1).mean()
-    torch.testing.assert_close(soft_cross_entropy(s, t, 1.0), by_hand, rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(soft_target_kl(s, t, 1.0), by_hand, rtol=1e-4, atol=1e-6)
 
 
 def test_student_takes_every_other_teacher_layer():
@@ -170,7 +170,7 @@ def test_student_takes_every_other_teacher_layer():
         for mine, theirs in zip(student.encoder.layer(depth), teacher.encoder.layer(source)):
             for a, b in zip(mine.state_dict().values(), theirs.state_dict().values()):
                 assert torch.equal(a, b)
-    assert torch.equal(student.word_embeddings, teacher.word_embeddings)
+    assert torch.equal(student.embedding_table, teacher.embedding_table)
     assert torch.equal(student.head.transform.weight, teacher.head.transform.weight)
     with pytest.raises(ValueError, match="hidden_size"):
         student_config(teacher.config, hidden_size=64)

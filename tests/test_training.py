@@ -73,7 +73,7 @@ def test_no_weight_decay_on_biases_and_layernorm():
     norms = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.LayerNorm)}
     biases = {id(p) for n, p in model.named_parameters() if n.endswith("bias")}
     assert {id(p) for p in no_decay["params"]} == norms | biases and no_decay["weight_decay"] == 0.0
-    assert decay["weight_decay"] == 0.1 and id(model.word_embeddings) in {id(p) for p in decay["params"]}
+    assert decay["weight_decay"] == 0.1 and id(model.embedding_table) in {id(p) for p in decay["params"]}
 
 
 # --- state without pickle ------------------------------------------------------------------

@@ -4,7 +4,7 @@
 
 with the kept model, a batch from `minibert.data` and the kept model's encoder pass over
 that batch (None for objectives that set `reads_output = False`). `Pretrainer` sums them.
-An objective that reads that pass also says where, `positions_read(batch)` ([B, T] bool,
+An objective that reads that pass also says where, `needed_positions(batch)` ([B, T] bool,
 or None for every position), so the encoder's last layer computes only those positions.
 """
 

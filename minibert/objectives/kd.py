@@ -27,12 +27,17 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..config import ModelConfig
-from ..heads import IGNORE_INDEX, MaskedLM
+from ..data.masking import IGNORE_INDEX
+from ..heads import MaskedLM
 from .mlm import mlm_metrics
 
 
-def soft_cross_entropy(student_logits, teacher_logits, temperature: float) -> torch.Tensor:
-    """T² · KL(softmax(t/T) ‖ softmax(s/T)), averaged over rows. Zero when s == t."""
+def soft_target_kl(student_logits, teacher_logits, temperature: float) -> torch.Tensor:
+    """T² · KL(softmax(t/T) ‖ softmax(s/T)), averaged over rows. Zero when s == t.
+
+    DistilBERT writes this loss as the cross-entropy against the teacher's soft targets; the
+    KL divergence is that cross-entropy minus the teacher's entropy, a constant for the
+    student, so both give the same gradients — and the KL reads 0 when the student matches."""
     student = F.log_softmax(student_logits.float() / temperature, dim=-1)
     teacher = F.log_softmax(teacher_logits.float() / temperature, dim=-1)
     return F.kl_div(student, teacher, reduction="batchmean", log_target=True) * temperature**2
@@ -86,20 +91,20 @@ class KnowledgeDistillation(nn.Module):
         self.teacher.eval()  # the teacher's predictions are targets: never with dropout
         return self
 
-    def positions_read(self, batch):
+    def needed_positions(self, batch):
         return None  # the cosine loss reads every real token
 
     def forward(self, model, batch, output):
         real, labels = batch["attention_mask"].bool(), batch["labels"]
-        soft_rows = real if self.all_tokens else labels != IGNORE_INDEX
+        soft_positions = real if self.all_tokens else labels != IGNORE_INDEX  # [B, T] bool
         with torch.no_grad():
             teacher_hidden = self.teacher.encoder(batch["input_ids"], batch["attention_mask"]).last_hidden_state
-            teacher_logits = self.teacher.head(teacher_hidden[soft_rows], self.teacher.word_embeddings)
-        student_hidden = output.last_hidden_state
-        student_logits = model.head(student_hidden[soft_rows], model.word_embeddings)
+            teacher_logits = self.teacher.predict(teacher_hidden[soft_positions])  # [soft, V]
+        student_hidden = output.last_hidden_state  # [B, T, H]
+        student_logits = model.predict(student_hidden[soft_positions])  # [soft, V]
 
-        soft = soft_cross_entropy(student_logits, teacher_logits, self.temperature) if soft_rows.any() else student_logits.sum() * 0.0
-        targets = labels[soft_rows]
+        soft = soft_target_kl(student_logits, teacher_logits, self.temperature) if soft_positions.any() else student_logits.sum() * 0.0
+        targets = labels[soft_positions]
         masked = targets != IGNORE_INDEX
         mlm = F.cross_entropy(student_logits[masked].float(), targets[masked]) if masked.any() else soft * 0.0
         cosine = (1 - F.cosine_similarity(student_hidden[real].float(), teacher_hidden[real].float(), dim=-1)).mean()

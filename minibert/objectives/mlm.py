@@ -3,7 +3,7 @@
 About 15% of the tokens of a batch are selected by the data pipeline; their original ids
 are the `labels` (-100 elsewhere) and the model sees [MASK], a random token or the token
 itself there. The loss is the cross-entropy of the model's guess at the selected positions
-only — the masked-only ("sparse") decoder of `heads.masked_lm_loss`.
+only — the masked-only ("sparse") decoder of `MaskedLM.masked_lm_loss`.
 
 The MLM head belongs to the kept model (`MaskedLM.head`), not to this objective: it is the
 part of pretraining that `from_pretrained(head="mlm")` loads again afterwards.
@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..heads import IGNORE_INDEX, masked_lm_loss
+from ..data.masking import IGNORE_INDEX
 
 
 def mlm_metrics(loss: torch.Tensor, logits: torch.Tensor, targets: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -33,9 +33,9 @@ class MaskedLanguageModeling(nn.Module):
         super().__init__()
         self.weight = weight
 
-    def positions_read(self, batch):
-        return batch["labels"] != IGNORE_INDEX
+    def needed_positions(self, batch):
+        return batch["labels"] != IGNORE_INDEX  # the labelled positions
 
     def forward(self, model, batch, output):
-        loss, logits, targets = masked_lm_loss(model.head, model.word_embeddings, output.last_hidden_state, batch["labels"])
+        loss, logits, targets = model.masked_lm_loss(output.last_hidden_state, batch["labels"])
         return self.weight * loss, mlm_metrics(loss, logits, targets)

@@ -17,11 +17,11 @@ import torch
 from torch import nn
 
 
-def union_of_positions(masks: list[torch.Tensor | None]) -> torch.Tensor | None:
-    """The positions some objective reads; None (every position) if one of them reads all."""
-    if any(mask is None for mask in masks):
+def needed_by_any(needed: list[torch.Tensor | None]) -> torch.Tensor | None:
+    """The positions some objective needs ([B, T] bool); None (every position) if one needs all."""
+    if any(mask is None for mask in needed):
         return None
-    return functools.reduce(torch.logical_or, masks)
+    return functools.reduce(torch.logical_or, needed)
 
 
 class Pretrainer(nn.Module):
@@ -36,8 +36,8 @@ class Pretrainer(nn.Module):
         output = None
         readers = [objective for objective in self.objectives.values() if objective.reads_output]
         if readers:
-            keep = union_of_positions([objective.positions_read(batch) for objective in readers])
-            output = self.model.encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], keep=keep)
+            needed = needed_by_any([objective.needed_positions(batch) for objective in readers])
+            output = self.model.encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], needed=needed)
         total, metrics = 0.0, {}
         for objective in self.objectives.values():
             loss, values = objective(self.model, batch, output)

@@ -27,7 +27,8 @@ import torch
 from torch import nn
 
 from ..config import ModelConfig
-from ..heads import IGNORE_INDEX, MaskedLM, ReplacedTokenDetector, masked_lm_loss
+from ..data.masking import IGNORE_INDEX
+from ..heads import MaskedLM, ReplacedTokenDetector
 from .mlm import mlm_metrics
 
 
@@ -60,9 +61,9 @@ def gumbel_max_sample(logits: torch.Tensor) -> torch.Tensor:
 def replace_masked(input_ids, labels, samples) -> tuple[torch.Tensor, torch.Tensor]:
     """Write the generator's `samples` (one per labeled position, in row-major order) into
     the masked positions; return (corrupted ids, 1 where a token differs from the original)."""
-    selected = labels != IGNORE_INDEX
-    corrupted = input_ids.masked_scatter(selected, samples)
-    original = torch.where(selected, labels, input_ids)
+    labelled = labels != IGNORE_INDEX
+    corrupted = input_ids.masked_scatter(labelled, samples)
+    original = torch.where(labelled, labels, input_ids)
     return corrupted, (corrupted != original).long()
 
 
@@ -79,8 +80,8 @@ class ReplacedTokenDetection(nn.Module):
 
     def forward(self, model, batch, output=None):
         ids, mask, types, labels = batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], batch["labels"]
-        hidden = self.generator.encoder(ids, mask, types, keep=labels != IGNORE_INDEX).last_hidden_state
-        mlm_loss, logits, targets = masked_lm_loss(self.generator.head, self.generator.word_embeddings, hidden, labels)
+        hidden = self.generator.encoder(ids, mask, types, needed=labels != IGNORE_INDEX).last_hidden_state
+        mlm_loss, logits, targets = self.generator.masked_lm_loss(hidden, labels)  # logits [labelled, V]
 
         corrupted, replaced = replace_masked(ids, labels, gumbel_max_sample(logits))
         detected = model(corrupted, mask, types, labels=replaced)

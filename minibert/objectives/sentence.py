@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..config import ModelConfig
-from ..heads import SentencePairHead, first_position, pooled_or_first
+from ..heads import SentencePairHead, cls_position, pooled_or_first
 from ..model import init_weights
 
 
@@ -31,8 +31,8 @@ class SentencePairTask(nn.Module):
         self.head = SentencePairHead(config)
         init_weights(self.head, config)
 
-    def positions_read(self, batch):
-        return first_position(batch["input_ids"])  # the pooled [CLS] vector, or the first token's state
+    def needed_positions(self, batch):
+        return cls_position(batch["input_ids"])  # the pooled [CLS] vector, or the first token's state
 
     def forward(self, model, batch, output):
         if "sentence_label" not in batch:

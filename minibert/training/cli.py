@@ -39,11 +39,11 @@ MODEL_HELP = {
     "layer_norm_eps": "LayerNorm epsilon",
     "pad_token_id": "id of [PAD] (set by the tokenizer)",
     "pooler": "tanh(Linear) on [CLS], read by NSP/SOP (without it they read [CLS] itself)",
-    "attention": "attention backend",
+    "attention_backend": "which code computes attention: auto (= sdpa), naive (readable), sdpa, triton (CUDA)",
     "unpad": "run the layers on the real tokens only",
     "initializer_range": "std of the initial weights",
 }
-MODEL_CHOICES = {"share_layers": SHARE_CHOICES, "norm": NORM_CHOICES, "activation": ACTIVATION_CHOICES, "attention": ATTENTION_CHOICES,
+MODEL_CHOICES = {"share_layers": SHARE_CHOICES, "norm": NORM_CHOICES, "activation": ACTIVATION_CHOICES, "attention_backend": ATTENTION_CHOICES,
                  "position_encoding": POSITION_CHOICES}
 RUN_FLAGS = ("resume", "overwrite", "debug")
 
