@@ -15,9 +15,7 @@ reference backbones exactly (see tests/test_config.py).
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
 SHARE_CHOICES = ("none", "all", "attention", "ffn")
 NORM_CHOICES = ("post", "pre")
@@ -145,9 +143,6 @@ class ModelConfig:
         if unknown:
             raise ValueError(f"unknown ModelConfig field(s) {', '.join(unknown)}; known fields: {', '.join(sorted(known))}")
         return cls(**values)
-
-    def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
 
     @classmethod
     def preset(cls, name: str, **overrides) -> "ModelConfig":

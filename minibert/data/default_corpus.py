@@ -28,7 +28,8 @@ from typing import Iterator
 
 import pydoc_data.topics
 
-from .cache import DEFAULT_DATA_DIR, publish_file
+from ..atomic import publish_file
+from .cache import DEFAULT_DATA_DIR
 
 RECIPE_VERSION = 1  # bump when the cleaning below changes, so old caches are not reused
 

@@ -126,10 +126,15 @@ def check_mask_options(mask_prob: float, replace_probs: Sequence[float], max_spa
     """Fail early, with the fix in the message, on a masking setting that makes no sense."""
     if not 0.0 <= mask_prob <= 1.0:
         raise ValueError(f"mask_prob={mask_prob} must be a probability in [0, 1] (BERT uses 0.15)")
-    if len(replace_probs) != 3 or min(replace_probs) < 0 or abs(sum(replace_probs) - 1.0) > 1e-6:
-        raise ValueError(f"replace_probs={tuple(replace_probs)} must be 3 non-negative numbers summing to 1: ([MASK], random, unchanged)")
+    check_replace_probs(replace_probs)
     if not (isinstance(max_span, int) and max_span >= 1):
         raise ValueError(f"max_span={max_span} must be a positive integer (1 = single units, ALBERT uses 3)")
+
+
+def check_replace_probs(replace_probs: Sequence[float], name: str = "replace_probs") -> None:
+    """The 80/10/10 split must be three shares of one whole; `name` is how the caller spells it."""
+    if len(replace_probs) != 3 or min(replace_probs) < 0 or abs(sum(replace_probs) - 1.0) > 1e-6:
+        raise ValueError(f"{name} {list(replace_probs)} must be 3 non-negative numbers summing to 1: ([MASK], random, unchanged)")
 
 
 def _check_tensors(input_ids, special_tokens_mask, word_starts) -> None:

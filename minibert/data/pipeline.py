@@ -27,7 +27,8 @@ import numpy as np
 
 from .baselines import NeighbourCounts
 from .batching import MaskingRecipe
-from .cache import DEFAULT_DATA_DIR, fingerprint, publish_dir, publish_file
+from ..atomic import publish_dir, publish_file
+from .cache import DEFAULT_DATA_DIR, fingerprint
 from .corpus import PathLike, corpus_files, corpus_fingerprint, read_documents
 from .dataset import PretrainingBatches
 from .default_corpus import default_corpus_path
@@ -39,6 +40,7 @@ from .storage import FORMAT_VERSION, TokenStore, build_token_store
 from .tokenizer import Tokenizer
 
 MASKINGS = ("static", "dynamic")
+STATIC_DUPE_FACTOR = 10  # BERT: the corpus stored 10 times, each copy with its own masks
 # Held-out batches select BERT's 15% of tokens whatever rate training uses, so that held-out
 # accuracies of runs with different --mask-prob are measured on the same kind of task.
 EVAL_MASK_PROB = 0.15
@@ -71,7 +73,7 @@ def build_pretraining_data(
     seq_len: int = 128,
     layout: str = "nsp",
     masking: str = "static",
-    dupe_factor: int = 10,
+    dupe_factor: int = STATIC_DUPE_FACTOR,
     mask_prob: float = 0.15,
     replace_probs: Sequence[float] = (0.8, 0.1, 0.1),
     whole_word: bool = False,

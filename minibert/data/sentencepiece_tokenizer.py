@@ -29,7 +29,8 @@ from typing import Sequence
 import sentencepiece as spm
 import torch
 
-from .cache import DEFAULT_DATA_DIR, fingerprint, publish_file
+from ..atomic import publish_file
+from .cache import DEFAULT_DATA_DIR, fingerprint
 from .corpus import PathLike, corpus_files, corpus_fingerprint, read_documents
 from .tokenizer import SPECIAL_TOKENS, Tokenizer
 

@@ -17,43 +17,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 
 from safetensors.torch import load_file, save_file
 
+from ..atomic import publish_dir, remove_leftovers, write_atomic
 from .errors import TrainingError, warn
 from .state import decode, encode
 
 STATE, TENSORS, MANIFEST, LATEST = "state.json", "tensors.safetensors", "manifest.json", "latest"
 STEP_DIR = re.compile(r"step-(\d+)")
-
-
-def fsync_path(path: Path) -> None:
-    """Force a file's (or a folder's list of names') contents to disk."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so that readers see the old contents or the new, never a part."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    fsync_path(path.parent)
 
 
 def sha256(path: Path) -> str:
@@ -81,25 +56,17 @@ class Checkpoints:
     def save(self, step: int, state: dict) -> Path:
         self.root.mkdir(parents=True, exist_ok=True)
         final = self.root / f"step-{step:08d}"
-        tmp = Path(tempfile.mkdtemp(dir=self.root, prefix=f".{final.name}.", suffix=".tmp"))
-        try:
+
+        def write(folder: Path) -> None:
             tensors = {}
             document = encode(state, tensors)
-            save_file(tensors, tmp / TENSORS)
-            (tmp / STATE).write_text(json.dumps(document))
-            manifest = {"step": step, "sha256": {name: sha256(tmp / name) for name in (STATE, TENSORS)}}
-            (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
-            for name in (TENSORS, STATE, MANIFEST):
-                fsync_path(tmp / name)
-            fsync_path(tmp)
-            if final.exists():  # the same step saved again after a resume: replace it
-                shutil.rmtree(final)
-            os.rename(tmp, final)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        fsync_path(self.root)
-        write_atomic(self.root / LATEST, final.name.encode())
+            save_file(tensors, folder / TENSORS)
+            (folder / STATE).write_text(json.dumps(document))
+            manifest = {"step": step, "sha256": {name: sha256(folder / name) for name in (STATE, TENSORS)}}
+            (folder / MANIFEST).write_text(json.dumps(manifest, indent=2))
+
+        publish_dir(write, final, replace=True)  # the same step saved again after a resume: replace it
+        write_atomic(self.root / LATEST, final.name)
         self._prune(final)
         return final
 
@@ -107,8 +74,7 @@ class Checkpoints:
         for old in self.steps()[self.keep:]:
             if old != latest:
                 shutil.rmtree(old, ignore_errors=True)
-        for leftover in self.root.glob(".step-*.tmp"):  # a save interrupted by a crash
-            shutil.rmtree(leftover, ignore_errors=True)
+        remove_leftovers(self.root)  # a save interrupted by a crash
 
     def load(self) -> tuple[dict, Path] | None:
         """The newest intact checkpoint (`latest` first), or None when there is none at all."""

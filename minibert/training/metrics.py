@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import write_atomic
+from ..atomic import write_atomic
 from .distributed import Distributed
 
 
@@ -65,4 +65,4 @@ class MetricsLog:
                     kept.append(line + "\n")
             except (ValueError, KeyError, TypeError):
                 pass  # a line cut short by the crash
-        write_atomic(self.path, "".join(kept).encode())
+        write_atomic(self.path, "".join(kept))

@@ -26,10 +26,12 @@ import torch
 from ..data import build_pretraining_data
 from ..data.baselines import mlm_baselines
 from ..data.corpus import corpus_files
+from ..data.pipeline import STATIC_DUPE_FACTOR
 from ..pretrained import from_pretrained, save_pretrained
 from ..variants import Variant, build_pretrainer, get_variant, model_config
 from . import distributed
-from .checkpoint import Checkpoints, write_atomic
+from ..atomic import write_atomic
+from .checkpoint import Checkpoints
 from .distributed import Distributed
 from .errors import TrainingError, warn
 from .loop import Progress, train
@@ -105,7 +107,7 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
             log.keep_until(progress.step)
             print(f"resuming {variant.name} from {path} (step {progress.step})", flush=True)
     elif dist.is_main:
-        write_atomic(out / "run.json", (json.dumps(record, indent=2) + "\n").encode())
+        write_atomic(out / "run.json", json.dumps(record, indent=2) + "\n")
         if teacher is not None:
             tokenizer.save(out)  # the student reads the teacher's vocabulary: keep it beside the student
 
@@ -152,7 +154,7 @@ def build_batches(settings: Settings, dist: Distributed, tokenizer_dir: Path, vo
         tokenizer_dir=tokenizer_dir, **({"vocab_size": vocab_size} if vocab_size else {}),
         **({"data_dir": settings.cache_dir} if settings.cache_dir else {}),
         seq_len=settings.seq_len, layout=settings.layout, masking=settings.masking,
-        dupe_factor=settings.dupe_factor or (10 if settings.masking == "static" else 1),
+        dupe_factor=settings.dupe_factor or (STATIC_DUPE_FACTOR if settings.masking == "static" else 1),
         mask_prob=settings.mask_prob, replace_probs=tuple(settings.replace_probs), whole_word=settings.whole_word,
         max_span=settings.max_span, short_seq_prob=settings.short_seq_prob, seed=settings.seed,
         batch_size=settings.batch_size // streams_total,

@@ -11,10 +11,11 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 
+from ..data.examples import LAYOUTS
+from ..data.masking import check_replace_probs
+from ..data.pipeline import MASKINGS, STATIC_DUPE_FACTOR
 from .precision import PRECISIONS
 
-LAYOUTS = ("nsp", "sop", "full_sentences")
-MASKINGS = ("static", "dynamic")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 
 
@@ -32,7 +33,7 @@ class Settings:
     layout: str = option("nsp", "example layout: segment pairs for NSP, sentence order for SOP, or packed full sentences (no sentence task)", LAYOUTS, "data")
     short_seq_prob: float = option(0.1, "share of examples cut shorter than --seq-len (BERT: 0.1)", group="data")
     masking: str = option("static", "static = masks drawn once when examples are built (--dupe-factor copies); dynamic = a new mask every time", MASKINGS, "data")
-    dupe_factor: int | None = option(None, "differently-masked copies of the corpus under static masking (none = 10 under static masking)", group="data")
+    dupe_factor: int | None = option(None, f"differently-masked copies of the corpus under static masking (none = {STATIC_DUPE_FACTOR} under static masking)", group="data")
     mask_prob: float = option(0.15, "share of tokens selected for prediction while training (held-out accuracy is always measured at 15%)", group="data")
     replace_probs: list[float] = option((0.8, 0.1, 0.1), "what a selected token becomes: [MASK], random token, unchanged", group="data")
     max_span: int = option(1, "mask spans of up to N words (ALBERT's n-gram masking: 3)", group="data")
@@ -111,8 +112,7 @@ class Settings:
                 raise ValueError(f"--{flag(name)} must be one of {', '.join(choices)}; got {getattr(self, name)!r}")
         if self.budget is not None:
             parse_duration(self.budget)
-        if len(self.replace_probs) != 3 or min(self.replace_probs) < 0 or abs(sum(self.replace_probs) - 1) > 1e-6:
-            raise ValueError(f"--replace-probs must be 3 non-negative numbers summing to 1 ([MASK] random unchanged), got {list(self.replace_probs)}")
+        check_replace_probs(self.replace_probs, name="--replace-probs")
 
 
 _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?")
