@@ -26,10 +26,17 @@ POSITION_CHOICES = ("learned", "rotary")
 
 @dataclass
 class ModelConfig:
+    """The architecture. Each field below is also a `python train.py` flag (--field-name)."""
+
+    # Rows of the word-embedding table (and columns of the tied MLM decoder): the tokenizer's size.
     vocab_size: int = 30522
+    # H: the width of every layer's input and output.
     hidden_size: int = 768
+    # Depth: how many (attention, feed-forward) layers are applied, shared or not.
     num_layers: int = 12
+    # Attention heads; each attends with hidden_size / num_heads dimensions.
     num_heads: int = 12
+    # The feed-forward sublayer's inner width (4·H in all five families).
     intermediate_size: int = 3072
     # None means "same as hidden_size". Otherwise tokens live in an E-dimensional table and one
     # Linear maps them to H, whichever is larger. Smaller = factorized embeddings (ALBERT,
@@ -37,8 +44,10 @@ class ModelConfig:
     # argument. Larger is ELECTRA's base and large generators (E = 768 or 1024, H = 256): they
     # share the discriminator's wide embedding table and project it down to their narrow width.
     embedding_size: int | None = None
-    # Cross-layer parameter sharing (ALBERT): which sublayers one copy serves at every depth.
+    # Cross-layer parameter sharing (ALBERT): which sublayers one copy serves at every depth
+    # ("none", "all", "attention" or "ffn"); see model.build_layers.
     share_layers: str = "none"
+    # Rows of the position table: the longest sequence plus position_offset.
     max_positions: int = 512
     # How a token knows where it is: "learned" = a table of absolute position vectors added to
     # the embeddings (all five families); "rotary" = RoPE, queries and keys rotated by their
@@ -48,12 +57,21 @@ class ModelConfig:
     type_vocab_size: int = 2
     # Position ids start at this value (RoBERTa: pad_token_id + 1 = 2, so 514 positions).
     position_offset: int = 0
+    # Where each sublayer's LayerNorm sits: "post" (BERT: after the residual add) or "pre"
+    # (before the branch, plus one final LayerNorm); see model.Sublayer.
     norm: str = "post"
+    # The feed-forward nonlinearity: "gelu" (BERT), "gelu_tanh" (ALBERT's approximation), "relu", "silu".
     activation: str = "gelu"
+    # Dropout on the embeddings and on every sublayer's output (BERT: 0.1; ALBERT: 0).
     hidden_dropout: float = 0.1
+    # Dropout on the attention probabilities.
     attention_dropout: float = 0.1
+    # LayerNorm's epsilon (BERT 1e-12, RoBERTa 1e-5).
     layer_norm_eps: float = 1e-12
+    # The id of [PAD]: the tokenizer's, so that padding is recognised.
     pad_token_id: int = 0
+    # A tanh(Linear) of the first token's state, read by NSP/SOP and the classifier (BERT,
+    # RoBERTa, ALBERT); without it they read the first token's state itself (ELECTRA, DistilBERT).
     pooler: bool = True
     # Which code computes attention (attention.py): "naive" (readable), "sdpa" (torch's fused
     # kernel), "triton" (our FlashAttention on packed tokens) or "auto" (= sdpa). A run-time
@@ -61,6 +79,7 @@ class ModelConfig:
     attention_backend: str = "auto"
     # Run the layers on the real tokens only (gathered once by the attention mask).
     unpad: bool = True
+    # Standard deviation of the initial weights (BERT: N(0, 0.02)).
     initializer_range: float = 0.02
 
     def __post_init__(self) -> None:

@@ -58,7 +58,7 @@ def collate(features: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
 
 @dataclass(frozen=True)
 class MaskingRecipe:
-    """A variant's MLM settings (DESIGN §3) bound to a tokenizer's ids.
+    """A variant's MLM settings (the papers' masking recipes) bound to a tokenizer's ids.
 
     BERT: defaults. ELECTRA: replace_probs=(0.85, 0.0, 0.15). ALBERT: max_span=3.
     whole_word needs a tokenizer that knows where words start (`word_starts`).
