@@ -229,3 +229,16 @@ def test_every_variant_learns_and_leaves_a_loadable_model(variant, corpus, bert_
     for name, tensor in model.state_dict().items():
         assert torch.equal(tensor, saved[f"state.model.model.{name}"]), name
     assert (out / ("tokenizer.model")).is_file()
+
+
+def test_a_run_saved_before_the_attention_backend_rename_still_resumes(tmp_path):
+    from minibert.config import ModelConfig
+    from minibert.training.run import check_same_run
+
+    config = ModelConfig(vocab_size=50, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32)
+    record = {"settings": Settings().to_dict(), "config": config.to_dict()}
+    older = {**record, "config": {("attention" if k == "attention_backend" else k): v for k, v in config.to_dict().items()}}
+    (tmp_path / "run.json").write_text(json.dumps(older))
+    check_same_run(tmp_path / "run.json", record)
+    with pytest.raises(ValueError, match="--attention-backend 'auto' -> 'naive'"):
+        check_same_run(tmp_path / "run.json", {**record, "config": config.replace(attention_backend="naive").to_dict()})

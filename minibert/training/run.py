@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from ..config import ModelConfig
 from ..data import build_pretraining_data
 from ..data.baselines import mlm_baselines
 from ..data.corpus import corpus_files
@@ -201,8 +202,9 @@ def check_same_run(path: Path, record: dict) -> None:
     before = {**json.loads(json.dumps(Settings().to_dict())), **saved["settings"]}  # a field newer than the run: its default
     changed = [f"--{name.replace('_', '-')} {before.get(name)!r} -> {value!r}"
                for name, value in now["settings"].items() if name not in OPERATIONAL and before.get(name) != value]
-    changed += [f"--{name.replace('_', '-')} {saved['config'].get(name)!r} -> {value!r}"
-                for name, value in now["config"].items() if saved["config"].get(name) != value]
+    saved_config = ModelConfig.from_dict(saved["config"]).to_dict()  # in today's field names
+    changed += [f"--{name.replace('_', '-')} {saved_config.get(name)!r} -> {value!r}"
+                for name, value in now["config"].items() if saved_config.get(name) != value]
     if changed:
         raise ValueError(f"--resume continues the run in {path.parent}, but these settings differ from it: {'; '.join(changed)}; "
                          f"rerun with the original flags (see {path}) or start a new --out")
