@@ -78,11 +78,14 @@ def test_resuming_from_a_state_dict_continues_exactly(parts, masking):
         assert want.keys() == got.keys() and all(torch.equal(want[k], got[k]) for k in want)
     with pytest.raises(ValueError, match="cannot resume"):
         batches(parts, masking, seed=5).load_state_dict(state)
+    older = batches(parts, masking)  # a checkpoint from before "rows" was renamed "copies"
+    older.load_state_dict({("rows" if k == "copies" else k): v for k, v in state.items()})
+    assert (older.epoch, older.position) == (1, 3)
 
 
 def test_ddp_shards_are_disjoint_and_equal(parts):
     shards = [batches(parts, rank=rank, world_size=3) for rank in range(3)]
-    rows = [set(s.rows_of_epoch(4).tolist()) for s in shards]
+    rows = [set(s.copies_of_epoch(4).tolist()) for s in shards]
     assert len({len(r) for r in rows}) == 1 and len({len(s) for s in shards}) == 1
     assert not (rows[0] & rows[1] or rows[0] & rows[2] or rows[1] & rows[2])
     assert sum(map(len, rows)) > len(parts[1]) - 3

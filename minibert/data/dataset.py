@@ -2,11 +2,12 @@
 
 `PretrainingBatches` is what the training loop iterates. It owns four decisions:
 
-* **order** — each epoch visits every row (example copy) once, in a permutation drawn
+* **order** — each epoch visits every example copy once (an example, or under static
+  masking one of its `dupe_factor` differently-masked copies), in a permutation drawn
   from (seed, epoch): the same seed always gives the same sequence of batches.
-* **sharding** — under DDP, rank k of n takes every n-th row of that permutation, so the
+* **sharding** — under DDP, rank k of n takes every n-th copy of that permutation, so the
   ranks' shards are disjoint and equally long (no rank waits at the end of an epoch).
-* **masking** — *static* (BERT): each row carries the mask stored for it when the
+* **masking** — *static* (BERT): each copy carries the mask stored for it when the
   examples were built (`static_masks.py`), identical every epoch; *dynamic* (RoBERTa):
   a fresh mask is drawn for every batch served, from a generator seeded by
   (seed, epoch, rank, batch) — new every epoch, yet exactly reproducible.
@@ -52,16 +53,16 @@ class PretrainingBatches:
             raise ValueError(f"rank={rank} must be in [0, world_size={world_size})")
         self.store, self.examples, self.tokenizer, self.recipe = store, examples, tokenizer, recipe
         self.static_masks = static_masks
-        self.n_rows = len(examples) if static_masks is None else static_masks.n_rows
+        self.n_copies = len(examples) if static_masks is None else static_masks.n_copies
         self.batch_size, self.seed, self.rank, self.world_size, self.repeat = batch_size, seed, rank, world_size, repeat
-        self.rows_per_rank = self.n_rows // world_size
-        if self.rows_per_rank == 0 or (repeat and self.rows_per_rank < batch_size):
-            raise ValueError(f"{self.n_rows} examples cannot fill one batch of {batch_size} on each of {world_size} ranks; lower batch_size or use a larger corpus")
+        self.copies_per_rank = self.n_copies // world_size
+        if self.copies_per_rank == 0 or (repeat and self.copies_per_rank < batch_size):
+            raise ValueError(f"{self.n_copies} examples cannot fill one batch of {batch_size} on each of {world_size} ranks; lower batch_size or use a larger corpus")
         self.epoch = self.position = 0
 
     def __len__(self) -> int:
         """Batches per epoch on this rank (training drops the last, incomplete batch)."""
-        full, rest = divmod(self.rows_per_rank, self.batch_size)
+        full, rest = divmod(self.copies_per_rank, self.batch_size)
         return full + (rest > 0 and not self.repeat)
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
@@ -76,29 +77,31 @@ class PretrainingBatches:
 
     def epoch_batches(self, epoch: int, start: int = 0) -> Iterator[dict[str, torch.Tensor]]:
         """The batches of one epoch on this rank, from batch number `start` on."""
-        rows = self.rows_of_epoch(epoch)
+        copies = self.copies_of_epoch(epoch)
         for position in range(start, len(self)):
-            yield self.batch(epoch, position, rows[position * self.batch_size : (position + 1) * self.batch_size])
+            yield self.batch(epoch, position, copies[position * self.batch_size : (position + 1) * self.batch_size])
 
-    def rows_of_epoch(self, epoch: int) -> np.ndarray:
-        """This rank's rows for `epoch`, in serving order."""
-        order = np.random.default_rng([self.seed, epoch]).permutation(self.n_rows) if self.repeat else np.arange(self.n_rows)
-        return order[self.rank :: self.world_size][: self.rows_per_rank]
+    def copies_of_epoch(self, epoch: int) -> np.ndarray:
+        """This rank's example copies for `epoch`, in serving order."""
+        order = np.random.default_rng([self.seed, epoch]).permutation(self.n_copies) if self.repeat else np.arange(self.n_copies)
+        return order[self.rank :: self.world_size][: self.copies_per_rank]
 
-    def batch(self, epoch: int, position: int, rows: np.ndarray) -> dict[str, torch.Tensor]:
-        examples = [example_features(self.store, self.examples[r % len(self.examples)], self.tokenizer) for r in rows]
+    def batch(self, epoch: int, position: int, copies: np.ndarray) -> dict[str, torch.Tensor]:
+        examples = [example_features(self.store, self.examples[c % len(self.examples)], self.tokenizer) for c in copies]
         if self.static_masks is not None:
-            return collate([self.static_masks.apply(int(r), f) for r, f in zip(rows, examples)], self.tokenizer.pad_id)
+            return collate([self.static_masks.apply(int(c), f) for c, f in zip(copies, examples)], self.tokenizer.pad_id)
         key = np.random.SeedSequence([self.seed, epoch, self.rank, position]).generate_state(1, np.uint64)[0]
         generator = torch.Generator().manual_seed(int(key) >> 1)
         return self.recipe(collate(examples, self.tokenizer.pad_id), generator)
 
     def state_dict(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "position": self.position, "seed": self.seed, "rows": self.n_rows, "world_size": self.world_size}
+        return {"epoch": self.epoch, "position": self.position, "seed": self.seed, "copies": self.n_copies, "world_size": self.world_size}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         """Continue exactly where `state_dict()` was taken (same data, seed and world size)."""
-        for key in ("seed", "rows", "world_size"):
+        if "rows" in state:  # the name of "copies" in checkpoints written before it was renamed
+            state = {**state, "copies": state["rows"]}
+        for key in ("seed", "copies", "world_size"):
             if state[key] != self.state_dict()[key]:
                 raise ValueError(f"cannot resume: the saved data order has {key}={state[key]} but this one has {self.state_dict()[key]}; rebuild with the same corpus and settings")
         self.epoch, self.position = state["epoch"], state["position"]

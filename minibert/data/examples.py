@@ -44,7 +44,7 @@ def build_examples(
     short_seq_prob: float = 0.1,
     seed: int = 0,
 ) -> np.ndarray:
-    """Cut the documents in `documents` (default: all) into examples -> int64 [n, 5] rows."""
+    """Cut the documents in `documents` (default: all) into examples -> int64 [n, 5], one example per row."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout={layout!r} is not one of {LAYOUTS}")
     if max_length < 8:
@@ -52,14 +52,14 @@ def build_examples(
     documents = range(store.n_documents) if documents is None else documents
     rng = np.random.default_rng(seed)
     if layout == "full_sentences":
-        rows = _packed_rows(store, documents, max_length - 2, short_seq_prob, rng)
+        examples = _packed_examples(store, documents, max_length - 2, short_seq_prob, rng)
     else:
         if layout == "nsp" and len(documents) < 2:
             raise ValueError(f"NSP draws its random segment from another document, but only {len(documents)} document is available; use a larger corpus or layout='sop'")
-        rows = [row for d in documents for row in _pair_rows(store, d, documents, layout, max_length - 3, short_seq_prob, rng)]
-    if not rows:
+        examples = [example for d in documents for example in _pair_examples(store, d, documents, layout, max_length - 3, short_seq_prob, rng)]
+    if not examples:
         raise ValueError(f"the {len(documents)} documents yield no {layout} example; use a larger corpus")
-    return np.array(rows, dtype=np.int64).reshape(-1, 5)
+    return np.array(examples, dtype=np.int64).reshape(-1, 5)
 
 
 def example_ids(store: TokenStore, row, *, cls_id: int, sep_id: int) -> tuple[np.ndarray, np.ndarray]:
@@ -76,7 +76,7 @@ def _target_length(max_tokens: int, short_seq_prob: float, rng: np.random.Genera
     return int(rng.integers(2, max_tokens + 1)) if rng.random() < short_seq_prob else max_tokens
 
 
-def _pair_rows(store, document, documents, layout, max_tokens, short_seq_prob, rng):
+def _pair_examples(store, document, documents, layout, max_tokens, short_seq_prob, rng):
     """BERT's `create_instances_from_document`, on token positions: gather sentences of one
     document until they reach the target length, then split them into segments A and B."""
     offsets = store.sentence_offsets
@@ -117,7 +117,7 @@ def _random_segment(store, document, documents, length, rng):
     return start, min(int(store.sentence_offsets[stop]), start + max(length, 1))
 
 
-def _packed_rows(store, documents, max_tokens, short_seq_prob, rng):
+def _packed_examples(store, documents, max_tokens, short_seq_prob, rng):
     """RoBERTa's FULL-SENTENCES: whole sentences, in corpus order, packed until the next one
     would not fit; a sentence longer than the budget is cut into budget-sized pieces. Every
     token of the documents lands in exactly one example."""
@@ -128,13 +128,13 @@ def _packed_rows(store, documents, max_tokens, short_seq_prob, rng):
     def cost(start, end):  # tokens + the [SEP]s inserted at documents starting inside
         return end - start + int(np.searchsorted(boundaries, end, "left") - np.searchsorted(boundaries, start, "right"))
 
-    rows, start, budget = [], int(offsets[first_sentence]), _target_length(max_tokens, short_seq_prob, rng)
+    examples, start, budget = [], int(offsets[first_sentence]), _target_length(max_tokens, short_seq_prob, rng)
     for sentence in range(first_sentence, last_sentence):
         sentence_start, sentence_end = int(offsets[sentence]), int(offsets[sentence + 1])
         while cost(start, sentence_end) > budget:
             end = sentence_start if sentence_start > start else start + budget
-            rows.append((start, end, -1, -1, NO_LABEL))
+            examples.append((start, end, -1, -1, NO_LABEL))
             start, budget = end, _target_length(max_tokens, short_seq_prob, rng)
     if start < int(offsets[last_sentence]):
-        rows.append((start, int(offsets[last_sentence]), -1, -1, NO_LABEL))
-    return rows
+        examples.append((start, int(offsets[last_sentence]), -1, -1, NO_LABEL))
+    return examples

@@ -73,7 +73,7 @@ def select_positions(
     max_span: int,
     generator: torch.Generator | None,
 ) -> torch.Tensor:
-    """Choose ~`mask_prob` of the maskable tokens of each row [rows, seq_len], in whole units.
+    """Choose ~`mask_prob` of the maskable tokens of each sequence [batch, seq_len], in whole units.
 
     A unit is a token, or a word when `unit_starts` marks word beginnings; each special
     token is a unit of its own, so no span reaches across it. A unit begins a span with
@@ -90,8 +90,8 @@ def select_positions(
     lengths = 1 + torch.multinomial(span_probs, starts.numel(), replacement=True, generator=generator).view(starts.shape)
     covered = torch.zeros(starts.shape[0], starts.shape[1] + max_span, dtype=torch.bool)
     for step in range(max_span):
-        rows, cols = (begins & (lengths > step)).nonzero(as_tuple=True)
-        covered[rows, unit[rows, cols] + step] = True
+        sequences, cols = (begins & (lengths > step)).nonzero(as_tuple=True)
+        covered[sequences, unit[sequences, cols] + step] = True
     return can_mask & covered.gather(1, unit)
 
 

@@ -6,7 +6,7 @@ step that was already done for the same inputs (see `cache.py`):
     corpus files (or the default corpus)      corpus.py, default_corpus.py
       -> tokenizer, trained or reused          sentencepiece_tokenizer.py
       -> flat token arrays on disk             storage.py
-      -> example rows of the chosen layout     examples.py
+      -> examples of the chosen layout         examples.py
       -> static masks, if asked for            static_masks.py
       -> train / eval batch iterators          dataset.py, batching.py, masking.py
 
@@ -187,8 +187,8 @@ def _token_store(files, tokenizer, data_dir, workers) -> TokenStore:
 def _examples(store: TokenStore, documents: range, settings: dict) -> np.ndarray:
     path = store.directory / f"examples-{fingerprint(settings, documents.start, documents.stop)}.npy"
     if not path.exists():
-        rows = build_examples(store, documents=documents, **settings)
-        publish_file(lambda tmp: np.save(tmp, rows), path)
+        examples = build_examples(store, documents=documents, **settings)
+        publish_file(lambda tmp: np.save(tmp, examples), path)
     return np.asarray(np.load(path, mmap_mode="r"))  # memory-mapped; a plain view slices faster
 
 

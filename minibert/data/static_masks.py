@@ -6,11 +6,11 @@ sequence showed up with one of 10 fixed masks. (RoBERTa §4.1 found that drawing
 mask each time a sequence is served — *dynamic* masking — is as good or slightly better
 and needs no copies; that path lives in `dataset.py` and stores nothing.)
 
-Stored here, per copy ("row" r = copy r // n_examples of example r % n_examples), are only
+Stored here, per example copy (copy c = number c // n_examples of example c % n_examples), are only
 the selected positions and the ids shown there — about 15% of the tokens:
 
-    mask_offsets.bin    int64 [n_rows + 1]: row r's entries are [o[r], o[r+1])
-    mask_positions.bin  uint16: selected positions within the row's input_ids
+    mask_offsets.bin    int64 [n_copies + 1]: copy c's entries are [o[c], o[c+1])
+    mask_positions.bin  uint16: selected positions within the copy's input_ids
     mask_ids.bin        the id shown at each selected position ([MASK], random, or itself)
 """
 
@@ -26,11 +26,11 @@ from .masking import IGNORE_INDEX
 from .storage import ArrayWriter, TokenStore, open_array
 from .tokenizer import Tokenizer
 
-ROWS_PER_CHUNK = 1024
+COPIES_PER_CHUNK = 1024
 
 
 class StaticMasks:
-    """Read-only stored masks; `apply(row, features)` adds `labels` and masks `input_ids`."""
+    """Read-only stored masks; `apply(copy, features)` adds `labels` and masks `input_ids`."""
 
     def __init__(self, directory: str | Path, id_dtype: np.dtype):
         directory = Path(directory)
@@ -39,11 +39,11 @@ class StaticMasks:
         self.ids = open_array(directory / "mask_ids.bin", id_dtype)
 
     @property
-    def n_rows(self) -> int:
+    def n_copies(self) -> int:
         return len(self.offsets) - 1
 
-    def apply(self, row: int, features: dict) -> dict:
-        start, end = self.offsets[row], self.offsets[row + 1]
+    def apply(self, copy: int, features: dict) -> dict:
+        start, end = self.offsets[copy], self.offsets[copy + 1]
         positions = self.positions[start:end].astype(np.int64)
         original = features["input_ids"]
         labels = np.full(len(original), IGNORE_INDEX, dtype=np.int64)
@@ -71,10 +71,10 @@ def build_static_masks(
     ids = ArrayWriter(directory / "mask_ids.bin", store.tokens.dtype)
     offsets.append([0])
     generator = torch.Generator().manual_seed(seed)
-    n_rows = len(examples) * copies
-    for first in range(0, n_rows, ROWS_PER_CHUNK):
-        rows = range(first, min(first + ROWS_PER_CHUNK, n_rows))
-        batch = recipe(collate([example_features(store, examples[r % len(examples)], tokenizer) for r in rows], tokenizer.pad_id), generator)
+    n_copies = len(examples) * copies
+    for first in range(0, n_copies, COPIES_PER_CHUNK):
+        chunk = range(first, min(first + COPIES_PER_CHUNK, n_copies))
+        batch = recipe(collate([example_features(store, examples[c % len(examples)], tokenizer) for c in chunk], tokenizer.pad_id), generator)
         selected = batch["labels"] != IGNORE_INDEX
         offsets.append(positions.length + np.cumsum(selected.sum(dim=1).numpy()))
         positions.append(selected.nonzero()[:, 1].numpy())
