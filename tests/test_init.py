@@ -184,8 +184,10 @@ def test_second_phase_at_a_longer_seq_len_and_another_batch_size(bert_run, corpu
 def test_rotary_models_take_any_seq_len(electra_run, corpus, tmp_path):
     """Rotary positions have no table, so a longer second phase needs no planning."""
     out = tmp_path / "phase2"
-    assert run("electra", corpus, out, 1, "--init", str(electra_run), "--seq-len", "48", model=False) == 0
-    assert json.loads((out / "config.json").read_text())["max_positions"] == 48
+    assert run("electra", corpus, out, 1, "--init", str(electra_run), "--init-generator", str(electra_run / "generator"),
+               "--seq-len", "48", model=False) == 0
+    for directory in (out, out / "generator"):
+        assert json.loads((directory / "config.json").read_text())["max_positions"] == 48
 
 
 # --- one-line errors ---------------------------------------------------------------------------

@@ -70,9 +70,7 @@ class Start:
 def load_start(variant: Variant, settings: Settings, overrides: dict) -> Start:
     """Read --init (and --init-generator) and check that they fit this variant and these flags."""
     if settings.init is None:
-        if settings.init_generator is not None:
-            raise ValueError("--init-generator continues an ELECTRA generator beside its discriminator; pass the discriminator with --init too")
-        raise ValueError("load_start needs --init")
+        raise ValueError("--init-generator continues an ELECTRA generator beside its discriminator; pass the discriminator with --init too")
     if variant.needs_teacher:
         raise ValueError(
             f"--init does not apply to --variant {variant.name}: its student starts from every other layer of --teacher; "
@@ -82,13 +80,15 @@ def load_start(variant: Variant, settings: Settings, overrides: dict) -> Start:
         raise ValueError(f"--init-generator is ELECTRA's; --variant {variant.name} has no generator: drop the flag")
     directory = checkpoint_dir("--init", settings.init, settings.out)
     model, tokenizer = load_checkpoint("--init", directory, variant.head)
-    config = run_config(model.config, directory, overrides, settings)
+    config = run_config("--init", directory, model.config, overrides, settings)
     check_fits(variant, settings, config, directory)
     generator = None
     if settings.init_generator is not None:
         generator_dir = checkpoint_dir("--init-generator", settings.init_generator, settings.out)
         generator, _ = load_checkpoint("--init-generator", generator_dir, "mlm", fallback=False)
         check_generator(generator, model, generator_dir)
+        runtime = {name: value for name, value in overrides.items() if name in RUNTIME_FIELDS}
+        generator = with_config(generator, run_config("--init-generator", generator_dir, generator.config, runtime, settings))
     return Start(directory, model, tokenizer, config, generator)
 
 
@@ -128,22 +128,31 @@ def load_checkpoint(option: str, directory: Path, head: str, fallback: bool = Tr
     return model.train(), tokenizer
 
 
-def run_config(loaded: ModelConfig, directory: Path, overrides: dict, settings: Settings) -> ModelConfig:
+def run_config(option: str, directory: Path, loaded: ModelConfig, overrides: dict, settings: Settings) -> ModelConfig:
     """The checkpoint's architecture, with the runtime flags given, long enough for --seq-len."""
     conflicts = [f"--{flag(name)} {value} (it has {getattr(loaded, name)})" for name, value in overrides.items()
                  if name not in RUNTIME_FIELDS and value != getattr(loaded, name)]
     if conflicts:
-        raise ValueError(f"--init {directory} fixes the architecture, but the flags ask for another: {'; '.join(conflicts)}; "
+        raise ValueError(f"{option} {directory} fixes the architecture, but the flags ask for another: {'; '.join(conflicts)}; "
                          f"drop those flags (only {', '.join('--' + flag(n) for n in RUNTIME_FIELDS)} may change)")
     config = loaded.replace(**{name: overrides[name] for name in RUNTIME_FIELDS if name in overrides})
     if settings.seq_len > config.max_length:
         if config.position_encoding == "rotary":  # rotary positions have no table: any length is computed alike
             return config.replace(max_positions=settings.seq_len + config.position_offset)
         raise ValueError(
-            f"--seq-len {settings.seq_len} exceeds the {config.max_length} positions the --init model {directory} has learned; "
+            f"--seq-len {settings.seq_len} exceeds the {config.max_length} positions the {option} model {directory} has learned; "
             f"lower --seq-len (for a longer second phase, train the first with --max-positions as large as the second's --seq-len)"
         )
     return config
+
+
+def with_config(model: nn.Module, config: ModelConfig) -> nn.Module:
+    """`model`, or a copy built for `config` (other runtime settings, more rotary positions)."""
+    if model.config == config:
+        return model
+    copy = type(model)(config)
+    copy.load_state_dict(model.state_dict())
+    return copy
 
 
 def check_fits(variant: Variant, settings: Settings, config: ModelConfig, directory: Path) -> None:
