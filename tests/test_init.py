@@ -214,11 +214,12 @@ def albert_checkpoint(bert_run, tmp_path_factory):
     ("bert", ["--init", "{bert}", "--init-generator", "{bert}"], "--init-generator is ELECTRA's"),
     ("electra", ["--init-generator", "{bert}"], "pass the discriminator with --init too"),
     ("electra", ["--init", "{bert}", "--init-generator", "{albert}"], "its embeddings differ from the discriminator's"),
+    ("electra", ["--init", "{electra}", "--init-generator", "{electra}"], "--init-generator {electra}: it has no masked-LM head"),
     ("distilbert", ["--init", "{bert}", "--teacher", "{bert}"], "use --variant roberta --init"),
 ])
-def test_checkpoints_that_cannot_fit_are_one_line_errors(variant, extra, message, bert_run, albert_checkpoint, corpus,
-                                                         tmp_path, capsys):
-    paths = {"missing": tmp_path / "nowhere", "albert": albert_checkpoint, "bert": bert_run}
+def test_checkpoints_that_cannot_fit_are_one_line_errors(variant, extra, message, bert_run, albert_checkpoint, electra_run,
+                                                         corpus, tmp_path, capsys):
+    paths = {"missing": tmp_path / "nowhere", "albert": albert_checkpoint, "bert": bert_run, "electra": electra_run}
     extra = [arg.format(**paths) for arg in extra]
     before = sorted(p.name for p in bert_run.iterdir())
     assert run(variant, corpus, tmp_path / "out", 1, *extra, model=False) == 2

@@ -113,7 +113,8 @@ def load_checkpoint(option: str, directory: Path, head: str, fallback: bool = Tr
             model = from_pretrained(directory, head=head)
         except MissingHead:
             if not fallback:
-                raise
+                raise ValueError(f"it has no {HEAD_NAMES[head]}; pass a checkpoint that has one "
+                                 f"(for a generator: a run's OUT/generator, or an ElectraForMaskedLM folder)") from None
             model = from_pretrained(directory, head=None)
         tokenizer = load_tokenizer(directory)
     except (ValueError, FileNotFoundError) as error:
