@@ -123,12 +123,29 @@ def test_step0_scores_what_a_hugging_face_checkpoint_scores(corpus, tmp_path, ca
     out = tmp_path / "continued"
     assert run("bert", corpus, out, 2, "--init", str(hf), model=False) == 0
     assert f"starting from {hf}" in capsys.readouterr().out
-    expected = scored_by(reference, out, lambda model, batch: model(
-        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-        token_type_ids=batch["token_type_ids"]).logits[batch["labels"] != IGNORE_INDEX])
+    expected = scored_by(reference, out, reference_logits)
     assert expected["eval_mlm_accuracy"] > 0.05
     assert_step0_is(out, expected)
     assert (out / "vocab.txt").read_text() == (hf / "vocab.txt").read_text()  # the run keeps the vocabulary it read
+
+
+def test_step0_scores_what_a_hugging_face_checkpoint_with_sentencepiece_scores(bert_run, corpus, tmp_path):
+    """A minibert model exported in Hugging Face's format with its tokenizer.model beside it."""
+    transformers = pytest.importorskip("transformers")
+    from minibert.data import load_tokenizer
+
+    hf = save_pretrained(from_pretrained(bert_run, head="mlm"), tmp_path / "hf", format="hf", tokenizer=load_tokenizer(bert_run))
+    out = tmp_path / "continued"
+    assert run("bert", corpus, out, 1, "--init", str(hf), model=False) == 0
+    reference = transformers.BertForMaskedLM.from_pretrained(hf).eval()
+    assert_step0_is(out, scored_by(reference, out, reference_logits))
+
+
+def reference_logits(model, batch):
+    """A transformers masked-LM's logits at the labeled positions."""
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                   token_type_ids=batch["token_type_ids"]).logits
+    return logits[batch["labels"] != IGNORE_INDEX]
 
 
 # --- ELECTRA ------------------------------------------------------------------------------------

@@ -173,13 +173,13 @@ def check_fits(variant: Variant, settings: Settings, config: ModelConfig, direct
 
 def check_generator(generator: MaskedLM, discriminator: nn.Module, directory: Path) -> None:
     """ELECTRA's generator and discriminator share one embedding module: the shapes must agree."""
-    encoder = discriminator.encoder if hasattr(discriminator, "encoder") else discriminator
-    ours = {name: tuple(t.shape) for name, t in encoder.embeddings.state_dict().items()}
-    theirs = {name: tuple(t.shape) for name, t in generator.encoder.embeddings.state_dict().items()}
+    shared = (discriminator.encoder if hasattr(discriminator, "encoder") else discriminator).embeddings.state_dict()
+    own = generator.encoder.embeddings.state_dict()
+    ours, theirs = ({name: tuple(t.shape) for name, t in state.items()} for state in (shared, own))
     if ours != theirs:
         differ = ", ".join(f"{n} {theirs.get(n)} vs {ours.get(n)}" for n in sorted(set(ours) | set(theirs)) if ours.get(n) != theirs.get(n))
         raise ValueError(f"--init-generator {directory}: its embeddings differ from the discriminator's ({differ}); ELECTRA "
                          f"shares one embedding table, so pass the generator trained with that discriminator")
-    if not all(torch.equal(a, b) for a, b in zip(encoder.embeddings.state_dict().values(), generator.encoder.embeddings.state_dict().values())):
+    if not all(torch.equal(shared[name], own[name]) for name in shared):
         print(f"--init-generator {directory}: its own embedding tables differ from the discriminator's; "
               f"the generator reads the discriminator's (ELECTRA shares them)", flush=True)
