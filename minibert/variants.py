@@ -135,15 +135,18 @@ def model_config(variant: Variant, settings: Settings, overrides: dict, *, vocab
     return config
 
 
-def build_pretrainer(variant: Variant, settings: Settings, config: ModelConfig, teacher: MaskedLM | None = None) -> Pretrainer:
-    """The kept model (MaskedLM, or ReplacedTokenDetector for ELECTRA) with its objectives."""
+def build_pretrainer(variant: Variant, settings: Settings, config: ModelConfig, teacher: MaskedLM | None = None,
+                     generator: MaskedLM | None = None) -> Pretrainer:
+    """The kept model (MaskedLM, or ReplacedTokenDetector for ELECTRA) with its objectives;
+    ELECTRA's `generator` is built at --generator-fraction unless a pretrained one is given."""
     model = ReplacedTokenDetector(config) if variant.head == "rtd" else MaskedLM(config)
     objectives = {}
     for name in variant.objectives:
         if name == "mlm":
             objectives[name] = MaskedLanguageModeling(settings.mlm_weight)
         elif name == "rtd":
-            objectives[name] = ReplacedTokenDetection(model, settings.generator_fraction, settings.mlm_weight, settings.rtd_weight)
+            objectives[name] = ReplacedTokenDetection(model, settings.generator_fraction, settings.mlm_weight, settings.rtd_weight,
+                                                        generator)
         elif name == "kd":
             if teacher is None:
                 raise ValueError(f"the {variant.name} variant distils a teacher; pass --teacher DIR")

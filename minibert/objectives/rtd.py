@@ -44,9 +44,10 @@ def generator_config(config: ModelConfig, fraction: float) -> ModelConfig:
     )
 
 
-def build_generator(discriminator: ReplacedTokenDetector, fraction: float) -> MaskedLM:
-    """A small MaskedLM whose embeddings ARE the discriminator's (one module, shared)."""
-    generator = MaskedLM(generator_config(discriminator.config, fraction))
+def build_generator(discriminator: ReplacedTokenDetector, fraction: float, generator: MaskedLM | None = None) -> MaskedLM:
+    """A small MaskedLM whose embeddings ARE the discriminator's (one module, shared);
+    `generator`: a pretrained one to use instead (its own embedding tables are dropped)."""
+    generator = generator or MaskedLM(generator_config(discriminator.config, fraction))
     generator.encoder.embeddings = discriminator.encoder.embeddings
     return generator
 
@@ -73,9 +74,9 @@ class ReplacedTokenDetection(nn.Module):
     reads_output = False  # the discriminator reads the corrupted batch, not the masked one
 
     def __init__(self, discriminator: ReplacedTokenDetector, generator_fraction: float = 0.25,
-                 mlm_weight: float = 1.0, rtd_weight: float = 50.0):
+                 mlm_weight: float = 1.0, rtd_weight: float = 50.0, generator: MaskedLM | None = None):
         super().__init__()
-        self.generator = build_generator(discriminator, generator_fraction)
+        self.generator = build_generator(discriminator, generator_fraction, generator)
         self.mlm_weight, self.rtd_weight = mlm_weight, rtd_weight
 
     def forward(self, model, batch, output=None):

@@ -91,7 +91,9 @@ def build_parser() -> Parser:
                f"Every variant trains with rotary positions, no dropout and (ELECTRA aside) 40% masking by default: at the\n"
                f"default budget the papers' choices cost held-out accuracy (docs/training.md). The classic\n"
                f"recipe is one set of flags away: {CLASSIC}\n\n"
-               f"Time instead of steps: --budget 5m. Distributed: torchrun --nproc_per_node=N train.py --variant V ...",
+               f"Time instead of steps: --budget 5m. Distributed: torchrun --nproc_per_node=N train.py --variant V ...\n"
+               f"Continue pretraining a saved model (a run's --out, or a Hugging Face folder with its vocab.txt or\n"
+               f"tokenizer.model), e.g. a second phase at longer sequences: --init DIR --seq-len 128",
     )
     settings = {name: v.default_settings() for name, v in VARIANTS.items()}
     groups = {name: parser.add_argument_group(name) for name in ("run", "data", "objectives", "training")}
@@ -110,7 +112,7 @@ def build_parser() -> Parser:
     run.add_argument("--resume", action="store_true", help="continue the run in --out from its newest intact checkpoint")
     run.add_argument("--overwrite", action="store_true", help="replace the checkpoint already in --out")
     run.add_argument("--debug", action="store_true", help="show the traceback of an error")
-    model = parser.add_argument_group("model (any ModelConfig field; distilbert takes the teacher's)")
+    model = parser.add_argument_group("model (any ModelConfig field; distilbert takes the teacher's, --init the checkpoint's)")
     for field in dataclasses.fields(ModelConfig):
         defaults = {name: {**ModelConfig().to_dict(), **v.model}[field.name] for name, v in VARIANTS.items() if not v.needs_teacher}
         if field.name == "max_positions":

@@ -21,6 +21,7 @@ from .errors import TrainingError, warn
 # that never reached a checkpoint (the first three); --overwrite removes all of them.
 LEFTOVERS = ("run.json", "metrics.jsonl", "tokenizer.model")
 RUN_FILES = LEFTOVERS + ("config.json", "model.safetensors", "vocab.txt")
+GENERATOR_DIR = "generator"  # ELECTRA's generator, beside the discriminator (for --init-generator)
 LOCK = ".lock"
 
 
@@ -47,7 +48,8 @@ class OutputDir:
             if holds and self.resume and not steps and not self.overwrite:
                 raise FileExistsError(f"{self.path} holds a model but no training checkpoint to resume; pass --overwrite to replace it or choose another --out")
             if self.overwrite or not holds:
-                shutil.rmtree(self.checkpoints_dir, ignore_errors=True)
+                for directory in (self.checkpoints_dir, self.path / GENERATOR_DIR):
+                    shutil.rmtree(directory, ignore_errors=True)
                 for name in RUN_FILES if self.overwrite else LEFTOVERS:
                     (self.path / name).unlink(missing_ok=True)
         except BaseException:

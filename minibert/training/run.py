@@ -4,6 +4,7 @@
     join the process group (under torchrun)
     claim OUT (lock; refuse to clobber a checkpoint)
     teacher (DistilBERT) -> data: tokenizer + batch streams -> model + objectives -> AdamW
+    --init: weights, architecture and tokenizer from a saved model (init_from.py)
     --resume: weights, optimizer, step, RNG and data position from the newest intact checkpoint
     the loop (loop.py), checkpoints along the way, the kept model in OUT
 
@@ -35,10 +36,11 @@ from ..atomic import write_atomic
 from .checkpoint import Checkpoints
 from .distributed import Distributed
 from .errors import TrainingError, warn
+from .init_from import Start, load_start
 from .loop import Progress, train
 from .metrics import MetricsLog
 from .optim import build_optimizer
-from .outdir import OutputDir
+from .outdir import GENERATOR_DIR, OutputDir
 from .precision import resolve as resolve_precision
 from .settings import Settings
 from .state import load_trainable_state, rng_state, seed_everything, set_rng_state, trainable_state
@@ -62,7 +64,9 @@ def pretrain(settings: Settings, model_overrides: dict | None = None, *, resume:
         )
     if variant.needs_teacher and settings.teacher is None:
         raise ValueError(f"the {variant.name} variant distils a teacher and none was given: {TEACHER_HINT}")
-    if not variant.needs_teacher:
+    # --init is read now, so that a wrong path or a checkpoint that cannot fit fails in seconds
+    start = load_start(variant, settings, model_overrides) if settings.init or settings.init_generator else None
+    if start is None and not variant.needs_teacher:
         model_config(variant, settings, model_overrides)  # an impossible architecture fails now
     if settings.data:
         corpus_files(settings.data)  # a mistyped path fails now
@@ -74,14 +78,15 @@ def pretrain(settings: Settings, model_overrides: dict | None = None, *, resume:
         out = OutputDir(settings.out, resume=resume, overwrite=overwrite) if dist.is_main else nullcontext()
         with out:
             dist.barrier()  # the other processes wait until rank 0 holds OUT
-            result = _run(variant, settings, model_overrides, dist, device, resume)
+            result = _run(variant, settings, model_overrides, dist, device, resume, start)
             dist.barrier()  # and nobody tears the process group down while another still uses it
             return result
     finally:
         dist.close()
 
 
-def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Distributed, device, resume: bool) -> Path:
+def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Distributed, device, resume: bool,
+         start: Start | None) -> Path:
     out = Path(settings.out)
     checkpoints = Checkpoints(out / "checkpoints", settings.keep)
     resuming = resume and bool(checkpoints.steps())
@@ -90,12 +95,18 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
     teacher = load_teacher(settings.teacher, settings.seq_len) if variant.needs_teacher else None
 
     vocab_size = model_overrides.get("vocab_size", variant.model.get("vocab_size"))
-    shards, eval_batches, tokenizer, baselines = build_batches(settings, dist, Path(settings.teacher) if teacher else out, vocab_size)
-    config = model_config(variant, settings, model_overrides, vocab_size=tokenizer.vocab_size,
-                          pad_token_id=tokenizer.pad_id, teacher=teacher.config if teacher else None)
+    tokenizer_dir = Path(settings.teacher) if teacher else start.directory if start else out  # where the vocabulary comes from
+    shards, eval_batches, tokenizer, baselines = build_batches(settings, dist, tokenizer_dir, vocab_size)
+    config = start.config if start else model_config(variant, settings, model_overrides, vocab_size=tokenizer.vocab_size,
+                                                     pad_token_id=tokenizer.pad_id, teacher=teacher.config if teacher else None)
     torch.set_num_threads(settings.threads or default_threads(config))
     seed_everything(settings.seed)
-    model = build_pretrainer(variant, settings, config, teacher).to(device)
+    model = build_pretrainer(variant, settings, config, teacher, start.generator if start else None)
+    if start and not resuming:
+        loaded = start.load_into(model)
+        if dist.is_main:
+            print(loaded, flush=True)
+    model = model.to(device)
     optimizer = build_optimizer(model, settings)
     progress, log = Progress(), MetricsLog(out / "metrics.jsonl")
     record = {"settings": settings.to_dict(), "model_overrides": model_overrides, "config": config.to_dict()}
@@ -109,8 +120,8 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
             print(f"resuming {variant.name} from {path} (step {progress.step})", flush=True)
     elif dist.is_main:
         write_atomic(out / "run.json", json.dumps(record, indent=2) + "\n")
-        if teacher is not None:
-            tokenizer.save(out)  # the student reads the teacher's vocabulary: keep it beside the student
+        if tokenizer_dir != out:
+            tokenizer.save(out)  # a teacher's or --init's vocabulary: keep it beside the model that reads it
 
     def save(progress: Progress) -> None:
         mine = {"rng": rng_state(), "data": [shard.state_dict() for shard in shards]}
@@ -121,6 +132,8 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
                 "model": trainable_state(model), "optimizer": optimizer.state_dict(), "ranks": ranks,
             })
             save_pretrained(model.model, out)  # the kept model, loadable with from_pretrained(OUT)
+            if "rtd" in model.objectives:  # ELECTRA's generator too, so that a later run can --init-generator it
+                save_pretrained(model.objectives["rtd"].generator, out / GENERATOR_DIR, tokenizer=tokenizer)
 
     streams = [iter(shard) for shard in shards]
     last = train(model, optimizer, streams, eval_batches, settings, progress, dist=dist, device=device, save=save, log=log,

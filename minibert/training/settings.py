@@ -74,6 +74,8 @@ class Settings:
     device: str = option("auto", "where to train: auto = cuda when available, else cpu (mps = Apple GPUs, asked for explicitly)", DEVICES, "run")
     threads: int = option(0, "CPU threads per process (0 = 1 for models narrower than 512, where threads cost more than they save; else the cores divided among the processes)", group="run")
     out: str | None = option(None, "output directory (none = checkpoints/<variant>)", group="run", metavar="DIR")
+    init: str | None = option(None, "start from this checkpoint's weights, architecture and tokenizer instead of random weights: a finished run's --out or a Hugging Face model folder (continued pretraining; a second phase with another --seq-len or --batch-size). A new run: with --resume, a checkpoint already in --out wins", group="run", metavar="DIR")
+    init_generator: str | None = option(None, "ELECTRA with --init: the generator to continue (an MLM checkpoint, e.g. a run's OUT/generator); none = a fresh one at --generator-fraction", group="run", metavar="DIR")
 
     def replace(self, **changes) -> "Settings":
         return dataclasses.replace(self, **changes)
