@@ -47,7 +47,7 @@ class Variant:
     name: str
     changes: str  # what this family changes, in one line (README table, --help)
     objectives: tuple[str, ...]  # besides the sentence task, which the layout implies
-    model: dict = field(default_factory=dict)  # ModelConfig fields of the default run
+    model_fields: dict = field(default_factory=dict)  # ModelConfig fields of the default run
     settings: dict = field(default_factory=dict)  # Settings values of the default run
 
     @property
@@ -68,18 +68,18 @@ VARIANTS: dict[str, Variant] = {
     for v in (
         Variant(
             "bert", "post-LN encoder; MLM + next sentence prediction; static masking (10 masked copies)",
-            objectives=("mlm",), model=dict(SMALL),
+            objectives=("mlm",), model_fields=dict(SMALL),
             settings=dict(layout="nsp", masking="static", mask_prob=MASK_PROB, steps=1250),
         ),
         Variant(
             "roberta", "BERT's encoder with one segment type; full-sentence packing, no NSP, dynamic masking",
-            objectives=("mlm",), model=dict(SMALL, type_vocab_size=1, position_offset=1, layer_norm_eps=1e-5),
+            objectives=("mlm",), model_fields=dict(SMALL, type_vocab_size=1, position_offset=1, layer_norm_eps=1e-5),
             settings=dict(layout="full_sentences", masking="dynamic", mask_prob=MASK_PROB),
         ),
         Variant(
             "albert", "factorized embeddings (E=64 < H), one layer shared by all depths; SOP; n-gram masking (spans ≤ 3)",
             objectives=("mlm",),
-            model=dict(SMALL, embedding_size=64, share_layers="all", activation="gelu_tanh"),
+            model_fields=dict(SMALL, embedding_size=64, share_layers="all", activation="gelu_tanh"),
             settings=dict(layout="sop", masking="dynamic", max_span=3, mask_prob=MASK_PROB),
         ),
         Variant(
@@ -92,7 +92,7 @@ VARIANTS: dict[str, Variant] = {
             # The paper's recipe: the generator (32 wide) reads the discriminator's 128-wide
             # embeddings through its own E -> H projection. ELECTRA keeps 15% masking: more
             # replacements made detection slower to learn (docs/training.md).
-            objectives=("rtd",), model=dict(SMALL, pooler=False),
+            objectives=("rtd",), model_fields=dict(SMALL, pooler=False),
             settings=dict(layout="full_sentences", masking="dynamic", replace_probs=(0.85, 0.0, 0.15), steps=1100),
         ),
     )
@@ -105,7 +105,7 @@ def get_variant(name: str) -> Variant:
     return VARIANTS[name]
 
 
-def model_config(variant: Variant, settings: Settings, overrides: dict, *, vocab_size: int | None = None,
+def run_architecture(variant: Variant, settings: Settings, overrides: dict, *, vocab_size: int | None = None,
                  pad_token_id: int | None = None, teacher: ModelConfig | None = None) -> ModelConfig:
     """The architecture of this run: the variant's (or the teacher's) plus the user's overrides.
 
@@ -121,7 +121,7 @@ def model_config(variant: Variant, settings: Settings, overrides: dict, *, vocab
         if fields.get("pad_token_id", pad_token_id) != pad_token_id:
             raise ValueError(f"--pad-token-id {fields['pad_token_id']} disagrees with the tokenizer's [PAD] id {pad_token_id}; drop the flag")
         fields["pad_token_id"] = pad_token_id
-    fields = {**variant.model, **fields}
+    fields = {**variant.model_fields, **fields}
     fields.setdefault("max_positions", settings.seq_len + fields.get("position_offset", 0))
     config = ModelConfig(**fields)
     if settings.layout != "full_sentences" and config.type_vocab_size == 1:

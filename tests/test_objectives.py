@@ -15,7 +15,7 @@ from minibert.objectives.kd import init_student_from_teacher, soft_target_kl, st
 from minibert.objectives.rtd import generator_config, gumbel_max_sample, replace_masked
 from minibert.training.state import trainable_state
 from minibert.training.settings import Settings
-from minibert.variants import VARIANTS, build_pretrainer, model_config
+from minibert.variants import VARIANTS, build_pretrainer, run_architecture
 
 
 def tiny(**changes) -> ModelConfig:
@@ -202,7 +202,7 @@ def test_every_variant_builds_and_returns_a_finite_loss(name):
     small = dict(hidden_size=32, num_heads=4, intermediate_size=48, num_layers=2)
     if name in ("albert", "electra"):
         small["embedding_size"] = 8
-    config = model_config(variant, settings_, small, vocab_size=50, pad_token_id=0)
+    config = run_architecture(variant, settings_, small, vocab_size=50, pad_token_id=0)
     pretrainer = build_pretrainer(variant, settings_, config)
     loss, metrics = pretrainer(make_batch(pair=settings_.layout != "full_sentences"))
     assert torch.isfinite(loss) and ("rtd_loss" in metrics) == (name == "electra")

@@ -114,7 +114,7 @@ def build_parser() -> Parser:
     run.add_argument("--debug", action="store_true", help="show the traceback of an error")
     model = parser.add_argument_group("model (any ModelConfig field; distilbert takes the teacher's, --init the checkpoint's)")
     for field in dataclasses.fields(ModelConfig):
-        defaults = {name: {**ModelConfig().to_dict(), **v.model}[field.name] for name, v in VARIANTS.items() if not v.needs_teacher}
+        defaults = {name: {**ModelConfig().to_dict(), **v.model_fields}[field.name] for name, v in VARIANTS.items() if not v.needs_teacher}
         if field.name == "max_positions":
             defaults = {name: "seq_len + position_offset" for name in defaults}
         add_field(model, field, MODEL_HELP.get(field.name, f"ModelConfig.{field.name}"), MODEL_CHOICES.get(field.name), defaults)

@@ -159,7 +159,7 @@ def with_config(model: nn.Module, config: ModelConfig) -> nn.Module:
 def check_fits(variant: Variant, settings: Settings, config: ModelConfig, directory: Path) -> None:
     """The checkpoint's architecture must be the one the variant trains: ALBERT's sharing
     defines ALBERT, and segment pairs need a second segment type."""
-    variant_shares = variant.model.get("share_layers", "none") != "none"
+    variant_shares = variant.model_fields.get("share_layers", "none") != "none"
     if config.share_layers != "none" and not variant_shares:
         raise ValueError(f"--init {directory} holds an ALBERT-style model (share_layers={config.share_layers}: one layer serves "
                          f"every depth), which --variant {variant.name} does not train; continue it with --variant albert")

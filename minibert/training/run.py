@@ -30,7 +30,7 @@ from ..data.baselines import mlm_baselines
 from ..data.corpus import corpus_files
 from ..data.pipeline import STATIC_DUPE_FACTOR
 from ..pretrained import from_pretrained, save_pretrained
-from ..variants import Variant, build_pretrainer, get_variant, model_config
+from ..variants import Variant, build_pretrainer, get_variant, run_architecture
 from . import distributed
 from ..atomic import write_atomic
 from .checkpoint import Checkpoints
@@ -67,7 +67,7 @@ def pretrain(settings: Settings, model_overrides: dict | None = None, *, resume:
     # --init is read now, so that a wrong path or a checkpoint that cannot fit fails in seconds
     start = load_start(variant, settings, model_overrides) if settings.init or settings.init_generator else None
     if start is None and not variant.needs_teacher:
-        model_config(variant, settings, model_overrides)  # an impossible architecture fails now
+        run_architecture(variant, settings, model_overrides)  # an impossible architecture fails now
     if settings.data:
         corpus_files(settings.data)  # a mistyped path fails now
 
@@ -94,27 +94,27 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
         warn(f"nothing to resume in {out} yet; starting from step 0")
     teacher = load_teacher(settings.teacher, settings.seq_len) if variant.needs_teacher else None
 
-    vocab_size = model_overrides.get("vocab_size", variant.model.get("vocab_size"))
+    vocab_size = model_overrides.get("vocab_size", variant.model_fields.get("vocab_size"))
     tokenizer_dir = Path(settings.teacher) if teacher else start.directory if start else out  # where the vocabulary comes from
     shards, eval_batches, tokenizer, baselines = build_batches(settings, dist, tokenizer_dir, vocab_size)
-    config = start.config if start else model_config(variant, settings, model_overrides, vocab_size=tokenizer.vocab_size,
+    config = start.config if start else run_architecture(variant, settings, model_overrides, vocab_size=tokenizer.vocab_size,
                                                      pad_token_id=tokenizer.pad_id, teacher=teacher.config if teacher else None)
     torch.set_num_threads(settings.threads or default_threads(config))
     seed_everything(settings.seed)
-    model = build_pretrainer(variant, settings, config, teacher, start.generator if start else None)
+    pretrainer = build_pretrainer(variant, settings, config, teacher, start.generator if start else None)
     if start and not resuming:
-        loaded = start.load_into(model)
+        loaded = start.load_into(pretrainer)
         if dist.is_main:
             print(loaded, flush=True)
-    model = model.to(device)
-    optimizer = build_optimizer(model, settings)
+    pretrainer = pretrainer.to(device)
+    optimizer = build_optimizer(pretrainer, settings)
     progress, log = Progress(), MetricsLog(out / "metrics.jsonl")
     record = {"settings": settings.to_dict(), "model_overrides": model_overrides, "config": config.to_dict()}
 
     if resuming:
         check_same_run(out / "run.json", record)
         state, path = checkpoints.load()
-        progress = restore(state, model, optimizer, shards, dist)
+        progress = restore(state, pretrainer, optimizer, shards, dist)
         if dist.is_main:
             log.keep_until(progress.step)
             print(f"resuming {variant.name} from {path} (step {progress.step})", flush=True)
@@ -129,14 +129,14 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
         if dist.is_main:
             checkpoints.save(progress.step, {
                 "step": progress.step, "skipped_steps": progress.skipped_steps, "elapsed": progress.elapsed,
-                "model": trainable_state(model), "optimizer": optimizer.state_dict(), "ranks": ranks,
+                "model": trainable_state(pretrainer), "optimizer": optimizer.state_dict(), "ranks": ranks,
             })
-            save_pretrained(model.model, out)  # the kept model, loadable with from_pretrained(OUT)
-            if "rtd" in model.objectives:  # ELECTRA's generator too, so that a later run can --init-generator it
-                save_pretrained(model.objectives["rtd"].generator, out / GENERATOR_DIR, tokenizer=tokenizer)
+            save_pretrained(pretrainer.model, out)  # the kept model, loadable with from_pretrained(OUT)
+            if "rtd" in pretrainer.objectives:  # ELECTRA's generator too, so that a later run can --init-generator it
+                save_pretrained(pretrainer.objectives["rtd"].generator, out / GENERATOR_DIR, tokenizer=tokenizer)
 
     streams = [iter(shard) for shard in shards]
-    last = train(model, optimizer, streams, eval_batches, settings, progress, dist=dist, device=device, save=save, log=log,
+    last = train(pretrainer, optimizer, streams, eval_batches, settings, progress, dist=dist, device=device, save=save, log=log,
                  baselines=baselines)
     if dist.is_main:
         scores = ", ".join(f"{k} {v:.3f}" for k, v in {**last, **baselines}.items()
@@ -190,12 +190,12 @@ def build_batches(settings: Settings, dist: Distributed, tokenizer_dir: Path, vo
     return [shard.train for shard in shards], eval_batches, first.tokenizer, baselines
 
 
-def restore(state: dict, model, optimizer, shards, dist: Distributed) -> Progress:
+def restore(state: dict, pretrainer, optimizer, shards, dist: Distributed) -> Progress:
     """Put the run back exactly where the checkpoint was taken."""
     ranks = state["ranks"]
     if len(ranks) != dist.world_size:
         raise TrainingError(f"the checkpoint was written by {len(ranks)} process(es); resume with the same number (torchrun --nproc_per_node={len(ranks)})")
-    load_trainable_state(model, state["model"])
+    load_trainable_state(pretrainer, state["model"])
     optimizer.load_state_dict(state["optimizer"])
     mine = ranks[dist.rank]
     for shard, position in zip(shards, mine["data"], strict=True):
