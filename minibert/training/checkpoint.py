@@ -15,7 +15,6 @@ reported, and `load()` falls back to the newest intact one with a warning.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -25,6 +24,7 @@ from pathlib import Path
 
 from safetensors.torch import load_file, save_file
 
+from ..files import hash_file, read_json_object
 from .errors import TrainingError, warn
 from .state import decode, encode
 
@@ -56,14 +56,6 @@ def write_atomic(path: Path, data: bytes) -> None:
     fsync_path(path.parent)
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 class Checkpoints:
     """The checkpoints of one run, in `root` (OUT/checkpoints)."""
 
@@ -87,7 +79,7 @@ class Checkpoints:
             document = encode(state, tensors)
             save_file(tensors, tmp / TENSORS)
             (tmp / STATE).write_text(json.dumps(document))
-            manifest = {"step": step, "sha256": {name: sha256(tmp / name) for name in (STATE, TENSORS)}}
+            manifest = {"step": step, "sha256": {name: hash_file(tmp / name).hexdigest() for name in (STATE, TENSORS)}}
             (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
             for name in (TENSORS, STATE, MANIFEST):
                 fsync_path(tmp / name)
@@ -137,11 +129,11 @@ def read_checkpoint(path: Path) -> dict:
     if not path.is_dir():
         raise FileNotFoundError(f"checkpoint {path.name} is missing")
     try:
-        manifest = json.loads((path / MANIFEST).read_text())
+        manifest = read_json_object(path / MANIFEST, "an interrupted save leaves it so")
         expected = manifest["sha256"]
     except (OSError, ValueError, KeyError, TypeError):
         raise ValueError(f"checkpoint {path.name} has no readable {MANIFEST} (interrupted or damaged)") from None
     for name in (STATE, TENSORS):
-        if not (path / name).is_file() or sha256(path / name) != expected.get(name):
+        if not (path / name).is_file() or hash_file(path / name).hexdigest() != expected.get(name):
             raise ValueError(f"checkpoint {path.name} is corrupted ({name} does not match its recorded checksum)")
-    return decode(json.loads((path / STATE).read_text()), load_file(path / TENSORS))
+    return decode(json.loads((path / STATE).read_text()), load_file(path / TENSORS))  # checksum verified

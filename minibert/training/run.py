@@ -26,6 +26,7 @@ import torch
 from ..data import build_pretraining_data
 from ..data.baselines import mlm_baselines
 from ..data.corpus import corpus_files
+from ..files import read_json_object
 from ..pretrained import from_pretrained, save_pretrained
 from ..variants import Variant, build_pretrainer, get_variant, model_config
 from . import distributed
@@ -192,7 +193,7 @@ def restore(state: dict, model, optimizer, shards, dist: Distributed) -> Progres
 def check_same_run(path: Path, record: dict) -> None:
     """--resume continues the run in OUT: refuse settings that would make it another run."""
     try:
-        saved = json.loads(path.read_text())
+        saved = read_json_object(path, "start over with --overwrite")
     except (OSError, ValueError):
         raise ValueError(f"{path} is missing or damaged, so this run's settings are unknown; start over with --overwrite") from None
     now = json.loads(json.dumps(record))
