@@ -56,3 +56,12 @@ def test_an_unfinished_run_resumes_and_a_failing_one_is_not_run(tmp_path):
     assert tally.read_text().splitlines() == ["--resume"]
     with pytest.raises(NotRun, match=r"`broken` failed \(exit 3\): the last words"):
         runner.run("broken", tmp_path / "broken", ["-c", "print('the last words'); raise SystemExit(3)"], resumable=False)
+
+
+def test_a_result_stored_by_an_older_report_asks_for_a_rerun(tmp_path):
+    from bench.report.document import render_section
+
+    rows = [{"name": f"configuration {i}", "parameters": 1000 * (i + 1)} for i in range(6)]
+    old = {"presets": rows, "ablation": rows, "when": "2026-11-30 on x86_64 (2 cores)"}  # no shape, date, machine
+    (line,) = render_section(SECTIONS["params"], old, tmp_path)
+    assert line.startswith("Not run yet: the stored result has no") and "--only params" in line

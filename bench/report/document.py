@@ -38,11 +38,11 @@ def render_section(section, result: dict | None, plots: Path) -> list[str]:
         return [f"Not run yet: {result['not_run']}"]
     try:
         body = section.render(result, plots)
+        when = f"{result['date']} on {describe_machine(result['machine'])}, this step {result['seconds']:.0f} s"
     except KeyError as missing:  # stored by an older version of the report
         return [f"Not run yet: the stored result has no {missing}, so it predates this report; "
                 f"re-run `{COMMAND} --only {section.NAME}`."]
     cost = f"; the runs behind it took {result['run_seconds'] / 60:.0f} minutes" if "run_seconds" in result else ""
-    when = f"{result['date']} on {describe_machine(result['machine'])}, this step {result['seconds']:.0f} s"
     return [budget_line(section, Budget(**result["budget"])), "", body, "", f"_Measured {when}{cost}._"]
 
 
