@@ -134,7 +134,6 @@ def end_to_end(dry_run: bool) -> tuple[dict, str, bool]:
     from throughput import SHAPES, build_pair, make_batch, shape_config
 
     from minibert.flops import BatchShape, training_flops
-
     from minibert.training.precision import Precision
 
     device = torch.device("cpu" if dry_run else "cuda")

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import torch
 
 from .config import ModelConfig
+from .heads import IGNORE_INDEX
 from .objectives.rtd import generator_config
 
 OBJECTIVES = ("mlm", "rtd")
@@ -61,10 +62,10 @@ class BatchShape:
         return cls(batch * seq_len, labelled, batch * seq_len**2, labelled * seq_len)
 
     @classmethod
-    def of(cls, attention_mask: torch.Tensor, labels: torch.Tensor, ignore_index: int = -100) -> BatchShape:
-        """A real batch: attention_mask [B, T] (1 = real token), labels [B, T] (ignore_index = none)."""
+    def of(cls, attention_mask: torch.Tensor, labels: torch.Tensor) -> BatchShape:
+        """A real batch: attention_mask [B, T] (1 = real token), labels [B, T] (IGNORE_INDEX = none)."""
         lengths = attention_mask.sum(1).double()
-        labelled = (labels != ignore_index).sum(1).double()
+        labelled = (labels != IGNORE_INDEX).sum(1).double()
         return cls(float(lengths.sum()), float(labelled.sum()), float((lengths**2).sum()), float((labelled * lengths).sum()))
 
 

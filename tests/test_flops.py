@@ -14,6 +14,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from minibert import MaskedLM, ModelConfig, ReplacedTokenDetector
 from minibert.flops import BatchShape, encoder_flops, replaced_token_head_flops, training_flops
+from minibert.heads import IGNORE_INDEX
 from minibert.objectives.rtd import generator_config
 
 B, T, V = 3, 12, 300
@@ -33,7 +34,7 @@ def batch(seed: int = 0, padded: bool = False):
     mask = (torch.arange(T)[None, :] < lengths[:, None]).long()
     labelled = (torch.rand(B, T, generator=g) < 0.3) & mask.bool()
     labelled[:, 1] = True
-    return ids, mask, torch.where(labelled, ids, -100)
+    return ids, mask, torch.where(labelled, ids, IGNORE_INDEX)
 
 
 def counted(model, ids, mask, labels) -> int:
@@ -49,7 +50,7 @@ def test_discriminator_step_is_three_forwards_of_encoder_and_head(embedding_size
     ids, mask, labels = batch()
     shape = BatchShape.of(mask, labels)
     expected = 3 * (encoder_flops(config, shape) + replaced_token_head_flops(config, shape))
-    assert counted(ReplacedTokenDetector(config), ids, mask, (labels != -100).long()) == pytest.approx(expected, rel=1e-12)
+    assert counted(ReplacedTokenDetector(config), ids, mask, (labels != IGNORE_INDEX).long()) == pytest.approx(expected, rel=1e-12)
 
 
 def test_padding_costs_nothing():
@@ -60,7 +61,7 @@ def test_padding_costs_nothing():
     alone = 0
     for b in range(B):
         n = int(mask[b].sum())
-        alone += counted(model, ids[b:b + 1, :n], mask[b:b + 1, :n], (labels[b:b + 1, :n] != -100).long())
+        alone += counted(model, ids[b:b + 1, :n], mask[b:b + 1, :n], (labels[b:b + 1, :n] != IGNORE_INDEX).long())
     shape = BatchShape.of(mask, labels)
     assert 3 * (encoder_flops(config, shape) + replaced_token_head_flops(config, shape)) == pytest.approx(alone, rel=1e-12)
     assert shape.tokens == int(mask.sum()) < mask.numel()
@@ -85,13 +86,13 @@ def test_electra_step_is_generator_plus_discriminator():
     ids, mask, labels = batch(seed=2)
     shape = BatchShape.of(mask, labels)
     generator = training_flops(generator_config(config, 0.5), shape)
-    discriminator = counted(ReplacedTokenDetector(config), ids, mask, (labels != -100).long())
+    discriminator = counted(ReplacedTokenDetector(config), ids, mask, (labels != IGNORE_INDEX).long())
     assert training_flops(config, shape, "rtd", generator_fraction=0.5) == pytest.approx(generator + discriminator, rel=1e-12)
 
 
 def test_uniform_shape_is_a_full_batch():
     ids, mask, labels = batch()
-    uniform = BatchShape.uniform(B, T, int((labels != -100).sum()) / (B * T))
+    uniform = BatchShape.uniform(B, T, int((labels != IGNORE_INDEX).sum()) / (B * T))
     assert uniform == pytest.approx(BatchShape.of(mask, labels), rel=1e-12)
 
 

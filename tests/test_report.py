@@ -62,6 +62,20 @@ def test_a_result_stored_by_an_older_report_asks_for_a_rerun(tmp_path):
     from bench.report.document import render_section
 
     rows = [{"name": f"configuration {i}", "parameters": 1000 * (i + 1)} for i in range(6)]
-    old = {"presets": rows, "ablation": rows, "when": "2026-11-30 on x86_64 (2 cores)"}  # no shape, date, machine
+    old = {"presets": rows, "ablation": rows, "when": "2026-11-30 on x86_64 (2 cores)"}  # no shape, no date or machine
     (line,) = render_section(SECTIONS["params"], old, tmp_path)
     assert line.startswith("Not run yet: the stored result has no") and "--only params" in line
+
+
+def test_a_run_is_as_long_as_a_step_count_or_a_wall_clock_budget(tmp_path):
+    from bench.report.budget import WIKITEXT
+    from bench.report.recipes import pretrain_args
+
+    if not (REPO / WIKITEXT).is_file():
+        pytest.skip("the shared datasets folder is not present beside the repository")
+    steps = pretrain_args(QUICK, tmp_path, "bert", 40, "--layout", "nsp", seed=3)
+    timed = pretrain_args(QUICK, tmp_path, "bert", "5m", seed=3)
+    flag = lambda args, name: args[args.index(name) + 1]  # noqa: E731
+    assert flag(steps, "--steps") == flag(steps, "--eval-every") == flag(steps, "--save-every") == "40"
+    assert flag(steps, "--layout") == "nsp" and flag(steps, "--seed") == flag(timed, "--seed") == "3"
+    assert flag(timed, "--budget") == "5m" and "--steps" not in timed and "--eval-every" not in timed

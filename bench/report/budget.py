@@ -19,7 +19,6 @@ STUDENT_LR = 5e-4  # DistilBERT's peak learning rate
 GENERATOR_FRACTION = 0.5  # ELECTRA: 1/4 to 1/2 of the discriminator's width works best (paper, fig. 3)
 MASK_PROB = 0.15  # BERT's share of masked positions: what the FLOP count of the MLM head assumes
 FINETUNE_BATCH = 32
-FINETUNE_WARMUP = 0.1  # python -m minibert.finetune's default warm-up fraction
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ def run_section(name: str, budget, runs: Path) -> dict:
         result = SECTIONS[name].compute(budget, runs)
     except NotRun as reason:
         return {"not_run": str(reason)}
-    return {**result, "budget": asdict(budget), "date": datetime.date.today().isoformat(), "machine": where,
-            "seconds": time.perf_counter() - start}
+    measured = {"date": datetime.date.today().isoformat(), "machine": where, "seconds": time.perf_counter() - start}
+    return {**result, "budget": asdict(budget), "measured": measured}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, section in SECTIONS.items():
             result = results.get(name)
             state = ("not run" if result is None else f"not run: {result['not_run']}" if "not_run" in result
-                     else f"measured {result.get('date', '?')}")
+                     else f"measured {result.get('measured', {}).get('date', '?')}")
             print(f"{name:<11} {section.TITLE} — {state}")
         return 0
 

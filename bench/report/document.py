@@ -38,7 +38,8 @@ def render_section(section, result: dict | None, plots: Path) -> list[str]:
         return [f"Not run yet: {result['not_run']}"]
     try:
         body = section.render(result, plots)
-        when = f"{result['date']} on {describe_machine(result['machine'])}, this step {result['seconds']:.0f} s"
+        measured = result["measured"]
+        when = f"{measured['date']} on {describe_machine(measured['machine'])}, this step {measured['seconds']:.0f} s"
     except KeyError as missing:  # stored by an older version of the report
         return [f"Not run yet: the stored result has no {missing}, so it predates this report; "
                 f"re-run `{COMMAND} --only {section.NAME}`."]

@@ -49,21 +49,29 @@ def corpus(budget: Budget, runs: Path) -> Path:
     return path
 
 
-def pretrain_args(budget: Budget, runs: Path, variant: str, steps: int, *extra: str, lr: float = PRETRAIN_LR,
+def pretrain_args(budget: Budget, runs: Path, variant: str, length: int | str, *extra: str, lr: float = PRETRAIN_LR,
                   seed: int = PRETRAIN_SEED) -> list[str]:
-    return ["--variant", variant, "--data", str(corpus(budget, runs)), "--cache-dir", str(runs / "cache"),
-            "--steps", str(steps), "--seq-len", str(budget.seq_len), "--batch-size", str(budget.batch_size),
-            "--lr", str(lr), "--seed", str(seed), "--threads", str(THREADS), "--device", "cpu",
-            "--eval-every", str(steps), "--eval-batches", "10", "--log-every", str(max(1, steps // 10)),
-            "--save-every", str(steps), "--keep", "1", *extra]
+    """`python train.py` flags of one pretraining run. `length`: a number of steps (the run
+    evaluates and saves at its end and logs ten times), or a wall-clock duration such as "5m"
+    (`--budget`: the schedule ends at the deadline; train.py's own evaluation, log and save
+    intervals, so the held-out metrics form a curve over time)."""
+    if isinstance(length, str):
+        how_long, intervals = ["--budget", length], ["--eval-batches", "10"]
+    else:
+        how_long = ["--steps", str(length)]
+        intervals = ["--eval-every", str(length), "--eval-batches", "10", "--log-every", str(max(1, length // 10)),
+                     "--save-every", str(length)]
+    return ["--variant", variant, "--data", str(corpus(budget, runs)), "--cache-dir", str(runs / "cache"), *how_long,
+            "--seq-len", str(budget.seq_len), "--batch-size", str(budget.batch_size), "--lr", str(lr), "--seed", str(seed),
+            "--threads", str(THREADS), "--device", "cpu", *intervals, "--keep", "1", *extra]
 
 
-def mlm_run(runner: Runner, budget: Budget, steps: int, layout: str = "full_sentences", masking: str = "dynamic",
+def mlm_run(runner: Runner, budget: Budget, length: int | str, layout: str = "full_sentences", masking: str = "dynamic",
             *extra: str, name: str | None = None, lr: float = PRETRAIN_LR, seed: int = PRETRAIN_SEED) -> dict:
     """BERT's MLM on the report's model; a sentence task only if `layout` asks for one."""
-    args = pretrain_args(budget, runner.runs, "bert", steps, *budget.model, "--layout", layout, "--masking", masking,
+    args = pretrain_args(budget, runner.runs, "bert", length, *budget.model, "--layout", layout, "--masking", masking,
                          *extra, lr=lr, seed=seed)
-    return runner.pretrain(seeded(name or f"mlm-{steps}", seed, PRETRAIN_SEED), args)
+    return runner.pretrain(seeded(name or f"mlm-{length}", seed, PRETRAIN_SEED), args)
 
 
 def untrained_run(runner: Runner, budget: Budget) -> dict:
