@@ -131,8 +131,9 @@ def with_attention(model, backend: str):
 def end_to_end(dry_run: bool) -> tuple[dict, str, bool]:
     """minibert (triton), minibert (sdpa) and transformers' BertForMaskedLM (sdpa) with the same
     weights and batch, bf16 autocast, taking turns step by step (drift hits all alike)."""
-    from throughput import SHAPES, build_pair, make_batch, useful_flops
+    from throughput import SHAPES, build_pair, make_batch, shape_config
 
+    from minibert.flops import BatchShape, training_flops
     from minibert.training.precision import Precision
 
     device = torch.device("cpu" if dry_run else "cuda")
@@ -172,7 +173,7 @@ def end_to_end(dry_run: bool) -> tuple[dict, str, bool]:
                 if i >= warmup:
                     times[key].append(seconds)
         tokens = int(mask.sum())
-        flops = useful_flops(shape, mask.cpu(), labels.cpu(), sparse_last_layer=False)
+        flops = training_flops(shape_config(shape), BatchShape.of(mask.cpu(), labels.cpu()))
         spread = max(first_loss.values()) - min(first_loss.values())
         agree = spread <= 0.05 * max(1.0, abs(first_loss["transformers sdpa"]))  # same weights, bf16 noise
         ok &= agree
@@ -186,7 +187,7 @@ def end_to_end(dry_run: bool) -> tuple[dict, str, bool]:
                          f"{first_loss[key]:.4f}"])
     header = ["model", "padding", "tokens/s", "ms/step", "MFU", "first loss"]
     note = (f"\n\n{name}; shape {shape}; bf16 autocast; forward + backward + fused AdamW, {steps} timed steps after "
-            f"{warmup} warm-up, median; models interleaved. MFU = bench/throughput.py's useful_flops (real tokens "
+            f"{warmup} warm-up, median; models interleaved. MFU = minibert.flops.training_flops (real tokens "
             f"only, decoder at masked positions only) / dense bf16 peak ({peak or 'unknown'} TFLOP/s). "
             f"First losses agree within 5%: {ok}.")
     return {"device": name, "shape": shape, "peak_tflops": peak, "rows": results}, table(header, rows) + note, ok

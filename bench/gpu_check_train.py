@@ -26,6 +26,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
+from minibert.files import read_json_lines  # noqa: E402
+
 # ELECTRA-small's discriminator (H 256, 4 heads, E 128) at 4 layers, GPU-sized batches.
 GPU_RUN = dict(flags=["--hidden-size", "256", "--num-layers", "4", "--num-heads", "4", "--intermediate-size", "1024",
                       "--embedding-size", "128", "--batch-size", "128", "--seq-len", "128", "--device", "cuda",
@@ -80,7 +82,7 @@ def main() -> int:
         resumed_output, second_code = (stopped.stdout or b"").decode() + (stopped.stderr or b"").decode(), "time limit"
     (run_dir / "resumed.log").write_text(resumed_output)
 
-    records = [json.loads(line) for line in (run_dir / "electra" / "metrics.jsonl").read_text().splitlines()]
+    records = read_json_lines(run_dir / "electra" / "metrics.jsonl")
     trained = [r for r in records if "loss" in r]
     match = re.search(r"resuming electra from .* \(step (\d+)\)", resumed_output)
     resumed_from = int(match.group(1)) if match else None

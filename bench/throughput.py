@@ -13,8 +13,8 @@ reported. Losses are checked to agree before anything is timed.
 MFU (model FLOP utilisation) counts only the FLOPs the math needs — every layer on the real
 tokens only, the vocabulary projection at masked positions only — divided by this machine's
 measured fp32 matmul peak. "Strict MFU" also credits the last layer only with the work a
-loss at the masked positions needs (see `useful_flops`), which minibert exploits: it is the
-stricter measure of how much of the machine goes into necessary arithmetic.
+loss at the masked positions needs, which minibert exploits: it is the stricter measure of
+how much of the machine goes into necessary arithmetic. Both counts are `minibert.flops`.
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ import tempfile
 import time
 
 import torch
+
+from minibert import ModelConfig
+from minibert.flops import BatchShape, training_flops
 
 SHAPES = {
     "mini": dict(hidden=256, layers=4, heads=4, ffn=1024, vocab=30522, length=128, batch=16),
@@ -45,28 +48,10 @@ def make_batch(shape: dict, padded: bool, seed: int = 0):
     return ids, mask, labels
 
 
-def useful_flops(shape: dict, mask: torch.Tensor, labels: torch.Tensor, sparse_last_layer: bool) -> float:
-    """Training FLOPs the math needs: 3 × forward (backward costs twice the forward).
-
-    Real tokens only, the decoder at the labeled positions only. With `sparse_last_layer`,
-    also credit only what the last layer needs for a loss that reads the labeled positions:
-    keys and values for every token, but queries, attention rows, the output projection and
-    the feed-forward at the labeled positions alone (minibert computes exactly that much
-    except queries and attention rows, which it computes for every token).
-    """
-    H, I, V, L = shape["hidden"], shape["ffn"], shape["vocab"], shape["layers"]
-    lengths = mask.sum(1).double()
-    labeled = (labels != -100).sum(1).double()
-    tokens, n_labeled = float(lengths.sum()), float(labeled.sum())
-    layer_linear = 2 * (4 * H * H + 2 * H * I)  # per token: QKV, output, FFN up and down
-    layer_attention = 2 * 2 * H * float((lengths**2).sum())  # QKᵀ and PV over each sequence
-    if sparse_last_layer:
-        linear = tokens * layer_linear * (L - 1) + tokens * 2 * (2 * H * H) + n_labeled * 2 * (2 * H * H + 2 * H * I)
-        attention = layer_attention * (L - 1) + 2 * 2 * H * float((labeled * lengths).sum())
-    else:
-        linear, attention = tokens * layer_linear * L, layer_attention * L
-    head = n_labeled * 2 * (H * H + H * V)  # transform + decoder
-    return 3 * (linear + attention + head)
+def shape_config(shape: dict) -> ModelConfig:
+    """The minibert config a benchmark shape describes (what `build_pair` loads)."""
+    return ModelConfig(vocab_size=shape["vocab"], hidden_size=shape["hidden"], num_layers=shape["layers"],
+                       num_heads=shape["heads"], intermediate_size=shape["ffn"])
 
 
 def matmul_peak(threads: int, n: int = 1024, repeats: int = 20) -> float:
@@ -134,13 +119,14 @@ def run_shape(name: str, padded: bool, steps: int, threads: int, compile: bool =
     if abs(first[0] - first[1]) > 1e-4 * max(1.0, abs(first[0])):
         raise SystemExit(f"losses disagree before timing: transformers {first[0]:.6f} vs minibert {first[1]:.6f}")
     real_tokens = int(mask.sum())
+    config, batch = shape_config(shape), BatchShape.of(mask, labels)
     med = {k: statistics.median(times[k]) for k in models}
     return dict(
         shape=name, batch="padded" if padded else "full", real_tokens=real_tokens, loss=first[1],
         ref_tps=real_tokens / med["transformers"], ours_tps=real_tokens / med["minibert"],
         ratio=med["transformers"] / med["minibert"],
-        flops_per_s=useful_flops(shape, mask, labels, sparse_last_layer=False) / med["minibert"],
-        strict_flops_per_s=useful_flops(shape, mask, labels, sparse_last_layer=True) / med["minibert"],
+        flops_per_s=training_flops(config, batch) / med["minibert"],
+        strict_flops_per_s=training_flops(config, batch, sparse_last_layer=True) / med["minibert"],
     )
 
 

@@ -17,7 +17,6 @@ A configuration beats another only where the gap exceeds the spread across seeds
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -30,6 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
 from minibert import variants  # noqa: E402
+from minibert.files import read_json_lines  # noqa: E402
 
 # The ablation (docs/training.md). First the path from the first build's recipe to today's
 # default, one change at a time; then single changes on top of the default.
@@ -61,7 +61,7 @@ def run(name: str, flags: list[str], variant: str, budget: str, seed: int, root:
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
     if done.returncode:
         return {"name": name, "seed": seed, "error": (done.stderr.strip().splitlines() or ["?"])[-1]}
-    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    records = read_json_lines(out / "metrics.jsonl")
     evaluated = [r for r in records if "eval_mlm_accuracy" in r]
     total = evaluated[-1]["elapsed_s"]
 

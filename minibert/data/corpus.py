@@ -28,6 +28,8 @@ import re
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence, Union
 
+from ..files import hash_file
+
 PathLike = Union[str, Path]
 CORPUS_SUFFIXES = (".txt", ".jsonl")
 
@@ -77,9 +79,7 @@ def corpus_fingerprint(files: Iterable[Path]) -> str:
     digest = hashlib.blake2b(digest_size=16)
     for path in files:
         digest.update(str(path.stat().st_size).encode() + b"\0")
-        with open(path, "rb") as f:
-            while chunk := f.read(1 << 22):
-                digest.update(chunk)
+        hash_file(path, digest)
     return digest.hexdigest()
 
 

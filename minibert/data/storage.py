@@ -28,6 +28,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
+from ..files import read_json_object
 from .tokenizer import Tokenizer
 
 CHUNK_CHARACTERS = 1 << 20  # documents are sent to workers in chunks of about 1 MB of text
@@ -63,7 +64,7 @@ class TokenStore:
 
     def __init__(self, directory: str | Path):
         directory = Path(directory)
-        meta = json.loads((directory / "meta.json").read_text())
+        meta = read_json_object(directory / "meta.json", "delete the folder: it is rebuilt from the corpus")
         self.directory = directory
         self.vocab_size = meta["vocab_size"]
         self.tokens = open_array(directory / "tokens.bin", meta["token_dtype"])

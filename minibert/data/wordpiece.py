@@ -34,6 +34,7 @@ import unicodedata
 from pathlib import Path
 from typing import Sequence
 
+from ..files import read_json_object
 from .tokenizer import SPECIAL_TOKENS, Tokenizer
 
 VOCAB_FILE = "vocab.txt"
@@ -282,10 +283,7 @@ def read_lowercase(config_path: Path) -> bool:
     """`do_lower_case` from a tokenizer_config.json; True (uncased BERT) when the file is absent."""
     if not config_path.is_file():
         return True
-    try:
-        value = json.loads(config_path.read_text(encoding="utf-8")).get("do_lower_case", True)
-    except (json.JSONDecodeError, AttributeError) as error:
-        raise ValueError(f"{config_path} is not a JSON object ({error}); fix or delete it, or pass lowercase= explicitly") from None
+    value = read_json_object(config_path, "fix or delete it, or pass lowercase= explicitly").get("do_lower_case", True)
     if not isinstance(value, bool):
         raise ValueError(f"{config_path}: do_lower_case must be true or false, got {value!r}")
     return value

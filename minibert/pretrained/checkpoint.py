@@ -24,6 +24,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from torch import nn
 
+from ..files import read_json_object
 from .families import LEGACY_SUFFIXES, inside
 
 CONFIG_FILE = "config.json"
@@ -134,15 +135,8 @@ def save_tensors(model: nn.Module, names: dict[str, tuple[str, ...]], path: Path
 
 
 def read_json(path: Path) -> dict:
-    if not path.is_file():
-        raise FileNotFoundError(f"no {path.name} in {path.parent}; a checkpoint directory holds {CONFIG_FILE} and its weights")
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path} is not valid JSON ({error})") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"{path} must hold a JSON object, got {type(value).__name__}")
-    return value
+    """One JSON file of a checkpoint folder (its config, its labels), checked."""
+    return read_json_object(path, f"a checkpoint directory holds {CONFIG_FILE} and its weights")
 
 
 def write_json(path: Path, value: dict) -> None:

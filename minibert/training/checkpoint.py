@@ -15,7 +15,6 @@ reported, and `load()` falls back to the newest intact one with a warning.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import shutil
@@ -24,6 +23,7 @@ from pathlib import Path
 from safetensors.torch import load_file, save_file
 
 from ..atomic import publish_dir, remove_leftovers, write_atomic
+from ..files import hash_file, read_json_object
 from .errors import TrainingError, warn
 from .state import decode, encode
 
@@ -31,12 +31,6 @@ STATE, TENSORS, MANIFEST, LATEST = "state.json", "tensors.safetensors", "manifes
 STEP_DIR = re.compile(r"step-(\d+)")
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 class Checkpoints:
@@ -62,7 +56,7 @@ class Checkpoints:
             document = encode(state, tensors)
             save_file(tensors, folder / TENSORS)
             (folder / STATE).write_text(json.dumps(document))
-            manifest = {"step": step, "sha256": {name: sha256(folder / name) for name in (STATE, TENSORS)}}
+            manifest = {"step": step, "sha256": {name: hash_file(folder / name).hexdigest() for name in (STATE, TENSORS)}}
             (folder / MANIFEST).write_text(json.dumps(manifest, indent=2))
 
         publish_dir(write, final, replace=True)  # the same step saved again after a resume: replace it
@@ -103,11 +97,11 @@ def read_checkpoint(path: Path) -> dict:
     if not path.is_dir():
         raise FileNotFoundError(f"checkpoint {path.name} is missing")
     try:
-        manifest = json.loads((path / MANIFEST).read_text())
+        manifest = read_json_object(path / MANIFEST, "an interrupted save leaves it so")
         expected = manifest["sha256"]
     except (OSError, ValueError, KeyError, TypeError):
         raise ValueError(f"checkpoint {path.name} has no readable {MANIFEST} (interrupted or damaged)") from None
     for name in (STATE, TENSORS):
-        if not (path / name).is_file() or sha256(path / name) != expected.get(name):
+        if not (path / name).is_file() or hash_file(path / name).hexdigest() != expected.get(name):
             raise ValueError(f"checkpoint {path.name} is corrupted ({name} does not match its recorded checksum)")
-    return decode(json.loads((path / STATE).read_text()), load_file(path / TENSORS))
+    return decode(json.loads((path / STATE).read_text()), load_file(path / TENSORS))  # checksum verified

@@ -29,6 +29,7 @@ from ..data import build_pretraining_data
 from ..data.baselines import mlm_baselines
 from ..data.corpus import corpus_files
 from ..data.pipeline import STATIC_DUPE_FACTOR
+from ..files import read_json_object
 from ..pretrained import from_pretrained, save_pretrained
 from ..variants import Variant, build_pretrainer, get_variant, run_architecture
 from . import distributed
@@ -208,7 +209,7 @@ def restore(state: dict, pretrainer, optimizer, shards, dist: Distributed) -> Pr
 def check_same_run(path: Path, record: dict) -> None:
     """--resume continues the run in OUT: refuse settings that would make it another run."""
     try:
-        saved = json.loads(path.read_text())
+        saved = read_json_object(path, "start over with --overwrite")
     except (OSError, ValueError):
         raise ValueError(f"{path} is missing or damaged, so this run's settings are unknown; start over with --overwrite") from None
     now = json.loads(json.dumps(record))

@@ -1,0 +1,27 @@
+"""The results report: the chapter's decision guide, measured at a size this machine can run.
+
+    "best raw performance: RoBERTa or ELECTRA; tight memory: ALBERT;
+     tight latency: DistilBERT; best sample efficiency: ELECTRA"
+
+    python bench/report.py                     # every section, then docs/results.md
+    python bench/report.py --only latency      # one section; the others are kept from before
+    python bench/report.py --quick             # tiny budgets, written under runs/report/quick/
+    python bench/report.py --list              # the sections and what is stored for each
+
+Sections, one module each: params (parameter counts, ALBERT's ablation), latency (bert-base
+vs distilbert-base), efficiency (MLM vs ELECTRA's RTD at equal pretraining FLOPs), sentence
+(static vs dynamic masking; NSP vs SOP vs no sentence task), distill (a DistilBERT student
+against its teacher). A section module has NAME, TITLE, TASKS (what it fine-tunes on),
+plan(budget) (what it runs, in words), compute(budget, runs) -> a JSON-able result, and
+render(result, plots) -> markdown; every number in the prose comes from the result.
+
+Training and fine-tuning run as the user would run them — `python train.py ...` and
+`python -m minibert.finetune ...` in a subprocess (`runner`) — so each table row carries the
+exact command that reproduces it. Every finished run is cached in runs/report/ (git-ignored):
+rerunning resumes where it stopped, and a section that cannot run (no dataset, a failing
+command) is reported as "not run yet" with the reason instead of stopping the others.
+"""
+
+from . import distill, efficiency, latency, params, sentence
+
+SECTIONS = {section.NAME: section for section in (params, latency, efficiency, sentence, distill)}

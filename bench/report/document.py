@@ -1,0 +1,70 @@
+"""docs/results.md: the sections' stored results, rendered under one introduction."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from minibert.finetune import build_parser as finetune_parser
+
+from .budget import FINETUNE_BATCH, FINETUNE_SEED, PRETRAIN_SEED, Budget
+from .measure import count_parameters, describe_machine
+from .recipes import report_config
+
+COMMAND = "python bench/report.py"
+
+
+def budget_line(section, budget: Budget) -> str:
+    """What a section ran with, in one paragraph (from the budget stored with its results)."""
+    command = f"Command: `{COMMAND} --only {section.NAME}` (`--quick` for a smoke run)."
+    if not section.TASKS:
+        return f"Budget: {section.plan(budget)} {command}"
+    pretraining = (f"Pretraining: the model `{' '.join(budget.model)}` (ELECTRA: its discriminator), "
+                   f"{budget.batch_size} sequences × {budget.seq_len} tokens per step, AdamW with linear warm-up and decay, "
+                   f"seed {PRETRAIN_SEED}, on the first {budget.corpus_lines:,} lines of WikiText-2's train split "
+                   f"(SentencePiece tokenizer trained on the same lines); S = {budget.steps} steps.")
+    steps = {"SST-2": f"SST-2 on a seeded subsample of {budget.sst2_train:,} training sentences, {budget.sst2_steps} steps",
+             "RTE": f"RTE on its full training set, {budget.rte_steps} steps"}
+    warmup = finetune_parser().get_default("warmup")
+    finetuning = (f"Fine-tuning (`python -m minibert.finetune`): "
+                  + "; ".join(f"{steps[task]} of {FINETUNE_BATCH}, scored on the full dev set" for task in section.TASKS)
+                  + f"; peak lr {budget.finetune_lr:g}, {warmup:.0%} warm-up, max length {budget.seq_len}, seed {FINETUNE_SEED}.")
+    return f"Budget. {pretraining} {section.plan(budget)} {finetuning} {command}"
+
+
+def render_section(section, result: dict | None, plots: Path) -> list[str]:
+    if result is None:
+        return [f"Not run yet: this section has not been run (`{COMMAND} --only {section.NAME}`)."]
+    if "not_run" in result:
+        return [f"Not run yet: {result['not_run']}"]
+    try:
+        body = section.render(result, plots)
+        measured = result["measured"]
+        when = f"{measured['date']} on {describe_machine(measured['machine'])}, this step {measured['seconds']:.0f} s"
+    except KeyError as missing:  # stored by an older version of the report
+        return [f"Not run yet: the stored result has no {missing}, so it predates this report; "
+                f"re-run `{COMMAND} --only {section.NAME}`."]
+    cost = f"; the runs behind it took {result['run_seconds'] / 60:.0f} minutes" if "run_seconds" in result else ""
+    return [budget_line(section, Budget(**result["budget"])), "", body, "", f"_Measured {when}{cost}._"]
+
+
+def write_document(path: Path, plots: Path, sections: dict, results: dict, budget: Budget, quick: bool) -> None:
+    plots.mkdir(parents=True, exist_ok=True)
+    size = count_parameters(report_config(budget))
+    parts = [
+        "# Results: the decision guide, measured",
+        "",
+        "> best raw performance: RoBERTa or ELECTRA; tight memory: ALBERT; tight latency: DistilBERT; "
+        "best sample efficiency: ELECTRA",
+        "",
+        f"Every number below comes from `{COMMAND}`; each section states its budget, the exact commands, the seeds, "
+        f"and the machine and date it was measured on. Pretraining here is minutes on WikiText-2 with models of "
+        f"{size / 1e6:.1f}M parameters, against days on billions of tokens in the papers: the size and speed claims "
+        "(sections 1, 2) are measured at full size, the quality claims (3–5) only at a toy scale, and the notes say "
+        "where that scale cannot reproduce the paper. The commands of sections 3–5 read data files the script writes "
+        "under runs/report/ first (a prefix of WikiText-2, a seeded SST-2 subsample); the datasets themselves are in "
+        "the shared/datasets folder beside the repository."
+        + (" **This is a `--quick` smoke run: the budgets are far too small to mean anything.**" if quick else ""),
+    ]
+    for name, section in sections.items():
+        parts += ["", f"## {section.TITLE}", "", *render_section(section, results.get(name), plots)]
+    path.write_text("\n".join(parts) + "\n", encoding="utf-8")

@@ -1,0 +1,98 @@
+"""Training and fine-tuning runs in a subprocess, cached in their output folders.
+
+A run is a command line — `python train.py ...` or `python -m minibert.finetune ...`, run as a
+user would run it, so each table row can show the exact command that reproduces it — and the
+folder it writes to. The folder is the cache: `report-run.json` in it records the command and
+whether it finished. A re-run of the report finds the same command done and reuses it, finds
+it unfinished and resumes it (pretraining), or finds another command (a changed budget, seed or
+flag) and starts the folder over. Seeds and wall-clock budgets need nothing more: they are
+flags of the command (`--seed`, `--budget`), and a section that repeats a run over seeds names
+each folder after its seed (`recipes.seeded`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from minibert.files import read_json_lines, read_json_object
+
+from .budget import FINETUNE_BATCH, FINETUNE_SEED, REPO, THREADS, Budget
+
+
+class NotRun(Exception):
+    """A section that cannot run yet; the message says why and goes into the report."""
+
+
+def shell(args: list[str]) -> str:
+    """A command line as a user would type it."""
+    return " ".join(shlex.quote(str(a)) for a in args)
+
+
+class Runner:
+    """Runs commands in `runs` (a path relative to the repository, as in the commands shown)."""
+
+    MARKER = "report-run.json"
+
+    def __init__(self, runs: Path):
+        self.runs = runs
+        self.seconds = 0.0  # wall time of every run this section used, cached or not: its cost to reproduce
+        (REPO / runs / "logs").mkdir(parents=True, exist_ok=True)
+
+    def _call(self, name: str, args: list[str]) -> float:
+        shown = self.runs / "logs" / f"{name}.log"  # relative to the repository, as in the commands
+        log = REPO / shown
+        print(f"  running {name}: python {shell(args)}", flush=True)
+        env = {**os.environ, "OMP_NUM_THREADS": str(THREADS), "PYTHONPATH": str(REPO)}
+        start = time.perf_counter()
+        with open(log, "w", encoding="utf-8") as output:
+            code = subprocess.call([sys.executable, *args], cwd=REPO, env=env, stdout=output, stderr=subprocess.STDOUT)
+        if code:
+            tail = [line for line in log.read_text(encoding="utf-8").replace("\r", "\n").splitlines() if line.strip()]
+            raise NotRun(f"`{name}` failed (exit {code}): {tail[-1] if tail else 'no output'} (log: {shown})")
+        return time.perf_counter() - start
+
+    def run(self, name: str, out: Path, args: list[str], resumable: bool) -> dict:
+        """Run `python ARGS` unless the same command already finished in `out`; its marker
+        {command, done, seconds}."""
+        command = shell(["python", *args])
+        marker = REPO / out / self.MARKER
+        previous = read_json_object(marker, "delete it to run again") if marker.exists() else {}
+        if previous.get("command") == command and previous.get("done"):
+            self.seconds += previous["seconds"]
+            return previous
+        if previous.get("command") == command and resumable:
+            again = ["--resume"]
+        else:
+            again = ["--overwrite"] if (REPO / out).exists() else []
+        (REPO / out).mkdir(parents=True, exist_ok=True)
+        marker.write_text(json.dumps({"command": command, "done": False}) + "\n")
+        seconds = self._call(name, args + again)
+        record = {"command": command, "done": True, "seconds": seconds}
+        marker.write_text(json.dumps(record) + "\n")
+        self.seconds += seconds
+        return record
+
+    def pretrain(self, name: str, args: list[str]) -> dict:
+        """`python train.py ARGS --out runs/pretrain/NAME`; with its config and last evaluation."""
+        out = self.runs / "pretrain" / name
+        record = self.run(name, out, ["train.py", *args, "--out", str(out)], resumable=True)
+        evals = [m for m in read_json_lines(REPO / out / "metrics.jsonl") if any(k.startswith("eval_") for k in m)]
+        run = read_json_object(REPO / out / "run.json", "delete the folder to run it again")
+        return {**record, "out": str(out), "config": run["config"], "final_eval": evals[-1] if evals else {}}
+
+    def finetune(self, name: str, init: str, task: Path, train_file: Path, steps: int, budget: Budget,
+                 seed: int = FINETUNE_SEED) -> dict:
+        """`python -m minibert.finetune` from `init` on a task; with its dev accuracy."""
+        out = self.runs / "finetune" / name
+        args = ["-m", "minibert.finetune", "--init", init, "--train", str(train_file), "--dev", str(task / "dev.tsv"),
+                "--out", str(out), "--steps", str(steps), "--batch-size", str(FINETUNE_BATCH), "--lr", str(budget.finetune_lr),
+                "--max-len", str(budget.seq_len), "--seed", str(seed), "--device", "cpu"]
+        record = self.run(name, out, args, resumable=False)
+        result = read_json_object(REPO / out / "eval.json", "delete the folder to run it again")
+        return {**record, "accuracy": result["accuracy"]}
