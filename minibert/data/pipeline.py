@@ -27,7 +27,7 @@ import numpy as np
 
 from .baselines import NeighbourCounts
 from .batching import MaskingRecipe
-from ..atomic import publish_dir, publish_file
+from ..files import publish_dir, publish_file
 from .cache import DEFAULT_DATA_DIR, fingerprint
 from .corpus import PathLike, corpus_files, corpus_fingerprint, read_documents
 from .dataset import PretrainingBatches

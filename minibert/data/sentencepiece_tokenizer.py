@@ -29,7 +29,7 @@ from typing import Sequence
 import sentencepiece as spm
 import torch
 
-from ..atomic import publish_file
+from ..files import publish_file
 from .cache import DEFAULT_DATA_DIR, fingerprint
 from .corpus import PathLike, corpus_files, corpus_fingerprint, read_documents
 from .tokenizer import SPECIAL_TOKENS, Tokenizer

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from ..atomic import write_atomic
+from ..files import write_atomic
 from .distributed import Distributed
 
 

@@ -33,7 +33,7 @@ from ..files import read_json_object
 from ..pretrained import from_pretrained, save_pretrained
 from ..variants import Variant, build_pretrainer, get_variant, run_architecture
 from . import distributed
-from ..atomic import write_atomic
+from ..files import write_atomic
 from .checkpoint import Checkpoints
 from .distributed import Distributed
 from .errors import TrainingError, warn
