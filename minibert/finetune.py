@@ -13,6 +13,7 @@ BERT-family directory (its WordPiece vocab.txt). OUT receives
 
     config.json, model.safetensors, labels.json, tokenizer   the classifier (load_classifier)
     eval.json                                                dev accuracy; F1 and MCC for 2 classes
+    metrics.jsonl                                            the training loop's log, as in pretraining
     predictions.tsv                                          index, predicted and gold label per dev row
 """
 
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import torch
+from torch import nn
 
 from .config import ModelConfig
 from .data import load_tokenizer
@@ -39,16 +41,19 @@ from .pretrained.checkpoint import (
 )
 from .training.cli import Parser, report_errors
 from .training.distributed import Distributed
-from .training.errors import TrainingError
-from .training.optim import build_optimizer, learning_rate
+from .training.loop import LoopSettings, Progress, train
+from .training.metrics import MetricsLog
+from .training.optim import build_optimizer
 from .training.precision import PRECISIONS, Precision
-from .training.settings import DEVICES, Settings
+from .training.settings import DEVICES
 
 HEAD = "classifier"  # the head named in a fine-tuned checkpoint's config.json
 LABELS_FILE = "labels.json"
 TOKENIZER_FILES = ("tokenizer.model", "vocab.txt", "tokenizer_config.json")  # SentencePiece or WordPiece
 DEFAULT_EPOCHS = 3.0
 DEFAULT_MAX_LEN = 128
+CLIP = 1.0  # gradient-norm clip, as BERT's fine-tuning code does
+METRICS_FILE = "metrics.jsonl"
 PROG = "python -m minibert.finetune"
 
 
@@ -77,6 +82,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser.add_argument("--precision", choices=PRECISIONS, default="auto",
                         help="auto = bf16 on a CUDA GPU that has it, else fp32; fp16 (CUDA only, loss scaling) for GPUs "
                              "without bf16 such as the T4 (default auto)")
+    parser.add_argument("--skip-nonfinite", action="store_true",
+                        help="skip (and count) steps whose loss or gradient is NaN/Inf instead of stopping")
     parser.add_argument("--overwrite", action="store_true", help="replace a classifier already in --out")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     return parser
@@ -125,14 +132,16 @@ def finetune(args: argparse.Namespace) -> dict:
     encoder, tokenizer = load_backbone(args.init)
     max_len = check_max_len(args.max_len, encoder.config)
     steps = args.steps or math.ceil((args.epochs or DEFAULT_EPOCHS) * math.ceil(len(train) / args.batch_size))
-    settings = Settings().replace(steps=steps, lr=args.lr, warmup=args.warmup, weight_decay=args.weight_decay, seed=args.seed)
+    loop = LoopSettings(steps=steps, lr=args.lr, warmup=args.warmup, weight_decay=args.weight_decay, clip=CLIP, seed=args.seed,
+                        precision=amp.name, log_every=max(1, steps // 10), eval_every=steps, save_every=steps,
+                        skip_nonfinite=args.skip_nonfinite)
 
     torch.manual_seed(args.seed)  # the head's initialisation and dropout
     model = SequenceClassifier(encoder.config, len(labels))
     model.encoder.load_state_dict(encoder.state_dict())
     model.to(device)
     started = time.perf_counter()
-    train_loss = train_classifier(model, tokenizer, train, train_ids, settings, args.batch_size, max_len, amp)
+    train_loss = train_classifier(model, tokenizer, train, train_ids, loop, args.batch_size, max_len, device, Path(args.out))
     predicted = predict(model, tokenizer, dev, args.batch_size, max_len, device, amp)
 
     report = classification_metrics(predicted, dev_ids, labels)
@@ -177,7 +186,8 @@ def check_max_len(max_len: int | None, config: ModelConfig) -> int:
     return max_len
 
 
-def model_inputs(tokenizer: Tokenizer, config: ModelConfig, data: TaskData, rows: list[int], max_len: int, device) -> dict:
+def model_inputs(tokenizer: Tokenizer, config: ModelConfig, data: TaskData, rows: list[int], max_len: int,
+                 device="cpu") -> dict:
     """Token ids, attention mask and segment ids of some examples, as the model takes them.
 
     A pair is [CLS] A [SEP] B [SEP] with segment ids 0 on A and 1 on B. Models with no
@@ -191,38 +201,33 @@ def model_inputs(tokenizer: Tokenizer, config: ModelConfig, data: TaskData, rows
     return {name: tensor.to(device) for name, tensor in inputs.items()}
 
 
-def train_classifier(model, tokenizer, data: TaskData, label_ids: list[int], settings: Settings, batch_size: int,
-                     max_len: int, amp: Precision) -> float:
-    """`settings.steps` AdamW steps on shuffled batches (a new order each epoch); returns the
-    mean loss over the last tenth of the steps. Under fp16 the gradients are unscaled before
-    clipping, and a step whose scaled gradients overflowed is skipped by the scaler."""
-    device = amp.device
-    optimizer = build_optimizer(model, settings)
-    order = torch.Generator().manual_seed(settings.seed)
+class TaskLoss(nn.Module):
+    """A fine-tuning model as the training loop sees it: batch -> (loss, metrics), as a
+    `Pretrainer` is for pretraining."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, batch: dict) -> tuple[torch.Tensor, dict]:
+        return self.model(**batch).loss, {}
+
+
+def train_classifier(model, tokenizer, data: TaskData, label_ids: list[int], loop: LoopSettings, batch_size: int,
+                     max_len: int, device: torch.device, out: Path) -> float:
+    """`loop.steps` steps of the pretraining loop (training/loop.py: schedule, clipping, NaN
+    policy, precision, progress bar, OUT/metrics.jsonl) on shuffled batches, a new order each
+    epoch. Returns the mean loss of the last logged window: the last tenth of the steps."""
+    order = torch.Generator().manual_seed(loop.seed)
     targets = torch.tensor(label_ids)
-    batches = shuffled_batches(len(data), batch_size, order)
-    log_every = max(1, settings.steps // 10)
-    losses = []
-    model.train()
-    for step in range(settings.steps):
-        for group in optimizer.param_groups:
-            group["lr"] = learning_rate(step, settings.steps, settings)
-        rows = next(batches)
-        with amp.autocast():
-            loss = model(**model_inputs(tokenizer, model.config, data, rows, max_len, device), labels=targets[rows].to(device)).loss
-        if not torch.isfinite(loss):
-            raise TrainingError(f"the loss became {loss.item()} at step {step + 1}; lower --lr (now {settings.lr:g})")
-        optimizer.zero_grad(set_to_none=True)
-        amp.backward(loss)
-        amp.unscale(optimizer)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), settings.clip)
-        amp.step(optimizer)
-        losses.append(loss.item())
-        if (step + 1) % log_every == 0 or step + 1 == settings.steps:
-            recent = sum(losses[-log_every:]) / len(losses[-log_every:])
-            print(f"step {step + 1}/{settings.steps}  loss {recent:.4f}  lr {learning_rate(step, settings.steps, settings):.2e}", flush=True)
-    tail = losses[-max(1, len(losses) // 10):]
-    return sum(tail) / len(tail)
+    batches = ({**model_inputs(tokenizer, model.config, data, rows, max_len), "labels": targets[rows]}
+               for rows in shuffled_batches(len(data), batch_size, order))
+    objective = TaskLoss(model)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / METRICS_FILE).unlink(missing_ok=True)  # a new run: its own log
+    record = train(objective, build_optimizer(objective, loop), [batches], None, loop, Progress(), dist=Distributed(),
+                   device=device, log=MetricsLog(out / METRICS_FILE))
+    return record.get("loss", math.nan)  # NaN if every step of the last window was skipped
 
 
 def shuffled_batches(n: int, batch_size: int, generator: torch.Generator):

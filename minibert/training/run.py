@@ -32,7 +32,7 @@ from . import distributed
 from .checkpoint import Checkpoints, write_atomic
 from .distributed import Distributed
 from .errors import TrainingError, warn
-from .loop import Progress, train
+from .loop import LoopSettings, Progress, train
 from .metrics import MetricsLog
 from .optim import build_optimizer
 from .outdir import OutputDir
@@ -93,7 +93,7 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
     torch.set_num_threads(settings.threads or default_threads(config))
     seed_everything(settings.seed)
     model = build_pretrainer(variant, settings, config, teacher).to(device)
-    optimizer = build_optimizer(model, settings)
+    optimizer = build_optimizer(model, LoopSettings.of(settings))
     progress, log = Progress(), MetricsLog(out / "metrics.jsonl")
     record = {"settings": settings.to_dict(), "model_overrides": model_overrides, "config": config.to_dict()}
 
@@ -120,7 +120,7 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
             save_pretrained(model.model, out)  # the kept model, loadable with from_pretrained(OUT)
 
     streams = [iter(shard) for shard in shards]
-    last = train(model, optimizer, streams, eval_batches, settings, progress, dist=dist, device=device, save=save, log=log,
+    last = train(model, optimizer, streams, eval_batches, LoopSettings.of(settings), progress, dist=dist, device=device, save=save, log=log,
                  baselines=baselines)
     if dist.is_main:
         scores = ", ".join(f"{k} {v:.3f}" for k, v in {**last, **baselines}.items()
