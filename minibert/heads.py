@@ -172,7 +172,9 @@ class ReplacedTokenDetector(EncoderWithHead):
 
 class SequenceClassifier(EncoderWithHead):
     """Encoder + classification head, for fine-tuning. With labels, the last layer runs at
-    position 0 only (`last_hidden_state` is zero elsewhere; see `Encoder.forward`'s `keep`)."""
+    position 0 only (`last_hidden_state` is zero elsewhere; see `Encoder.forward`'s `keep`).
+    One label means regression, as in BERT's STS-B setup: the single logit is the predicted
+    score and the loss is the mean squared error against float labels."""
 
     def __init__(self, config: ModelConfig, num_labels: int):
         super().__init__(config, lambda c: ClassificationHead(c, num_labels))
@@ -183,6 +185,8 @@ class SequenceClassifier(EncoderWithHead):
         keep = None if labels is None else first_position(input_ids)
         out = self.encoder(input_ids, attention_mask, token_type_ids, keep=keep)
         out.logits = self.head(pooled_or_first(out))
-        if labels is not None:
+        if labels is not None and self.num_labels == 1:  # regression: [B, 1] -> [B] scores
+            out.loss = F.mse_loss(out.logits.float().squeeze(-1), labels.float())
+        elif labels is not None:
             out.loss = F.cross_entropy(out.logits.float(), labels)
         return out

@@ -1,4 +1,4 @@
-"""Sequence-classification data for fine-tuning: GLUE-style TSV, CSV or JSONL.
+"""Sequence-classification and regression data for fine-tuning: GLUE-style TSV, CSV or JSONL.
 
 Fine-tuning BERT (Devlin et al., 2019, section 4) feeds one text, or a pair of texts as
 segments A and B, and classifies the pooled [CLS] vector. Every GLUE task fits that shape,
@@ -10,10 +10,11 @@ so one reader serves them all. A file holds named columns (TSV/CSV header, JSONL
 Other columns (GLUE's `index`) are ignored. TSV is split on tabs with no quote processing:
 GLUE's files are not CSV-quoted, and RTE has sentences that begin with a quote character.
 
-Labels are class *names*. `LabelMap` fixes their order from the training file (sorted;
-names that all look like integers are sorted as integers, so SST-2's "0"/"1" keep their
-meaning as ids 0/1), and is saved with the model so that dev, test and later predictions
-map names to the same ids.
+Labels are class *names*, or for a regression task (STS-B) numbers: `task_of` tells the two
+apart, `regression_targets` reads the numbers. `LabelMap` fixes the order of class names
+from the training file (sorted; names that all look like integers are sorted as integers, so
+SST-2's "0"/"1" keep their meaning as ids 0/1), and is saved with the model so that dev, test
+and later predictions map names to the same ids.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ FORMATS = (".tsv", ".csv", ".jsonl")
 LAYOUTS = (("sentence1", "sentence2"), ("sentence",), ("text",))  # first one the columns fit wins
 LABEL = "label"
 INTEGER = re.compile(r"[+-]?\d+")
+NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+TASKS = ("classification", "regression")
 
 
 @dataclass
@@ -124,15 +127,33 @@ def read_jsonl(path: Path, file):
 
 
 def json_string(path: Path, number: int, key: str, value) -> str:
-    """A JSON value as text: strings as they are, integer labels as their digits."""
-    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+    """A JSON value as text: strings as they are, numeric labels as they print (1, 3.8)."""
+    if isinstance(value, str) or (key == LABEL and isinstance(value, (int, float)) and not isinstance(value, bool)):
         return str(value)
     if key in (LABEL, *(c for layout in LAYOUTS for c in layout)):
         raise ValueError(
             f"{path} line {number}: {key!r} is {json.dumps(value)}; texts must be strings and labels "
-            f"strings or integers (class names; regression targets are not supported)"
+            f"strings or numbers (class names, or regression targets)"
         )
     return ""  # a column nobody reads: its value does not matter
+
+
+def task_of(data: TaskData) -> str:
+    """'regression' when every label is a number and some have a fractional part (STS-B's
+    similarity scores, 0.0 to 5.0); else 'classification', integer labels included (SST-2's 0/1)."""
+    numbers = all(NUMBER.fullmatch(label) for label in data.labels)
+    return "regression" if numbers and not all(INTEGER.fullmatch(label) for label in data.labels) else "classification"
+
+
+def regression_targets(data: TaskData) -> list[float]:
+    """Every label as a number; a label that is not one is an error naming its line."""
+    for label, line in zip(data.labels, data.lines):
+        if not NUMBER.fullmatch(label):
+            raise ValueError(
+                f"{data.path} line {line}: label {label!r} is not a number; a regression task needs a numeric "
+                f"target per example (or pass --task classification)"
+            )
+    return [float(label) for label in data.labels]
 
 
 class LabelMap:
