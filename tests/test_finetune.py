@@ -366,6 +366,17 @@ def test_a_learnable_score_is_regressed_with_high_correlation(minibert_dir, scor
     assert regression_metrics(predicted, [float(r[2]) for r in rows])["pearson"] == pytest.approx(report["pearson"], abs=1e-4)
 
 
+def test_sts_b_layout_reads_as_a_regression_pair_task(tmp_path):
+    header = ["index", "genre", "filename", "year", "old_index", "source1", "source2", "sentence1", "sentence2", "score"]
+    rows = [("0", "main-captions", "MSRvid", "2012test", "0001", "none", "none", "A plane takes off.", "An air plane is taking off.", "5.000"),
+            ("1", "main-captions", "MSRvid", "2012test", "0004", "none", "none", "A man plays a flute.", "A man plays the flute.", "3.800")]
+    data = read_task(write_tsv(tmp_path / "dev.tsv", header, rows))
+    assert data.pairs == ["An air plane is taking off.", "A man plays the flute."] and task_of(data) == "regression"
+    from minibert.data.tasks import regression_targets
+
+    assert regression_targets(data) == [5.0, 3.8]
+
+
 @pytest.mark.parametrize("labels, task", [(["0", "1", "1"], "classification"), (["3.8", "1", "0"], "regression"),
                                           (["2.5e-1", "-3"], "regression"), (["pos", "1.5"], "classification"),
                                           (["nan", "1.5"], "classification")])

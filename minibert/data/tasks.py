@@ -5,7 +5,7 @@ segments A and B, and classifies the pooled [CLS] vector. Every GLUE task fits t
 so one reader serves them all. A file holds named columns (TSV/CSV header, JSONL keys):
 
     sentence  label                      one text per example (`text` is accepted too)
-    sentence1  sentence2  label          a pair per example (RTE, MRPC, ...)
+    sentence1  sentence2  label          a pair per example (RTE, MRPC, ...; STS-B's `score` is a label too)
 
 Other columns (GLUE's `index`) are ignored. TSV is split on tabs with no quote processing:
 GLUE's files are not CSV-quoted, and RTE has sentences that begin with a quote character.
@@ -29,7 +29,7 @@ from .corpus import json_objects
 
 FORMATS = (".tsv", ".csv", ".jsonl")
 LAYOUTS = (("sentence1", "sentence2"), ("sentence",), ("text",))  # first one the columns fit wins
-LABEL = "label"
+LABELS = ("label", "score")  # the label column; STS-B names its similarity scores `score`
 INTEGER = re.compile(r"[+-]?\d+")
 NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 TASKS = ("classification", "regression")
@@ -79,9 +79,10 @@ def read_task(path: str | Path) -> TaskData:
 def pick_columns(path: Path, header) -> tuple[str, ...]:
     """The text column(s) and the label column, or an error naming what was found."""
     for text_columns in LAYOUTS:
-        if all(c in header for c in (*text_columns, LABEL)):
-            return (*text_columns, LABEL)
-    expected = " or ".join(", ".join((*layout, LABEL)) for layout in LAYOUTS)
+        for label in LABELS:
+            if all(c in header for c in (*text_columns, label)):
+                return (*text_columns, label)
+    expected = " or ".join(", ".join((*layout, LABELS[0])) for layout in LAYOUTS)
     raise ValueError(f"{path}: found columns {', '.join(header) or '(none)'}; expected {expected}")
 
 
@@ -89,7 +90,7 @@ def select(path: Path, line: int, row: dict, columns: tuple[str, ...]) -> list[s
     missing = [c for c in columns if c not in row]
     if missing:
         raise ValueError(f"{path} line {line}: no {', '.join(missing)}; every example needs {', '.join(columns)}")
-    if not row[LABEL].strip():
+    if not row[columns[-1]].strip():
         raise ValueError(f"{path} line {line}: the label is empty; give every example its class")
     return [row[c] for c in columns]
 
@@ -128,9 +129,9 @@ def read_jsonl(path: Path, file):
 
 def json_string(path: Path, number: int, key: str, value) -> str:
     """A JSON value as text: strings as they are, numeric labels as they print (1, 3.8)."""
-    if isinstance(value, str) or (key == LABEL and isinstance(value, (int, float)) and not isinstance(value, bool)):
+    if isinstance(value, str) or (key in LABELS and isinstance(value, (int, float)) and not isinstance(value, bool)):
         return str(value)
-    if key in (LABEL, *(c for layout in LAYOUTS for c in layout)):
+    if key in (*LABELS, *(c for layout in LAYOUTS for c in layout)):
         raise ValueError(
             f"{path} line {number}: {key!r} is {json.dumps(value)}; texts must be strings and labels "
             f"strings or numbers (class names, or regression targets)"
