@@ -3,10 +3,10 @@
     MaskedLMHead        H → E, activation, LayerNorm, decoder tied to the word embeddings
     SentencePairHead    2 classes on the pooled output (NSP for BERT, SOP for ALBERT)
     ReplacedTokenHead   one logit per token: "was this token replaced?" (ELECTRA)
-    ClassificationHead  num_labels on the pooled output (fine-tuning)
+    ClassificationHead  num_labels on the pooled output, or on every token (fine-tuning)
 
 A task model is an `Encoder` plus one head: `MaskedLM`, `ReplacedTokenDetector`,
-`SequenceClassifier`.
+`SequenceClassifier`, `TokenClassifier`.
 """
 
 from __future__ import annotations
@@ -100,7 +100,8 @@ def replaced_token_loss(logits, labels, attention_mask=None) -> torch.Tensor:
 
 
 class ClassificationHead(nn.Module):
-    """Sequence classification from the pooled vector (or the first token without a pooler)."""
+    """Sequence classification from the pooled vector (or the first token without a pooler);
+    applied to every token's vector, token classification."""
 
     def __init__(self, config: ModelConfig, num_labels: int):
         super().__init__()
@@ -189,4 +190,22 @@ class SequenceClassifier(EncoderWithHead):
             out.loss = F.mse_loss(out.logits.float().squeeze(-1), labels.float())
         elif labels is not None:
             out.loss = F.cross_entropy(out.logits.float(), labels)
+        return out
+
+
+class TokenClassifier(EncoderWithHead):
+    """Encoder + the classification layer at every token, for tagging (named entities, parts
+    of speech). `labels` is [B, T] with IGNORE_INDEX wherever no word starts (specials,
+    padding, a word's later sub-tokens); the last layer runs only where a label exists."""
+
+    def __init__(self, config: ModelConfig, num_labels: int):
+        super().__init__(config, lambda c: ClassificationHead(c, num_labels))
+        self.num_labels = num_labels
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> ModelOutput:
+        keep = None if labels is None else labels != IGNORE_INDEX
+        out = self.encoder(input_ids, attention_mask, token_type_ids, keep=keep)
+        out.logits = self.head(out.last_hidden_state)  # [B, T, H] -> [B, T, num_labels]
+        if labels is not None:
+            out.loss = F.cross_entropy(out.logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
         return out

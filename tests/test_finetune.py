@@ -494,3 +494,105 @@ def test_a_bad_task_folder_is_one_line_and_nothing_is_trained(case, minibert_dir
 def test_no_data_named_is_one_line(minibert_dir, tmp_path, capsys):
     assert main(["--init", str(minibert_dir), "--out", str(tmp_path), "--train", "x.tsv"]) == 2
     assert "--train FILE --dev FILE, or --tasks DIR" in capsys.readouterr().err
+
+
+# --- token classification ---------------------------------------------------------------------------
+
+TAG_OF = {**{w: "B-POS" for w in POSITIVE}, **{w: "B-NEG" for w in NEGATIVE}}
+PIECES = VOCAB + ["##s", "##ly"]  # so that some words split into two sub-tokens: "goods" -> good ##s
+
+
+def tagged_rows(n: int, seed: int) -> list[dict]:
+    """Sentences of filler and sentiment words, some with a suffix piece; each sentiment word
+    is an entity of its side (B-POS / B-NEG), the rest O."""
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        words = rng.choices(NEUTRAL + POSITIVE + NEGATIVE, k=rng.randint(3, 8))
+        tags = [TAG_OF.get(w, "O") for w in words]
+        words = [w + rng.choice(["", "", "s", "ly"]) for w in words]
+        rows.append({"tokens": words, "tags": tags})
+    return rows
+
+
+def write_conll(path: Path, rows: list[dict]) -> Path:
+    path.write_text("-DOCSTART- -X- O\n\n" + "".join("".join(f"{w} X {t}\n" for w, t in zip(r["tokens"], r["tags"])) + "\n"
+                                                     for r in rows))
+    return path
+
+
+@pytest.fixture(scope="module")
+def piece_model_dir(tmp_path_factory) -> Path:
+    torch.manual_seed(0)
+    return save_pretrained(Encoder(ModelConfig(**{**TINY, "vocab_size": len(PIECES)})), tmp_path_factory.mktemp("pieces"),
+                           tokenizer=WordPieceTokenizer(PIECES))
+
+
+def test_tags_are_learned_at_each_words_first_sub_token(piece_model_dir, tmp_path):
+    train = write_jsonl(tmp_path / "train.jsonl", tagged_rows(96, seed=1))
+    dev = write_conll(tmp_path / "dev.conll", tagged_rows(30, seed=2))
+    out = tmp_path / "out"
+    assert run(piece_model_dir, train, dev, out, *FAST) == 0  # --task auto: "tokens" in the JSONL
+    report = json.loads((out / "eval.json").read_text())
+    gold = tagged_rows(30, seed=2)
+    assert report["task"] == "tokens" and report["examples"] == 30 and report["words"] == sum(len(r["tokens"]) for r in gold)
+    assert report["accuracy"] >= 0.95 and report["f1"] >= 0.9, report
+    model, tokenizer, labels = load_classifier(out)
+    assert type(model).__name__ == "TokenClassifier" and labels.names == ["B-NEG", "B-POS", "O"]
+    from minibert.data.tagged import read_tagged
+
+    predicted = predict(model, tokenizer, read_tagged(dev), batch_size=4, max_len=64, device="cpu")
+    rows = [line.split("\t") for line in (out / "predictions.tsv").read_text().splitlines()[1:]]
+    assert [r[1] for r in rows] == [w for r in gold for w in r["tokens"]] and [r[3] for r in rows] == [t for r in gold for t in r["tags"]]
+    assert [r[2] for r in rows] == [labels.names[i] for p in predicted for i in p]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(NEUTRAL + POSITIVE), st.sampled_from(["", "s", "ly", "sly"])), min_size=1, max_size=12),
+       st.integers(4, 20))
+def test_word_inputs_read_each_tag_at_the_words_first_piece(words, max_len):
+    from minibert.data.tagged import TaggedData
+    from minibert.finetune.job import word_inputs
+    from minibert.heads import IGNORE_INDEX
+
+    tokenizer = WordPieceTokenizer(PIECES)
+    words = [w + suffix for w, suffix in words]
+    tags = list(range(len(words)))
+    data = TaggedData(Path("t.jsonl"), [words], [[str(t) for t in tags]], [[1] * len(words)])
+    inputs, starts = word_inputs(tokenizer, data, [0], max_len, [tags])
+    ids, labels = inputs["input_ids"][0].tolist(), inputs["labels"][0].tolist()
+    pieces = [tokenizer.tokenize_to_ids(w) for w in words]
+    kept = len(starts[0])
+    assert sum(len(p) for p in pieces[:kept]) + 2 <= max_len  # [CLS] words [SEP] fit
+    assert kept == len(words) or sum(len(p) for p in pieces[:kept + 1]) + 2 > max_len  # only what does not fit is cut
+    assert ids == [tokenizer.cls_id, *(i for p in pieces[:kept] for i in p), tokenizer.sep_id]
+    assert starts[0] == [1 + sum(len(p) for p in pieces[:j]) for j in range(kept)]
+    assert [labels[s] for s in starts[0]] == tags[:kept]
+    assert sum(label != IGNORE_INDEX for label in labels) == kept  # later pieces, [CLS] and [SEP] are not read
+
+
+def test_entities_and_tagging_scores_on_hand_computed_cases():
+    from minibert.finetune.scores import entities, tagging_metrics
+
+    assert entities(["B-PER", "I-PER", "O", "B-LOC", "I-LOC", "I-LOC"]) == {(0, 2, "PER"), (3, 6, "LOC")}
+    assert entities(["O", "I-ORG", "I-ORG"]) == {(1, 3, "ORG")}  # a stray I- starts an entity, as conlleval reads it
+    assert entities(["B-PER", "I-LOC", "B-PER", "B-PER"]) == {(0, 1, "PER"), (1, 2, "LOC"), (2, 3, "PER"), (3, 4, "PER")}
+    labels = LabelMap(["B-LOC", "B-PER", "I-PER", "O"])
+    gold, predicted = [[1, 2, 3, 0]], [[1, 3, 3, 0]]  # PER cut short: one entity right, one wrong, one missed
+    assert tagging_metrics(predicted, gold, labels) == {"accuracy": 0.75, "words": 4, "f1": 0.5}
+    assert tagging_metrics([[1, 2]], gold, labels) == {"accuracy": 1.0, "words": 2, "f1": 1.0}  # words cut by --max-len are not scored
+    assert "f1" not in tagging_metrics([[0, 1]], [[0, 0]], LabelMap(["NOUN", "VERB"]))  # no BIO tags: no entities
+
+
+@pytest.mark.parametrize("name, text, words", [
+    ("lengths.jsonl", '{"tokens": ["a", "b"], "tags": ["O"]}\n', ["line 1", "2 tokens but 1 tags"]),
+    ("strings.jsonl", '{"tokens": ["a"], "tags": [1]}\n', ["line 1", "two lists of strings"]),
+    ("untagged.conll", "good B-POS\nmovie\n", ["untagged.conll line 2", "has no tag"]),
+    ("blank.conll", "-DOCSTART- O\n\n", ["holds no sentences"]),
+])
+def test_bad_tagged_file_is_one_line(name, text, words, piece_model_dir, tmp_path, capsys):
+    (tmp_path / name).write_text(text)
+    good = write_jsonl(tmp_path / "good.jsonl", tagged_rows(4, seed=1))
+    assert run(piece_model_dir, good, tmp_path / name, tmp_path / "out", "--task", "tokens") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and all(word in err for word in words), err

@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +33,6 @@ LAYOUTS = (("sentence1", "sentence2"), ("sentence",), ("text",))  # first one th
 LABELS = ("label", "score")  # the label column; STS-B names its similarity scores `score`
 INTEGER = re.compile(r"[+-]?\d+")
 NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
-TASKS = ("classification", "regression")
 
 
 @dataclass
@@ -52,20 +52,14 @@ class TaskData:
 def read_task(path: str | Path) -> TaskData:
     """Read a .tsv, .csv or .jsonl classification file (columns described in the module docstring)."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no such file: {path}")
-    if path.suffix not in FORMATS:
-        raise ValueError(f"{path}: unknown format {path.suffix!r}; fine-tuning data must be one of {', '.join(FORMATS)}")
     try:
-        with path.open(encoding="utf-8-sig", newline="") as file:  # -sig: tolerate a byte-order mark
+        with task_file(path, FORMATS, "fine-tuning data") as file:
             rows = read_jsonl(path, file) if path.suffix == ".jsonl" else read_table(path, file)
             header = next(rows, None)
             if header is None:
                 raise ValueError(f"{path} is empty; it needs a header (or JSON keys) and one example per line")
             columns = pick_columns(path, header)
             records = [(line, select(path, line, row, columns)) for line, row in rows]
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{path} is not UTF-8 text (byte {error.start}: {error.reason}); save it as UTF-8") from None
     except csv.Error as error:
         raise ValueError(f"{path} is not well-formed CSV ({error}); fix its quoting") from None
     if not records:
@@ -74,6 +68,21 @@ def read_task(path: str | Path) -> TaskData:
     fields = list(zip(*(values for _, values in records)))
     pairs = list(fields[1]) if len(columns) == 3 else None
     return TaskData(path, list(fields[0]), pairs, [label.strip() for label in fields[-1]], lines)
+
+
+@contextmanager
+def task_file(path: Path, formats: tuple[str, ...], what: str):
+    """The open file, once it is known to exist and to have one of `formats`; UTF-8 with a
+    byte-order mark tolerated, and a byte that is not UTF-8 a one-line error naming it."""
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    if path.suffix not in formats:
+        raise ValueError(f"{path}: unknown format {path.suffix!r}; {what} must be one of {', '.join(formats)}")
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as file:
+            yield file
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path} is not UTF-8 text (byte {error.start}: {error.reason}); save it as UTF-8") from None
 
 
 def pick_columns(path: Path, header) -> tuple[str, ...]:

@@ -5,25 +5,27 @@
     python -m minibert.finetune ...          (the same flags)
 
 --init is a minibert checkpoint (its tokenizer saved beside it) or a Hugging Face
-BERT-family directory (its WordPiece vocab.txt). A task is classification (class names) or
-regression (numeric scores, one output, MSE). OUT receives
+BERT-family directory (its WordPiece vocab.txt). A task is classification (class names),
+regression (numeric scores, one output, MSE) or tokens (a tag per word, read at the word's
+first sub-token). OUT receives
 
     config.json, model.safetensors, labels.json, tokenizer   the model (load_classifier)
-    eval.json                                                dev scores: accuracy (F1, MCC for 2 classes)
-                                                             or Pearson, Spearman and MSE
+    eval.json                                                dev scores: accuracy (F1, MCC for 2 classes),
+                                                             Pearson, Spearman and MSE, or word accuracy
+                                                             (and entity F1 for BIO tags)
     metrics.jsonl                                            the training loop's log, as in pretraining
-    predictions.tsv                                          index, prediction and gold label per dev row
+    predictions.tsv                                          prediction and gold label per dev example (per word)
 
     cli.py         the command line, and the table of a --tasks run
     job.py         one task: data, the model, the training loop, predictions, outputs
-    scores.py      accuracy, F1, MCC; Pearson, Spearman
+    scores.py      accuracy, F1, MCC; Pearson, Spearman; entity F1
     checkpoint.py  the fine-tuned model on disk
 """
 
 from .checkpoint import Classifier, load_classifier, save_classifier
 from .cli import main
-from .job import finetune, model_inputs, predict
-from .scores import classification_metrics, pearson, ranks, regression_metrics, spearman
+from .job import finetune, model_inputs, predict, word_inputs
+from .scores import classification_metrics, entities, pearson, ranks, regression_metrics, spearman, tagging_metrics
 
-__all__ = ["Classifier", "classification_metrics", "finetune", "load_classifier", "main", "model_inputs", "pearson",
-           "predict", "ranks", "regression_metrics", "save_classifier", "spearman"]
+__all__ = ["Classifier", "classification_metrics", "entities", "finetune", "load_classifier", "main", "model_inputs",
+           "pearson", "predict", "ranks", "regression_metrics", "save_classifier", "spearman", "tagging_metrics", "word_inputs"]

@@ -1,5 +1,8 @@
 """A fine-tuned model on disk: minibert's checkpoint format plus the head and its labels.
 
+The head is a `SequenceClassifier` (one output per class, or one score) or a
+`TokenClassifier` (a tag per token).
+
     config.json        the encoder's ModelConfig and a marker naming the head and its outputs
     model.safetensors  every parameter, under our names
     labels.json        the class names, in id order (classification only)
@@ -19,27 +22,27 @@ from ..config import ModelConfig
 from ..data import load_tokenizer
 from ..data.tasks import LabelMap
 from ..data.tokenizer import Tokenizer
-from ..heads import SequenceClassifier
+from ..heads import SequenceClassifier, TokenClassifier
 from ..pretrained import FORMAT_KEY, FORMAT_VERSION
 from ..pretrained.checkpoint import CONFIG_FILE, SAFETENSORS_FILE, load_tensors, open_tensors, read_json, save_tensors, write_json
 
-HEAD = "classifier"  # the head named in a fine-tuned checkpoint's config.json
+HEADS = {"classifier": SequenceClassifier, "token_classifier": TokenClassifier}  # as named in config.json
 LABELS_FILE = "labels.json"
 TOKENIZER_FILES = ("tokenizer.model", "vocab.txt", "tokenizer_config.json")  # SentencePiece or WordPiece
 
 
 class Classifier(NamedTuple):
-    model: SequenceClassifier
+    model: SequenceClassifier | TokenClassifier
     tokenizer: Tokenizer
     labels: LabelMap | None  # None for regression
 
 
 def is_classifier(stored_config: dict) -> bool:
     marker = stored_config.get(FORMAT_KEY)
-    return isinstance(marker, dict) and marker.get("head") == HEAD
+    return isinstance(marker, dict) and marker.get("head") in HEADS
 
 
-def save_classifier(model: SequenceClassifier, tokenizer: Tokenizer, labels: LabelMap | None, directory: str | Path) -> Path:
+def save_classifier(model: SequenceClassifier | TokenClassifier, tokenizer: Tokenizer, labels: LabelMap | None, directory: str | Path) -> Path:
     """minibert's checkpoint format with a classification (or regression) head: our parameter
     names, the head and its number of outputs in config.json, the label names in labels.json.
     config.json is written last, so a folder that has one holds a complete model. Files left
@@ -53,7 +56,8 @@ def save_classifier(model: SequenceClassifier, tokenizer: Tokenizer, labels: Lab
     tokenizer.save(directory)
     if labels is not None:
         write_json(directory / LABELS_FILE, {"labels": labels.names})
-    marker = {"format": FORMAT_VERSION, "head": HEAD, "num_labels": model.num_labels}
+    head = next(name for name, kind in HEADS.items() if isinstance(model, kind))
+    marker = {"format": FORMAT_VERSION, "head": head, "num_labels": model.num_labels}
     write_json(directory / CONFIG_FILE, {FORMAT_KEY: marker, **model.config.to_dict()})
     return directory
 
@@ -65,17 +69,19 @@ def load_classifier(directory: str | Path) -> Classifier:
     stored = read_json(directory / CONFIG_FILE)
     if not is_classifier(stored):
         raise ValueError(
-            f"{directory} holds no fine-tuned classifier (its config.json names no {HEAD!r} head); load it with from_pretrained"
+            f"{directory} holds no fine-tuned classifier (its config.json names none of the heads {', '.join(HEADS)}); "
+            f"load it with from_pretrained"
         )
     fields = dict(stored)
-    num_labels = fields.pop(FORMAT_KEY).get("num_labels")
+    marker = fields.pop(FORMAT_KEY)
+    num_labels = marker.get("num_labels")
     labels = None if num_labels == 1 else LabelMap(read_json(directory / LABELS_FILE).get("labels"))
     if labels is not None and num_labels != len(labels):
         raise ValueError(
             f"{directory}: config.json says {num_labels} labels but {LABELS_FILE} names {len(labels)}; the folder is inconsistent"
         )
     with torch.device("meta"):  # shapes only: the checkpoint's tensors become the parameters
-        model = SequenceClassifier(ModelConfig.from_dict(fields), num_labels)
+        model = HEADS[marker["head"]](ModelConfig.from_dict(fields), num_labels)
     with open_tensors(directory) as tensors:
         load_tensors(model, {name: (name,) for name in model.state_dict()}, tensors, ())
     return Classifier(model.eval(), load_tokenizer(directory), labels)

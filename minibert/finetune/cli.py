@@ -3,7 +3,7 @@
     python train.py finetune --init DIR --train train.tsv --dev dev.tsv --out OUT
     python train.py finetune --init DIR --tasks data/sst2 data/rte data/stsb --out OUT
 
-A task folder holds one train.* and one dev.* file (.tsv, .csv or .jsonl: GLUE's layout).
+A task folder holds one train.* and one dev.* file (.tsv, .csv, .jsonl or .conll: GLUE's layout).
 With --tasks every folder is fine-tuned from the same checkpoint into OUT/<folder name>,
 and one table of dev scores is printed at the end. Every flag applies to every task.
 """
@@ -14,30 +14,31 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..data.tasks import FORMATS, TASKS
+from ..data import tagged, tasks
 from ..pretrained.checkpoint import SAFETENSORS_FILE
 from ..training.cli import Parser, report_errors
 from ..training.distributed import Distributed
 from ..training.precision import PRECISIONS, Precision
 from ..training.settings import DEVICES
-from .job import DEFAULT_EPOCHS, DEFAULT_MAX_LEN, TaskFiles, finetune, load_backbone
+from .job import DEFAULT_EPOCHS, DEFAULT_MAX_LEN, TASKS, TaskFiles, finetune, load_backbone
 
 PROG = "python -m minibert.finetune"
 TABLE = ("accuracy", "f1", "mcc", "pearson", "spearman")  # the score columns of the --tasks table
+FORMATS = sorted({*tasks.FORMATS, *tagged.FORMATS})  # what a task folder's train.* and dev.* may be
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
-    parser = Parser(prog=prog, description="Fine-tune a pretrained encoder for sequence classification or regression.")
+    parser = Parser(prog=prog, description="Fine-tune a pretrained encoder for classification, regression or tagging.")
     parser.add_argument("--init", required=True, metavar="DIR", help="minibert checkpoint or Hugging Face BERT-family directory")
-    parser.add_argument("--train", metavar="FILE", help="training examples: .tsv (GLUE), .csv or .jsonl")
+    parser.add_argument("--train", metavar="FILE", help="training examples: .tsv (GLUE), .csv or .jsonl; tagged words: .conll or .jsonl")
     parser.add_argument("--dev", metavar="FILE", help="held-out examples in the same format, labels from the training set")
     parser.add_argument("--tasks", nargs="+", metavar="DIR",
                         help="instead of --train/--dev: task folders, each with one train.* and one dev.* file; "
                              "each is fine-tuned into OUT/<folder name> and one table is printed")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory for the model, eval.json and predictions.tsv")
     parser.add_argument("--task", choices=("auto", *TASKS), default="auto",
-                        help="auto = regression when the training labels are numbers with fractions (STS-B), "
-                             "else classification (default auto)")
+                        help="auto = tokens for .conll files and JSONL with \"tokens\"; regression when the training "
+                             "labels are numbers with fractions (STS-B); else classification (default auto)")
     length = parser.add_mutually_exclusive_group()
     length.add_argument("--steps", type=int, metavar="N", help="optimizer steps")
     length.add_argument("--epochs", type=float, metavar="E", help=f"passes over the training set (default {DEFAULT_EPOCHS:g})")
@@ -119,8 +120,8 @@ def split_file(folder: Path, split: str) -> Path:
     found = sorted(path for path in folder.glob(f"{split}.*") if path.suffix in FORMATS)
     if len(found) != 1:
         have = "none" if not found else " and ".join(path.name for path in found)
-        raise FileNotFoundError(f"--tasks {folder} needs exactly one {split} file ({split}.tsv, {split}.csv or "
-                                f"{split}.jsonl), found {have}")
+        raise FileNotFoundError(f"--tasks {folder} needs exactly one {split} file "
+                                f"({', '.join(split + suffix for suffix in FORMATS)}), found {have}")
     return found[0]
 
 

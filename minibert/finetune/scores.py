@@ -2,6 +2,7 @@
 
     classification  accuracy; with two classes also F1 of the second label and Matthews' correlation
     regression      Pearson's r and Spearman's rho between predicted and gold scores, and the MSE
+    tokens          word accuracy; for BIO tags also CoNLL's entity F1
 
 Each is a few lines of torch, in float64, so no statistics package is needed.
 """
@@ -63,3 +64,35 @@ def ranks(values: Sequence[float]) -> torch.Tensor:
     ranked = torch.empty_like(values)
     ranked[order] = shared[group]
     return ranked
+
+
+def tagging_metrics(predicted: list[list[int]], gold: list[list[int]], labels: LabelMap) -> dict:
+    """Accuracy over the words predicted (those within --max-len; `words` counts them); when
+    the tags follow the BIO scheme (B-PER, I-PER, O) also the entity F1 of CoNLL-2003: an
+    entity counts as found only with its exact span and type."""
+    pairs = [(p, g[:len(p)]) for p, g in zip(predicted, gold)]
+    words = sum(len(p) for p, _ in pairs)
+    report = {"accuracy": sum(a == b for p, g in pairs for a, b in zip(p, g)) / max(1, words), "words": words}
+    names = [str(name) for name in labels.names]
+    if any(name.startswith(("B-", "I-")) for name in names):
+        tp = fp = fn = 0
+        for p, g in pairs:
+            found, true = entities([names[i] for i in p]), entities([names[i] for i in g])
+            tp, fp, fn = tp + len(found & true), fp + len(found - true), fn + len(true - found)
+        report["f1"] = 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0
+    return report
+
+
+def entities(tags: list[str]) -> set[tuple[int, int, str]]:
+    """(start, end, type) of each entity in BIO tags: B-X starts one, I-X continues an open X
+    (or starts one, as CoNLL's conlleval reads a stray I-X), any other tag ends it."""
+    found, start, kind = set(), None, None
+    for i, tag in enumerate([*tags, "O"]):
+        prefix, _, name = tag.partition("-")
+        continues = prefix == "I" and start is not None and name == kind
+        if start is not None and not continues:
+            found.add((start, i, kind))
+            start = None
+        if prefix in ("B", "I") and not continues:
+            start, kind = i, name
+    return found
