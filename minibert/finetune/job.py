@@ -35,7 +35,7 @@ from ..training.metrics import MetricsLog
 from ..training.optim import build_optimizer
 from ..training.precision import Precision
 from .checkpoint import Classifier, is_classifier, load_classifier, save_classifier
-from .scores import classification_metrics, regression_metrics, tagging_metrics
+from .scores import dev_scores
 
 DEFAULT_EPOCHS = 3.0
 DEFAULT_MAX_LEN = 128
@@ -68,15 +68,15 @@ def finetune(args: argparse.Namespace, files: TaskFiles, backbone: tuple[Encoder
                         skip_nonfinite=args.skip_nonfinite)
 
     torch.manual_seed(args.seed)  # the head's initialisation and dropout
-    model = (TokenClassifier if task == "tokens" else SequenceClassifier)(encoder.config, 1 if labels is None else len(labels))
+    head = TokenClassifier if task == "tokens" else SequenceClassifier
+    model = head(encoder.config, 1 if labels is None else len(labels))  # regression: one output, the score
     model.encoder.load_state_dict(encoder.state_dict())
     model.to(device)
     started = time.perf_counter()
     train_loss = train_task(model, tokenizer, train_data, train_targets, loop, args.batch_size, max_len, device, files.out)
     predicted = predict(model, tokenizer, dev, args.batch_size, max_len, device, amp)
 
-    report = (regression_metrics(predicted, dev_targets) if labels is None else tagging_metrics(predicted, dev_targets, labels)
-              if task == "tokens" else classification_metrics(predicted, dev_targets, labels))
+    report = dev_scores(task, predicted, dev_targets, labels)
     report.update(task=task, examples=len(dev), steps=steps, train_loss=train_loss, seconds=round(time.perf_counter() - started, 1),
                   args={k: v for k, v in vars(args).items() if k not in ("overwrite", "debug")})
     write_outputs(files.out, Classifier(model, tokenizer, labels), report, prediction_rows(dev, predicted, dev_targets, labels))

@@ -17,6 +17,15 @@ import torch
 from ..data.tasks import LabelMap
 
 
+def dev_scores(task: str, predicted: list, gold: list, labels: LabelMap | None) -> dict:
+    """The scores of one kind of task (a name in job.TASKS)."""
+    if task == "regression":
+        return regression_metrics(predicted, gold)
+    if task == "tokens":
+        return tagging_metrics(predicted, gold, labels)
+    return classification_metrics(predicted, gold, labels)
+
+
 def classification_metrics(predicted: list[int], gold: list[int], labels: LabelMap) -> dict:
     """Accuracy; for two classes also F1 of the second label and Matthews' correlation (GLUE's
     metrics for MRPC/QQP and CoLA). MCC is 0 when a prediction or gold class never occurs."""
