@@ -1,9 +1,10 @@
 """Pretrain a member of the BERT family, or fine-tune one.
 
     python train.py --variant {bert,roberta,albert,distilbert,electra} [flags]   # pretraining
-    python train.py finetune --init DIR --train FILE --dev FILE --out DIR        # classification
+    python train.py finetune --init DIR --train FILE --dev FILE --out DIR        # classification, regression
+    python train.py finetune --init DIR --tasks DIR [DIR ...] --out DIR          # every task folder, one table
 
-Everything lives in minibert/training/ and minibert/finetune.py; `--help` lists every flag.
+Everything lives in minibert/training/ and minibert/finetune/; `--help` lists every flag.
 """
 
 import sys

@@ -6,11 +6,12 @@
 
 from .config import ModelConfig
 from .data.wordpiece import WordPieceTokenizer
-from .heads import ClassifierOutput, MaskedLM, MaskedLMOutput, ReplacedTokenDetector, ReplacedTokenOutput, SequenceClassifier
+from .heads import (ClassifierOutput, MaskedLM, MaskedLMOutput, ReplacedTokenDetector, ReplacedTokenOutput, SequenceClassifier,
+                    TokenClassifier, TokenClassifierOutput)
 from .model import Encoder, ModelOutput
 from .pretrained import from_pretrained, save_pretrained
 from .probe import detect_replaced, fill_mask
 
 __all__ = ["ModelConfig", "Encoder", "ModelOutput", "MaskedLM", "ReplacedTokenDetector", "SequenceClassifier",
-           "MaskedLMOutput", "ReplacedTokenOutput", "ClassifierOutput",
+           "TokenClassifier", "MaskedLMOutput", "ReplacedTokenOutput", "ClassifierOutput", "TokenClassifierOutput",
            "from_pretrained", "save_pretrained", "WordPieceTokenizer", "fill_mask", "detect_replaced"]

@@ -3,10 +3,10 @@
     MaskedLMHead        H → E, activation, LayerNorm, decoder tied to the word embeddings
     SentencePairHead    2 classes on the pooled output (NSP for BERT, SOP for ALBERT)
     ReplacedTokenHead   one logit per token: "was this token replaced?" (ELECTRA)
-    ClassificationHead  num_labels on the pooled output (fine-tuning)
+    ClassificationHead  num_labels on the pooled output, or on every token (fine-tuning)
 
 A task model is an `Encoder` plus one head: `MaskedLM`, `ReplacedTokenDetector`,
-`SequenceClassifier`.
+`SequenceClassifier`, `TokenClassifier`.
 """
 
 from __future__ import annotations
@@ -45,7 +45,17 @@ class ReplacedTokenOutput(ModelOutput):
 
 @dataclass
 class ClassifierOutput(ModelOutput):
-    """`SequenceClassifier`'s output: `logits` [B, num_labels]; `loss` with labels."""
+    """`SequenceClassifier`'s output: `logits` [B, num_labels] (one label: [B, 1] regression
+    scores); `loss` with labels."""
+
+    logits: torch.Tensor | None = None
+    loss: torch.Tensor | None = None
+
+
+@dataclass
+class TokenClassifierOutput(ModelOutput):
+    """`TokenClassifier`'s output: `logits` [B, T, num_labels], a tag score per position;
+    `loss` with labels (exact at labelled positions, where the last layer ran)."""
 
     logits: torch.Tensor | None = None
     loss: torch.Tensor | None = None
@@ -111,7 +121,8 @@ def replaced_token_loss(logits, labels, attention_mask=None) -> torch.Tensor:
 
 
 class ClassificationHead(nn.Module):
-    """Sequence classification from the pooled vector (or the first token without a pooler)."""
+    """Sequence classification from the pooled vector (or the first token without a pooler);
+    applied to every token's vector, token classification."""
 
     def __init__(self, config: ModelConfig, num_labels: int):
         super().__init__()
@@ -204,7 +215,9 @@ class ReplacedTokenDetector(EncoderWithHead):
 
 class SequenceClassifier(EncoderWithHead):
     """Encoder + classification head, for fine-tuning. With labels, the last layer runs at
-    position 0 only (`last_hidden_state` is zero elsewhere; see `Encoder.forward`'s `needed`)."""
+    position 0 only (`last_hidden_state` is zero elsewhere; see `Encoder.forward`'s `needed`).
+    One label means regression, as in BERT's STS-B setup: the single logit is the predicted
+    score and the loss is the mean squared error against float labels."""
 
     def __init__(self, config: ModelConfig, num_labels: int):
         super().__init__(config, lambda c: ClassificationHead(c, num_labels))
@@ -215,5 +228,29 @@ class SequenceClassifier(EncoderWithHead):
         needed = None if labels is None else cls_position(input_ids)
         out = self.encoder(input_ids, attention_mask, token_type_ids, needed=needed)
         logits = self.head(pooled_or_first(out))  # [B, num_labels]
-        loss = None if labels is None else F.cross_entropy(logits.float(), labels)
+        if labels is None:
+            loss = None
+        elif self.num_labels == 1:  # regression: [B, 1] -> [B] scores
+            loss = F.mse_loss(logits.float().squeeze(-1), labels.float())
+        else:
+            loss = F.cross_entropy(logits.float(), labels)
         return ClassifierOutput(out.last_hidden_state, out.pooler_output, logits=logits, loss=loss)
+
+
+class TokenClassifier(EncoderWithHead):
+    """Encoder + the classification layer at every token, for tagging (named entities, parts
+    of speech). `labels` is [B, T] with IGNORE_INDEX wherever no word starts (specials,
+    padding, a word's later sub-tokens); the last layer runs only where a label exists."""
+
+    def __init__(self, config: ModelConfig, num_labels: int):
+        super().__init__(config, lambda c: ClassificationHead(c, num_labels))
+        self.num_labels = num_labels
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> TokenClassifierOutput:
+        needed = None if labels is None else labels != IGNORE_INDEX
+        out = self.encoder(input_ids, attention_mask, token_type_ids, needed=needed)
+        logits = self.head(out.last_hidden_state)  # [B, T, H] -> [B, T, num_labels]
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
+        return TokenClassifierOutput(out.last_hidden_state, out.pooler_output, logits=logits, loss=loss)

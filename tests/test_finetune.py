@@ -18,9 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minibert import Encoder, ModelConfig, save_pretrained
-from minibert.data.tasks import LabelMap, read_task
+from minibert.data.tasks import LabelMap, TaskData, read_task, task_of
 from minibert.data.wordpiece import WordPieceTokenizer
-from minibert.finetune import classification_metrics, load_classifier, main, model_inputs, predict
+from minibert.finetune import (
+    classification_metrics, load_classifier, main, model_inputs, pearson, predict, ranks, regression_metrics, spearman,
+)
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 POSITIVE = ["good", "great", "fine", "nice"]
@@ -194,8 +196,6 @@ def test_integer_labels_keep_their_values_in_every_format(tmp_path):
 @given(st.lists(st.sampled_from(["neg", "pos", "neutral", "0", "1", "x y"]), min_size=2).filter(lambda ls: len(set(ls)) > 1),
        st.randoms(use_true_random=False))
 def test_label_map_round_trips_and_ignores_order(labels, rng):
-    from minibert.data.tasks import TaskData
-
     shuffled = rng.sample(labels, len(labels))
     first, second = LabelMap.from_labels(labels), LabelMap.from_labels(shuffled)
     assert first.names == second.names and len(first) == len(set(labels))
@@ -218,8 +218,6 @@ def test_real_glue_files_read_as_documented(datasets_dir):
 @given(st.lists(st.tuples(st.lists(st.sampled_from(NEUTRAL), min_size=1, max_size=6),
                           st.lists(st.sampled_from(POSITIVE), min_size=1, max_size=6)), min_size=1, max_size=4))
 def test_pair_inputs_mark_segment_b_with_type_id_1(pairs):
-    from minibert.data.tasks import TaskData
-
     tokenizer = WordPieceTokenizer(VOCAB)
     data = TaskData(Path("p.tsv"), [" ".join(a) for a, _ in pairs], [" ".join(b) for _, b in pairs], ["x"] * len(pairs), [])
     rows = list(range(len(pairs)))
@@ -263,7 +261,10 @@ BAD_INPUTS = {
     "malformed row": (("row.tsv", "sentence\tlabel\nfine\t1\nno label here\n"), None, [], ["row.tsv line 3", "1 fields"]),
     "empty label": (("nolabel.tsv", "sentence\tlabel\nfine\t1\nbad\t \n"), None, [], ["line 3", "label is empty"]),
     "bad json": (("bad.jsonl", '{"text": "a", "label": 1}\n{"text": \n'), None, [], ["bad.jsonl line 2", "JSON"]),
-    "float label": (("float.jsonl", '{"text": "a", "label": 0.5}\n'), None, [], ["line 1", "regression"]),
+    "scores against class names": (("float.jsonl", '{"text": "a", "label": 0.5}\n'), None, [],
+                                   ["dev.tsv line 2", "'negative' is not a number", "--task classification"]),
+    "class names as scores": (None, None, ["--task", "regression"], ["train.tsv line 2", "is not a number"]),
+    "boolean label": (("bool.jsonl", '{"text": "a", "label": true}\n'), None, [], ["line 1", "'label' is true", "strings or numbers"]),
     "unknown format": (("data.txt", "x"), None, [], ["unknown format", ".jsonl"]),
     "not utf-8": (("latin.tsv", "sentence\tlabel\ncafé\t1\n".encode("latin-1")), None, [], ["latin.tsv is not UTF-8"]),
     "bad csv": (("huge.csv", "sentence,label\n" + "x" * 200_000 + ",1\n"), None, [], ["huge.csv is not well-formed CSV"]),
@@ -276,7 +277,7 @@ BAD_INPUTS = {
     "zero batch": (None, None, ["--batch-size", "0"], ["--batch-size must be positive"]),
     "warmup above 1": (None, None, ["--warmup", "2"], ["--warmup", "between 0 and 1"]),
     "too long": (None, None, ["--max-len", "999"], ["--max-len 999 exceeds the 64 positions"]),
-    "diverging": (None, None, ["--lr", "1e30", "--steps", "10"], ["loss became", "lower --lr"]),
+    "diverging": (None, None, ["--lr", "1e30", "--steps", "10"], ["loss became NaN/Inf at step", "Lower --lr (now 1e+30)", "--skip-nonfinite"]),
     "steps and epochs": (None, None, ["--steps", "5", "--epochs", "1"], ["--epochs", "not allowed with", "--steps"]),
     "not a number": (None, None, ["--steps", "ten"], ["invalid int value: 'ten'"]),
     "fp16 on a cpu": (None, None, ["--precision", "fp16"], ["--precision fp16 needs a CUDA GPU", "use --precision bf16 or fp32"]),
@@ -298,7 +299,11 @@ def test_bad_input_is_one_line_and_exit_code_2(case, toy, minibert_dir, tmp_path
     train, dev, extra, words = BAD_INPUTS[case]
     assert run(minibert_dir, file(train, toy[0]), file(dev, toy[1]), tmp_path / "out", *extra) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err and err.startswith("python -m minibert.finetune: error: ")
+    lines = err.splitlines()
+    errors = [line for line in lines if line.startswith("python -m minibert.finetune: error: ")]
+    assert "Traceback" not in err and errors == lines[-1:]
+    assert len(lines) == 1 or case == "diverging"  # only a run that began training shows a progress bar first
+    err = errors[0]
     for word in words:
         assert word in err, (case, err)
     assert not (tmp_path / "out" / "model.safetensors").exists()
@@ -309,3 +314,285 @@ def test_bad_init_and_debug_traceback(toy, tmp_path, capsys):
     assert "--init" in capsys.readouterr().err
     with pytest.raises(FileNotFoundError):
         run(tmp_path / "missing", *toy, tmp_path / "out", "--debug")
+
+
+# --- regression -------------------------------------------------------------------------------------
+
+SCORES = {"awful": 0.0, "bad": 1.0, "sad": 1.5, "fine": 3.0, "good": 3.5, "great": 4.5}  # one word decides the score
+
+
+def score_rows(n: int, seed: int) -> list[dict]:
+    """Filler sentences with one scored word; the target is that word's score (STS-B-like floats)."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        word = list(SCORES)[i % len(SCORES)]
+        words = rng.choices(NEUTRAL, k=rng.randint(2, 6))
+        words.insert(rng.randint(0, len(words)), word)
+        rows.append({"sentence": " ".join(words), "label": SCORES[word]})
+    return rows
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory) -> Path:
+    """A task folder in GLUE's layout whose labels are float scores."""
+    folder = tmp_path_factory.mktemp("scored")
+    write_jsonl(folder / "train.jsonl", score_rows(96, seed=1))
+    write_jsonl(folder / "dev.jsonl", score_rows(36, seed=2))
+    return folder
+
+
+def test_a_learnable_score_is_regressed_with_high_correlation(minibert_dir, scored, tmp_path):
+    out = tmp_path / "out"
+    steps = ["--steps", "160", "--batch-size", "16", "--lr", "3e-3"]  # a score from 0 to 4.5 takes longer than a class
+    assert run(minibert_dir, scored / "train.jsonl", scored / "dev.jsonl", out, *steps) == 0  # --task auto: floats
+    report = json.loads((out / "eval.json").read_text())
+    assert report["task"] == "regression" and "accuracy" not in report and report["examples"] == 36
+    assert report["pearson"] >= 0.95 and report["spearman"] >= 0.9 and report["mse"] < 0.5, report
+    losses = [json.loads(line)["loss"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert losses[-1] < 0.2 * losses[0]  # the loop's log: the MSE falls
+    # the saved regressor loads again, has no class names, and predicts what predictions.tsv says
+    model, tokenizer, labels = load_classifier(out)
+    assert labels is None and model.num_labels == 1
+    predicted = predict(model, tokenizer, read_task(scored / "dev.jsonl"), batch_size=5, max_len=64, device="cpu")
+    rows = [line.split("\t") for line in (out / "predictions.tsv").read_text().splitlines()[1:]]
+    assert [float(r[1]) for r in rows] == pytest.approx(predicted, abs=1e-4)
+    assert [float(r[2]) for r in rows] == [row["label"] for row in score_rows(36, seed=2)]
+    assert regression_metrics(predicted, [float(r[2]) for r in rows])["pearson"] == pytest.approx(report["pearson"], abs=1e-4)
+
+
+def test_sts_b_layout_reads_as_a_regression_pair_task(tmp_path):
+    header = ["index", "genre", "filename", "year", "old_index", "source1", "source2", "sentence1", "sentence2", "score"]
+    rows = [("0", "main-captions", "MSRvid", "2012test", "0001", "none", "none", "A plane takes off.", "An air plane is taking off.", "5.000"),
+            ("1", "main-captions", "MSRvid", "2012test", "0004", "none", "none", "A man plays a flute.", "A man plays the flute.", "3.800")]
+    data = read_task(write_tsv(tmp_path / "dev.tsv", header, rows))
+    assert data.pairs == ["An air plane is taking off.", "A man plays the flute."] and task_of(data) == "regression"
+    from minibert.data.tasks import regression_targets
+
+    assert regression_targets(data) == [5.0, 3.8]
+
+
+@pytest.mark.parametrize("labels, task", [(["0", "1", "1"], "classification"), (["3.8", "1", "0"], "regression"),
+                                          (["2.5e-1", "-3"], "regression"), (["pos", "1.5"], "classification"),
+                                          (["nan", "1.5"], "classification")])
+def test_regression_is_recognised_by_fractional_numbers(labels, task):
+    assert task_of(TaskData(Path("t.tsv"), ["x"] * len(labels), None, labels, list(range(len(labels))))) == task
+
+
+# --- correlation metrics ----------------------------------------------------------------------------
+
+def test_correlations_on_hand_computed_cases():
+    assert ranks([10, 20, 20, 30]).tolist() == [1, 2.5, 2.5, 4]
+    assert ranks([3.0, -1.0, 3.0, 3.0]).tolist() == [3, 1, 3, 3]
+    assert pearson([1, 2, 3], [2, 4, 6]) == pytest.approx(1.0) and pearson([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    assert pearson([1, 2, 3], [5, 5, 5]) == 0.0  # a constant has no correlation with anything
+    # x = 1..4, y = 1, 3, 2, 4: centred x (-1.5, -.5, .5, 1.5), y (-1.5, .5, -.5, 1.5); r = 4 / 5
+    assert pearson([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(0.8)
+    assert spearman([1, 2, 3, 4], [1, 10, 100, 1000]) == pytest.approx(1.0)  # monotone, far from linear
+    assert pearson([1, 2, 3, 4], [1, 10, 100, 1000]) < 0.9
+    assert regression_metrics([1.0, 2.0], [1.5, 2.0])["mse"] == pytest.approx(0.125)
+
+
+floats = st.lists(st.integers(-10**6, 10**6).map(lambda i: i / 1000), min_size=3, max_size=30)
+
+
+def brute_force_ranks(values: list[float]) -> list[float]:
+    """1 + the number of smaller values + half the number of other equal ones."""
+    return [1 + sum(w < v for w in values) + (sum(w == v for w in values) - 1) / 2 for v in values]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_pearson_matches_numpy_and_spearman_is_pearson_of_ranks(data):
+    np = pytest.importorskip("numpy")
+    x = data.draw(floats)
+    y = data.draw(st.lists(st.integers(-10**6, 10**6).map(lambda i: i / 1000), min_size=len(x), max_size=len(x)))
+    assert ranks(x).tolist() == brute_force_ranks(x)
+    if len(set(x)) > 1 and len(set(y)) > 1:
+        assert pearson(x, y) == pytest.approx(float(np.corrcoef(x, y)[0, 1]), abs=1e-9)
+        assert spearman(x, y) == pytest.approx(float(np.corrcoef(brute_force_ranks(x), brute_force_ranks(y))[0, 1]), abs=1e-9)
+    assert spearman(x, y) == pearson(ranks(x), ranks(y))
+    assert -1 - 1e-12 <= pearson(x, y) <= 1 + 1e-12 and spearman(x, y) == pytest.approx(spearman(y, x))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(-1000, 1000), min_size=3, max_size=30), st.lists(st.integers(-1000, 1000), min_size=30, max_size=30),
+       st.sampled_from([lambda v: v ** 3 + v, lambda v: 2.5 * v - 7, lambda v: (v + 1000) ** 0.5]))
+def test_spearman_ignores_increasing_transforms_and_flips_under_decreasing_ones(x, y, increasing):
+    y = y[:len(x)]
+    transformed = [increasing(v) for v in x]
+    assert spearman(transformed, y) == spearman(x, y)
+    assert spearman([-v for v in transformed], y) == pytest.approx(-spearman(x, y), abs=1e-12)
+
+
+# --- several task folders, one table ----------------------------------------------------------------
+
+
+def test_every_task_folder_is_fine_tuned_and_gets_one_row(minibert_dir, toy, scored, tmp_path, capsys):
+    sentiment = tmp_path / "sentiment"
+    sentiment.mkdir()
+    for path in toy:
+        shutil.copy(path, sentiment / path.name)
+    out = tmp_path / "out"
+    assert main(["--init", str(minibert_dir), "--tasks", str(sentiment), str(scored), "--out", str(out), "--device", "cpu",
+                 "--steps", "3", "--batch-size", "8"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    table = lines[lines.index(next(line for line in lines if line.startswith("| task"))):]
+    header = [cell.strip() for cell in table[0].strip("|").split("|")]
+    rows = {cells[0]: dict(zip(header, cells)) for cells in ([c.strip() for c in line.strip("|").split("|")] for line in table[2:])}
+    assert header[:4] == ["task", "kind", "dev", "steps"] and set(table[1]) <= {"|", "-"}
+    assert len(table) == 4 and set(rows) == {"sentiment", scored.name}
+    assert rows["sentiment"]["kind"] == "classification" and rows[scored.name]["kind"] == "regression"
+    for name, row in rows.items():
+        report = json.loads((out / name / "eval.json").read_text())
+        assert row["dev"] == str(report["examples"]) and row["steps"] == "3"
+        assert all(row[metric] == (f"{report[metric]:.4f}" if metric in report else "-")
+                   for metric in ("accuracy", "f1", "mcc", "pearson", "spearman"))
+
+
+def bad_folders(tmp_path: Path, toy) -> dict[str, tuple[list[str], list[str]]]:
+    """case -> (--tasks arguments, words of the one-line error)."""
+    good = tmp_path / "good"
+    good.mkdir()
+    for path in toy:
+        shutil.copy(path, good / path.name)
+    no_dev = tmp_path / "no_dev"
+    no_dev.mkdir()
+    shutil.copy(toy[0], no_dev / "train.tsv")
+    two_train = tmp_path / "two_train"
+    shutil.copytree(good, two_train)
+    shutil.copy(toy[0], two_train / "train.csv")
+    twin = tmp_path / "twin" / "good"
+    shutil.copytree(good, twin)
+    (tmp_path / "file.tsv").write_text("x")
+    return {
+        "missing folder": ([str(good), str(tmp_path / "nope")], ["nope is not a folder"]),
+        "a file": ([str(tmp_path / "file.tsv")], ["file.tsv is not a folder"]),
+        "no dev file": ([str(no_dev)], ["needs exactly one dev file", "found none"]),
+        "two train files": ([str(two_train)], ["exactly one train file", "train.csv and train.tsv"]),
+        "same name twice": ([str(good), str(twin)], ["more than one folder called good"]),
+        "with --train": ([str(good), "--train", str(toy[0])], ["drop --train and --dev"]),
+    }
+
+
+@pytest.mark.parametrize("case", ["missing folder", "a file", "no dev file", "two train files", "same name twice", "with --train"])
+def test_a_bad_task_folder_is_one_line_and_nothing_is_trained(case, minibert_dir, toy, tmp_path, capsys):
+    tasks, words = bad_folders(tmp_path, toy)[case]
+    out = tmp_path / "out"
+    assert main(["--init", str(minibert_dir), "--tasks", *tasks, "--out", str(out), "--steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("python -m minibert.finetune: error: --"), err
+    assert all(word in err for word in words), (case, err)
+    assert not out.exists()  # checked before anything is trained
+
+
+def test_no_data_named_is_one_line(minibert_dir, tmp_path, capsys):
+    assert main(["--init", str(minibert_dir), "--out", str(tmp_path), "--train", "x.tsv"]) == 2
+    assert "--train FILE --dev FILE, or --tasks DIR" in capsys.readouterr().err
+
+
+# --- token classification ---------------------------------------------------------------------------
+
+TAG_OF = {**{w: "B-POS" for w in POSITIVE}, **{w: "B-NEG" for w in NEGATIVE}}
+PIECES = VOCAB + ["##s", "##ly"]  # so that some words split into two sub-tokens: "goods" -> good ##s
+
+
+def tagged_rows(n: int, seed: int) -> list[dict]:
+    """Sentences of filler and sentiment words, some with a suffix piece; each sentiment word
+    is an entity of its side (B-POS / B-NEG), the rest O."""
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        words = rng.choices(NEUTRAL + POSITIVE + NEGATIVE, k=rng.randint(3, 8))
+        tags = [TAG_OF.get(w, "O") for w in words]
+        words = [w + rng.choice(["", "", "s", "ly"]) for w in words]
+        rows.append({"tokens": words, "tags": tags})
+    return rows
+
+
+def write_conll(path: Path, rows: list[dict]) -> Path:
+    path.write_text("-DOCSTART- -X- O\n\n" + "".join("".join(f"{w} X {t}\n" for w, t in zip(r["tokens"], r["tags"])) + "\n"
+                                                     for r in rows))
+    return path
+
+
+@pytest.fixture(scope="module")
+def piece_model_dir(tmp_path_factory) -> Path:
+    torch.manual_seed(0)
+    return save_pretrained(Encoder(ModelConfig(**{**TINY, "vocab_size": len(PIECES)})), tmp_path_factory.mktemp("pieces"),
+                           tokenizer=WordPieceTokenizer(PIECES))
+
+
+def test_tags_are_learned_at_each_words_first_sub_token(piece_model_dir, tmp_path):
+    train = write_jsonl(tmp_path / "train.jsonl", tagged_rows(96, seed=1))
+    dev = write_conll(tmp_path / "dev.conll", tagged_rows(30, seed=2))
+    out = tmp_path / "out"
+    assert run(piece_model_dir, train, dev, out, *FAST) == 0  # --task auto: "tokens" in the JSONL
+    report = json.loads((out / "eval.json").read_text())
+    gold = tagged_rows(30, seed=2)
+    assert report["task"] == "tokens" and report["examples"] == 30 and report["words"] == sum(len(r["tokens"]) for r in gold)
+    assert report["accuracy"] >= 0.95 and report["f1"] >= 0.9, report
+    model, tokenizer, labels = load_classifier(out)
+    assert type(model).__name__ == "TokenClassifier" and labels.names == ["B-NEG", "B-POS", "O"]
+    from minibert.data.tagged import read_tagged
+
+    predicted = predict(model, tokenizer, read_tagged(dev), batch_size=4, max_len=64, device="cpu")
+    rows = [line.split("\t") for line in (out / "predictions.tsv").read_text().splitlines()[1:]]
+    assert [r[1] for r in rows] == [w for r in gold for w in r["tokens"]] and [r[3] for r in rows] == [t for r in gold for t in r["tags"]]
+    assert [r[2] for r in rows] == [labels.names[i] for p in predicted for i in p]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(NEUTRAL + POSITIVE), st.sampled_from(["", "s", "ly", "sly"])), min_size=1, max_size=12),
+       st.integers(4, 20))
+def test_word_inputs_read_each_tag_at_the_words_first_piece(words, max_len):
+    from minibert.data.tagged import TaggedData
+    from minibert.finetune.job import word_inputs
+    from minibert.heads import IGNORE_INDEX
+
+    tokenizer = WordPieceTokenizer(PIECES)
+    words = [w + suffix for w, suffix in words]
+    tags = list(range(len(words)))
+    data = TaggedData(Path("t.jsonl"), [words], [[str(t) for t in tags]], [[1] * len(words)])
+    inputs, starts = word_inputs(tokenizer, data, [0], max_len, [tags])
+    ids, labels = inputs["input_ids"][0].tolist(), inputs["labels"][0].tolist()
+    pieces = [tokenizer.tokenize_to_ids(w) for w in words]
+    kept = len(starts[0])
+    assert sum(len(p) for p in pieces[:kept]) + 2 <= max_len  # [CLS] words [SEP] fit
+    assert kept == len(words) or sum(len(p) for p in pieces[:kept + 1]) + 2 > max_len  # only what does not fit is cut
+    assert ids == [tokenizer.cls_id, *(i for p in pieces[:kept] for i in p), tokenizer.sep_id]
+    assert starts[0] == [1 + sum(len(p) for p in pieces[:j]) for j in range(kept)]
+    assert [labels[s] for s in starts[0]] == tags[:kept]
+    assert sum(label != IGNORE_INDEX for label in labels) == kept  # later pieces, [CLS] and [SEP] are not read
+
+
+def test_entities_and_tagging_scores_on_hand_computed_cases():
+    from minibert.finetune.scores import entities, tagging_metrics
+
+    assert entities(["B-PER", "I-PER", "O", "B-LOC", "I-LOC", "I-LOC"]) == {(0, 2, "PER"), (3, 6, "LOC")}
+    assert entities(["O", "I-ORG", "I-ORG"]) == {(1, 3, "ORG")}  # a stray I- starts an entity, as conlleval reads it
+    assert entities(["B-PER", "I-LOC", "B-PER", "B-PER"]) == {(0, 1, "PER"), (1, 2, "LOC"), (2, 3, "PER"), (3, 4, "PER")}
+    labels = LabelMap(["B-LOC", "B-PER", "I-PER", "O"])
+    gold, predicted = [[1, 2, 3, 0]], [[1, 3, 3, 0]]  # PER cut short: one entity right, one wrong, one missed
+    assert tagging_metrics(predicted, gold, labels) == {"accuracy": 0.75, "words": 4, "f1": 0.5}
+    assert tagging_metrics([[1, 2]], gold, labels) == {"accuracy": 1.0, "words": 2, "f1": 1.0}  # words cut by --max-len are not scored
+    assert "f1" not in tagging_metrics([[0, 1]], [[0, 0]], LabelMap(["NOUN", "VERB"]))  # no BIO tags: no entities
+
+
+@pytest.mark.parametrize("name, text, words", [
+    ("lengths.jsonl", '{"tokens": ["a", "b"], "tags": ["O"]}\n', ["line 1", "2 tokens but 1 tags"]),
+    ("strings.jsonl", '{"tokens": ["a"], "tags": [1]}\n', ["line 1", "two lists of strings"]),
+    ("untagged.conll", "good B-POS\nmovie\n", ["untagged.conll line 2", "has no tag"]),
+    ("blank.conll", "-DOCSTART- O\n\n", ["holds no sentences"]),
+])
+def test_bad_tagged_file_is_one_line(name, text, words, piece_model_dir, tmp_path, capsys):
+    (tmp_path / name).write_text(text)
+    good = write_jsonl(tmp_path / "good.jsonl", tagged_rows(4, seed=1))
+    assert run(piece_model_dir, good, tmp_path / name, tmp_path / "out", "--task", "tokens") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and all(word in err for word in words), err

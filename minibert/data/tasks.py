@@ -1,19 +1,20 @@
-"""Sequence-classification data for fine-tuning: GLUE-style TSV, CSV or JSONL.
+"""Sequence-classification and regression data for fine-tuning: GLUE-style TSV, CSV or JSONL.
 
 Fine-tuning BERT (Devlin et al., 2019, section 4) feeds one text, or a pair of texts as
 segments A and B, and classifies the pooled [CLS] vector. Every GLUE task fits that shape,
 so one reader serves them all. A file holds named columns (TSV/CSV header, JSONL keys):
 
     sentence  label                      one text per example (`text` is accepted too)
-    sentence1  sentence2  label          a pair per example (RTE, MRPC, ...)
+    sentence1  sentence2  label          a pair per example (RTE, MRPC, ...; STS-B's `score` is a label too)
 
 Other columns (GLUE's `index`) are ignored. TSV is split on tabs with no quote processing:
 GLUE's files are not CSV-quoted, and RTE has sentences that begin with a quote character.
 
-Labels are class *names*. `LabelMap` fixes their order from the training file (sorted;
-names that all look like integers are sorted as integers, so SST-2's "0"/"1" keep their
-meaning as ids 0/1), and is saved with the model so that dev, test and later predictions
-map names to the same ids.
+Labels are class *names*, or for a regression task (STS-B) numbers: `task_of` tells the two
+apart, `regression_targets` reads the numbers. `LabelMap` fixes the order of class names
+from the training file (sorted; names that all look like integers are sorted as integers, so
+SST-2's "0"/"1" keep their meaning as ids 0/1), and is saved with the model so that dev, test
+and later predictions map names to the same ids.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,8 +30,9 @@ from .corpus import json_objects
 
 FORMATS = (".tsv", ".csv", ".jsonl")
 LAYOUTS = (("sentence1", "sentence2"), ("sentence",), ("text",))  # first one the columns fit wins
-LABEL = "label"
+LABELS = ("label", "score")  # the label column; STS-B names its similarity scores `score`
 INTEGER = re.compile(r"[+-]?\d+")
+NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
 @dataclass
@@ -49,20 +52,14 @@ class TaskData:
 def read_task(path: str | Path) -> TaskData:
     """Read a .tsv, .csv or .jsonl classification file (columns described in the module docstring)."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no such file: {path}")
-    if path.suffix not in FORMATS:
-        raise ValueError(f"{path}: unknown format {path.suffix!r}; fine-tuning data must be one of {', '.join(FORMATS)}")
     try:
-        with path.open(encoding="utf-8-sig", newline="") as file:  # -sig: tolerate a byte-order mark
+        with task_file(path, FORMATS, "fine-tuning data") as file:
             rows = read_jsonl(path, file) if path.suffix == ".jsonl" else read_table(path, file)
             header = next(rows, None)
             if header is None:
                 raise ValueError(f"{path} is empty; it needs a header (or JSON keys) and one example per line")
             columns = pick_columns(path, header)
             records = [(line, select(path, line, row, columns)) for line, row in rows]
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{path} is not UTF-8 text (byte {error.start}: {error.reason}); save it as UTF-8") from None
     except csv.Error as error:
         raise ValueError(f"{path} is not well-formed CSV ({error}); fix its quoting") from None
     if not records:
@@ -73,12 +70,28 @@ def read_task(path: str | Path) -> TaskData:
     return TaskData(path, list(fields[0]), pairs, [label.strip() for label in fields[-1]], lines)
 
 
+@contextmanager
+def task_file(path: Path, formats: tuple[str, ...], what: str):
+    """The open file, once it is known to exist and to have one of `formats`; UTF-8 with a
+    byte-order mark tolerated, and a byte that is not UTF-8 a one-line error naming it."""
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    if path.suffix not in formats:
+        raise ValueError(f"{path}: unknown format {path.suffix!r}; {what} must be one of {', '.join(formats)}")
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as file:
+            yield file
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path} is not UTF-8 text (byte {error.start}: {error.reason}); save it as UTF-8") from None
+
+
 def pick_columns(path: Path, header) -> tuple[str, ...]:
     """The text column(s) and the label column, or an error naming what was found."""
     for text_columns in LAYOUTS:
-        if all(c in header for c in (*text_columns, LABEL)):
-            return (*text_columns, LABEL)
-    expected = " or ".join(", ".join((*layout, LABEL)) for layout in LAYOUTS)
+        for label in LABELS:
+            if all(c in header for c in (*text_columns, label)):
+                return (*text_columns, label)
+    expected = " or ".join(", ".join((*layout, LABELS[0])) for layout in LAYOUTS)
     raise ValueError(f"{path}: found columns {', '.join(header) or '(none)'}; expected {expected}")
 
 
@@ -86,7 +99,7 @@ def select(path: Path, line: int, row: dict, columns: tuple[str, ...]) -> list[s
     missing = [c for c in columns if c not in row]
     if missing:
         raise ValueError(f"{path} line {line}: no {', '.join(missing)}; every example needs {', '.join(columns)}")
-    if not row[LABEL].strip():
+    if not row[columns[-1]].strip():
         raise ValueError(f"{path} line {line}: the label is empty; give every example its class")
     return [row[c] for c in columns]
 
@@ -124,15 +137,33 @@ def read_jsonl(path: Path, file):
 
 
 def json_string(path: Path, number: int, key: str, value) -> str:
-    """A JSON value as text: strings as they are, integer labels as their digits."""
-    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+    """A JSON value as text: strings as they are, numeric labels as they print (1, 3.8)."""
+    if isinstance(value, str) or (key in LABELS and isinstance(value, (int, float)) and not isinstance(value, bool)):
         return str(value)
-    if key in (LABEL, *(c for layout in LAYOUTS for c in layout)):
+    if key in (*LABELS, *(c for layout in LAYOUTS for c in layout)):
         raise ValueError(
             f"{path} line {number}: {key!r} is {json.dumps(value)}; texts must be strings and labels "
-            f"strings or integers (class names; regression targets are not supported)"
+            f"strings or numbers (class names, or regression targets)"
         )
     return ""  # a column nobody reads: its value does not matter
+
+
+def task_of(data: TaskData) -> str:
+    """'regression' when every label is a number and some have a fractional part (STS-B's
+    similarity scores, 0.0 to 5.0); else 'classification', integer labels included (SST-2's 0/1)."""
+    numbers = all(NUMBER.fullmatch(label) for label in data.labels)
+    return "regression" if numbers and not all(INTEGER.fullmatch(label) for label in data.labels) else "classification"
+
+
+def regression_targets(data: TaskData) -> list[float]:
+    """Every label as a number; a label that is not one is an error naming its line."""
+    for label, line in zip(data.labels, data.lines):
+        if not NUMBER.fullmatch(label):
+            raise ValueError(
+                f"{data.path} line {line}: label {label!r} is not a number; a regression task needs a numeric "
+                f"target per example (or pass --task classification)"
+            )
+    return [float(label) for label in data.labels]
 
 
 class LabelMap:

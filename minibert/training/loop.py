@@ -9,8 +9,10 @@
         AdamW step                                # fp16: loss scaling around backward and step
         now and then: a line in metrics.jsonl, held-out evaluation, a checkpoint
 
-`model` is a `Pretrainer`, which returns the summed loss of its objectives and their
-metrics; so nothing here knows, or asks, which variant it trains.
+`model` is anything that maps a batch to (loss, metrics): a `Pretrainer`, which returns
+the summed loss of its objectives, or a fine-tuned task model (minibert/finetune); so
+nothing here knows, or asks, which variant or task it trains. What the loop reads of a
+run is `LoopSettings`: pretraining fills it from its `Settings`, fine-tuning from its flags.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 from tqdm import tqdm
@@ -28,7 +30,36 @@ from .errors import NonFiniteLoss, warn
 from .metrics import MetricsLog, Window
 from .optim import learning_rate
 from .precision import Precision
-from .settings import Settings
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    """Everything the loop (and the optimizer it steps) reads of a run, and nothing else.
+
+    Pretraining's `Settings` holds these among its many flags (`LoopSettings.of`);
+    fine-tuning sets them from its own few flags, so both run the same step, schedule,
+    clipping, NaN policy, precision and metrics log.
+    """
+
+    steps: int  # optimizer steps (unless budget_seconds is set)
+    lr: float  # peak learning rate
+    warmup: float  # share of the run spent warming the learning rate up
+    weight_decay: float  # AdamW's, on matrices only
+    clip: float  # gradient-norm clip (0 = none)
+    seed: int  # of held-out evaluation's random draws
+    precision: str  # a name in precision.PRECISIONS
+    log_every: int  # a metrics.jsonl line every N steps (and at the end)
+    eval_every: int  # held-out evaluation every N steps (and at the end)
+    save_every: int  # a checkpoint every N steps (and at the end)
+    eval_batches: int = 0  # held-out batches per evaluation
+    skip_nonfinite: bool = False  # skip (and count) NaN/Inf steps instead of stopping
+    budget_seconds: float | None = None  # train for this long instead of `steps`
+    out: str | None = None  # where the run's checkpoints are, for the NaN message
+
+    @classmethod
+    def of(cls, settings) -> "LoopSettings":
+        """The loop's part of a pretraining run's `Settings` (same names)."""
+        return cls(**{field.name: getattr(settings, field.name) for field in fields(cls)})
 
 
 @dataclass
@@ -38,24 +69,25 @@ class Progress:
     saved_step: int | None = None  # the newest checkpoint
     elapsed: float = 0.0  # seconds spent in the loop, over every resumed part of the run
 
-    def position(self, settings: Settings) -> tuple[float, float]:
+    def position(self, settings: LoopSettings) -> tuple[float, float]:
         """(done, total) in the run's own unit: optimizer steps, or seconds of its --budget."""
         budget = settings.budget_seconds
         return (self.step, settings.steps) if budget is None else (self.elapsed, budget)
 
-    def fraction(self, settings: Settings) -> float:
+    def fraction(self, settings: LoopSettings) -> float:
         """How much of the run is done: of its steps, or of its --budget."""
         done, total = self.position(settings)
         return done / total
 
-    def finished(self, settings: Settings) -> bool:
+    def finished(self, settings: LoopSettings) -> bool:
         return self.fraction(settings) >= 1.0
 
 
-def train(model, optimizer, streams, eval_batches, settings: Settings, progress: Progress, *,
-          dist: Distributed, device: torch.device, save, log: MetricsLog, baselines: dict | None = None) -> dict:
+def train(model, optimizer, streams, eval_batches, settings: LoopSettings, progress: Progress, *,
+          dist: Distributed, device: torch.device, save=None, log: MetricsLog, baselines: dict | None = None) -> dict:
     """Run optimizer steps until `settings.steps` (or the `--budget` deadline); return the
-    last logged record. `streams`: one batch iterator per micro-step. `baselines`: the
+    last logged record. `streams`: one batch iterator per micro-step. `save(progress)`
+    writes a checkpoint (None: the run keeps none, as fine-tuning). `baselines`: the
     held-out accuracies of the unigram and neighbour-count guesses (data/baselines.py),
     logged once at step 0, shown beside the model's and used by the plateau warning."""
     ddp = dist.wrap(model, device)
@@ -76,11 +108,7 @@ def train(model, optimizer, streams, eval_batches, settings: Settings, progress:
                 group["lr"] = lr
             if not train_step(ddp, optimizer, streams, settings, dist, amp, window):
                 if not settings.skip_nonfinite:
-                    kept = f"the last good checkpoint (step {progress.saved_step})" if progress.saved_step else "no checkpoint yet"
-                    raise NonFiniteLoss(
-                        f"the loss became NaN/Inf at step {progress.step + 1}; {settings.out} keeps {kept}. "
-                        f"Lower --lr (or raise --warmup) and rerun with --resume, or pass --skip-nonfinite to skip such steps"
-                    )
+                    raise nonfinite_loss(progress, settings, resumable=save is not None)
                 progress.skipped_steps += 1
             progress.step += 1
             seconds = time.perf_counter() - started
@@ -99,10 +127,22 @@ def train(model, optimizer, streams, eval_batches, settings: Settings, progress:
                 if dist.is_main:
                     log.write(record)
                     bar.set_postfix(postfix(record, baselines))
-            if step % settings.save_every == 0 or last:
+            if save is not None and (step % settings.save_every == 0 or last):
                 save(progress)
                 progress.saved_step = step
     return record
+
+
+def nonfinite_loss(progress: Progress, settings: LoopSettings, resumable: bool) -> NonFiniteLoss:
+    """The error that stops a run whose loss or gradient became NaN/Inf, with the ways out."""
+    if not resumable:
+        return NonFiniteLoss(f"the loss became NaN/Inf at step {progress.step + 1}. Lower --lr (now {settings.lr:g}) or "
+                             f"raise --warmup, or pass --skip-nonfinite to skip such steps")
+    kept = f"the last good checkpoint (step {progress.saved_step})" if progress.saved_step else "no checkpoint yet"
+    return NonFiniteLoss(
+        f"the loss became NaN/Inf at step {progress.step + 1}; {settings.out} keeps {kept}. "
+        f"Lower --lr (or raise --warmup) and rerun with --resume, or pass --skip-nonfinite to skip such steps"
+    )
 
 
 def postfix(record: dict, baselines: dict) -> dict[str, str]:
@@ -145,7 +185,7 @@ class PlateauWarning:
                  f"learned token frequencies only. Try a lower --lr or more --warmup (docs/training.md: Time to quality)")
 
 
-def train_step(ddp, optimizer, streams, settings: Settings, dist: Distributed, amp: Precision, window: Window) -> bool:
+def train_step(ddp, optimizer, streams, settings: LoopSettings, dist: Distributed, amp: Precision, window: Window) -> bool:
     """One optimizer step over len(streams) micro-batches; False if it was not taken (NaN/Inf).
 
     With fp16 the gradients are unscaled before clipping, and a step whose scaled gradients
@@ -180,7 +220,7 @@ def train_step(ddp, optimizer, streams, settings: Settings, dist: Distributed, a
 
 
 @torch.no_grad()
-def evaluate(model, batches, settings: Settings, device: torch.device, amp: Precision | None = None) -> dict[str, float]:
+def evaluate(model, batches, settings: LoopSettings, device: torch.device, amp: Precision | None = None) -> dict[str, float]:
     """Mean metrics over the first `eval_batches` held-out batches, as `eval_*`.
 
     The same batches every time, and random draws (ELECTRA's samples) from a generator

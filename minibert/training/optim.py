@@ -12,13 +12,16 @@ the step (or of the training time spent), so resuming only needs that number.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
 
-from .settings import Settings
+if TYPE_CHECKING:
+    from .loop import LoopSettings
 
 
-def build_optimizer(model: nn.Module, settings: Settings) -> torch.optim.AdamW:
+def build_optimizer(model: nn.Module, settings: LoopSettings) -> torch.optim.AdamW:
     trainable = [p for p in model.parameters() if p.requires_grad]
     groups = [
         {"params": [p for p in trainable if p.ndim >= 2], "weight_decay": settings.weight_decay},
@@ -27,7 +30,7 @@ def build_optimizer(model: nn.Module, settings: Settings) -> torch.optim.AdamW:
     return torch.optim.AdamW(groups, lr=settings.lr, betas=(0.9, 0.999), eps=1e-6)
 
 
-def learning_rate(done: float, total: float, settings: Settings) -> float:
+def learning_rate(done: float, total: float, settings: LoopSettings) -> float:
     """The peak lr scaled by warm-up and then linear decay to 0 at `total`.
 
     `done` and `total` count optimizer steps, or seconds under --budget (the schedule is

@@ -1,7 +1,8 @@
 """`--precision`: the number format of a run's matmuls, and the loss scaling fp16 needs.
 
 The one place that turns a precision name into an autocast context and a gradient scaler;
-pretraining (loop.py) and fine-tuning (finetune.py) both use it.
+pretraining and fine-tuning both use it (their one training loop, loop.py, and fine-tuning's
+predictions).
 
     auto  bf16 on a CUDA GPU that supports it (Ampere and newer), else fp32
     bf16  autocast to bfloat16: matmuls in bf16, softmax, norms and losses in fp32. bf16 has

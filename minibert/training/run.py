@@ -38,7 +38,7 @@ from .checkpoint import Checkpoints
 from .distributed import Distributed
 from .errors import TrainingError, warn
 from .init_from import Start, load_start
-from .loop import Progress, train
+from .loop import LoopSettings, Progress, train
 from .metrics import MetricsLog
 from .optim import build_optimizer
 from .outdir import GENERATOR_DIR, OutputDir
@@ -108,7 +108,7 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
         if dist.is_main:
             print(loaded, flush=True)
     pretrainer = pretrainer.to(device)
-    optimizer = build_optimizer(pretrainer, settings)
+    optimizer = build_optimizer(pretrainer, LoopSettings.of(settings))
     progress, log = Progress(), MetricsLog(out / "metrics.jsonl")
     record = {"settings": settings.to_dict(), "model_overrides": model_overrides, "config": config.to_dict()}
 
@@ -137,7 +137,7 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
                 save_pretrained(pretrainer.objectives["rtd"].generator, out / GENERATOR_DIR, tokenizer=tokenizer)
 
     streams = [iter(shard) for shard in shards]
-    last = train(pretrainer, optimizer, streams, eval_batches, settings, progress, dist=dist, device=device, save=save, log=log,
+    last = train(pretrainer, optimizer, streams, eval_batches, LoopSettings.of(settings), progress, dist=dist, device=device, save=save, log=log,
                  baselines=baselines)
     if dist.is_main:
         scores = ", ".join(f"{k} {v:.3f}" for k, v in {**last, **baselines}.items()

@@ -1,0 +1,31 @@
+"""Fine-tuning: a pretrained encoder plus a fresh head, trained end to end on a labelled task.
+
+    python train.py finetune --init DIR --train train.tsv --dev dev.tsv --out OUT
+    python train.py finetune --init DIR --tasks data/sst2 data/rte --out OUT   # one table
+    python -m minibert.finetune ...          (the same flags)
+
+--init is a minibert checkpoint (its tokenizer saved beside it) or a Hugging Face
+BERT-family directory (its WordPiece vocab.txt). A task is classification (class names),
+regression (numeric scores, one output, MSE) or tokens (a tag per word, read at the word's
+first sub-token). OUT receives
+
+    config.json, model.safetensors, labels.json, tokenizer   the model (load_classifier)
+    eval.json                                                dev scores: accuracy (F1, MCC for 2 classes),
+                                                             Pearson, Spearman and MSE, or word accuracy
+                                                             (and entity F1 for BIO tags)
+    metrics.jsonl                                            the training loop's log, as in pretraining
+    predictions.tsv                                          prediction and gold label per dev example (per word)
+
+    cli.py         the command line, and the table of a --tasks run
+    job.py         one task: data, the model, the training loop, predictions, outputs
+    scores.py      accuracy, F1, MCC; Pearson, Spearman; entity F1
+    checkpoint.py  the fine-tuned model on disk
+"""
+
+from .checkpoint import Classifier, load_classifier, save_classifier
+from .cli import main
+from .job import finetune, model_inputs, predict, word_inputs
+from .scores import classification_metrics, entities, pearson, ranks, regression_metrics, spearman, tagging_metrics
+
+__all__ = ["Classifier", "classification_metrics", "entities", "finetune", "load_classifier", "main", "model_inputs",
+           "pearson", "predict", "ranks", "regression_metrics", "save_classifier", "spearman", "tagging_metrics", "word_inputs"]

@@ -1,0 +1,87 @@
+"""A fine-tuned model on disk: minibert's checkpoint format plus the head and its labels.
+
+The head is a `SequenceClassifier` (one output per class, or one score) or a
+`TokenClassifier` (a tag per token).
+
+    config.json        the encoder's ModelConfig and a marker naming the head and its outputs
+    model.safetensors  every parameter, under our names
+    labels.json        the class names, in id order (classification only)
+    tokenizer          tokenizer.model (SentencePiece) or vocab.txt (WordPiece)
+
+One output means regression (a score, e.g. STS-B's similarity), which has no class names.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+
+from ..config import ModelConfig
+from ..data import load_tokenizer
+from ..data.tasks import LabelMap
+from ..data.tokenizer import Tokenizer
+from ..heads import SequenceClassifier, TokenClassifier
+from ..pretrained import FORMAT_KEY, FORMAT_VERSION
+from ..pretrained.checkpoint import CONFIG_FILE, SAFETENSORS_FILE, load_tensors, open_tensors, read_json, save_tensors, write_json
+
+HEADS = {"classifier": SequenceClassifier, "token_classifier": TokenClassifier}  # as named in config.json
+LABELS_FILE = "labels.json"
+TOKENIZER_FILES = ("tokenizer.model", "vocab.txt", "tokenizer_config.json")  # SentencePiece or WordPiece
+
+
+class Classifier(NamedTuple):
+    model: SequenceClassifier | TokenClassifier
+    tokenizer: Tokenizer
+    labels: LabelMap | None  # None for regression
+
+
+def is_classifier(stored_config: dict) -> bool:
+    marker = stored_config.get(FORMAT_KEY)
+    return isinstance(marker, dict) and marker.get("head") in HEADS
+
+
+def save_classifier(model: SequenceClassifier | TokenClassifier, tokenizer: Tokenizer, labels: LabelMap | None, directory: str | Path) -> Path:
+    """minibert's checkpoint format with a classification (or regression) head: our parameter
+    names, the head and its number of outputs in config.json, the label names in labels.json.
+    config.json is written last, so a folder that has one holds a complete model. Files left
+    by an earlier checkpoint are removed first: the loader would otherwise pick the wrong
+    tokenizer, or label names for a model that has none."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in (CONFIG_FILE, LABELS_FILE, *TOKENIZER_FILES):
+        (directory / name).unlink(missing_ok=True)
+    save_tensors(model, {name: (name,) for name in model.state_dict()}, directory / SAFETENSORS_FILE)
+    tokenizer.save(directory)
+    if labels is not None:
+        write_json(directory / LABELS_FILE, {"labels": labels.names})
+    head = next(name for name, kind in HEADS.items() if isinstance(model, kind))
+    marker = {"format": FORMAT_VERSION, "head": head, "num_labels": model.num_labels}
+    write_json(directory / CONFIG_FILE, {FORMAT_KEY: marker, **model.config.to_dict()})
+    return directory
+
+
+def load_classifier(directory: str | Path) -> Classifier:
+    """A fine-tuned model, its tokenizer and label names (None for regression), as
+    `save_classifier` wrote them."""
+    directory = Path(directory)
+    stored = read_json(directory / CONFIG_FILE)
+    if not is_classifier(stored):
+        raise ValueError(
+            f"{directory} holds no fine-tuned classifier (its config.json names none of the heads {', '.join(HEADS)}); "
+            f"load it with from_pretrained"
+        )
+    fields = dict(stored)
+    marker = fields.pop(FORMAT_KEY)
+    num_labels = marker.get("num_labels")
+    labels = None if num_labels == 1 else LabelMap(read_json(directory / LABELS_FILE).get("labels"))
+    if labels is not None and num_labels != len(labels):
+        raise ValueError(
+            f"{directory}: config.json says {num_labels} labels but {LABELS_FILE} names {len(labels)}; the folder is inconsistent"
+        )
+    with torch.device("meta"):  # shapes only: the checkpoint's tensors become the parameters
+        model = HEADS[marker["head"]](ModelConfig.from_dict(fields), num_labels)
+    with open_tensors(directory) as tensors:
+        load_tensors(model, {name: (name,) for name in model.state_dict()}, tensors, ())
+    return Classifier(model.eval(), load_tokenizer(directory), labels)

@@ -1,0 +1,146 @@
+"""`python train.py finetune`: one task (--train, --dev) or every task folder given (--tasks).
+
+    python train.py finetune --init DIR --train train.tsv --dev dev.tsv --out OUT
+    python train.py finetune --init DIR --tasks data/sst2 data/rte data/stsb --out OUT
+
+A task folder holds one train.* and one dev.* file (.tsv, .csv, .jsonl or .conll: GLUE's layout).
+With --tasks every folder is fine-tuned from the same checkpoint into OUT/<folder name>,
+and one table of dev scores is printed at the end. Every flag applies to every task.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..data import tagged, tasks
+from ..pretrained.checkpoint import SAFETENSORS_FILE
+from ..training.cli import Parser, report_errors
+from ..training.distributed import Distributed
+from ..training.precision import PRECISIONS, Precision
+from ..training.settings import DEVICES
+from .job import DEFAULT_EPOCHS, DEFAULT_MAX_LEN, TASKS, TaskFiles, finetune, load_backbone
+
+PROG = "python -m minibert.finetune"
+TABLE = ("accuracy", "f1", "mcc", "pearson", "spearman")  # the score columns of the --tasks table
+FORMATS = sorted({*tasks.FORMATS, *tagged.FORMATS})  # what a task folder's train.* and dev.* may be
+
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    parser = Parser(prog=prog, description="Fine-tune a pretrained encoder for classification, regression or tagging.")
+    parser.add_argument("--init", required=True, metavar="DIR", help="minibert checkpoint or Hugging Face BERT-family directory")
+    parser.add_argument("--train", metavar="FILE", help="training examples: .tsv (GLUE), .csv or .jsonl; tagged words: .conll or .jsonl")
+    parser.add_argument("--dev", metavar="FILE", help="held-out examples in the same format, labels from the training set")
+    parser.add_argument("--tasks", nargs="+", metavar="DIR",
+                        help="instead of --train/--dev: task folders, each with one train.* and one dev.* file; "
+                             "each is fine-tuned into OUT/<folder name> and one table is printed")
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory for the model, eval.json and predictions.tsv")
+    parser.add_argument("--task", choices=("auto", *TASKS), default="auto",
+                        help="auto = tokens for .conll files and JSONL with \"tokens\"; regression when the training "
+                             "labels are numbers with fractions (STS-B); else classification (default auto)")
+    length = parser.add_mutually_exclusive_group()
+    length.add_argument("--steps", type=int, metavar="N", help="optimizer steps")
+    length.add_argument("--epochs", type=float, metavar="E", help=f"passes over the training set (default {DEFAULT_EPOCHS:g})")
+    parser.add_argument("--batch-size", type=int, default=32, metavar="B", help="examples per step (default 32)")
+    parser.add_argument("--lr", type=float, default=2e-5, help="peak learning rate of AdamW (default 2e-5)")
+    parser.add_argument("--warmup", type=float, default=0.1, metavar="FRACTION", help="linear warm-up as a fraction of the steps (default 0.1)")
+    parser.add_argument("--weight-decay", type=float, default=0.01, metavar="DECAY",
+                        help="AdamW weight decay, never on biases or LayerNorm (default 0.01)")
+    parser.add_argument("--max-len", type=int, metavar="T",
+                        help=f"tokens per example, specials included (default {DEFAULT_MAX_LEN} or the model's limit)")
+    parser.add_argument("--seed", type=int, default=0, metavar="S",
+                        help="seed of the head's initialisation, data order and dropout (default 0)")
+    parser.add_argument("--device", choices=DEVICES, default="auto", help="auto = cuda when available, else cpu; mps = Apple GPUs")
+    parser.add_argument("--precision", choices=PRECISIONS, default="auto",
+                        help="auto = bf16 on a CUDA GPU that has it, else fp32; fp16 (CUDA only, loss scaling) for GPUs "
+                             "without bf16 such as the T4 (default auto)")
+    parser.add_argument("--skip-nonfinite", action="store_true",
+                        help="skip (and count) steps whose loss or gradient is NaN/Inf instead of stopping")
+    parser.add_argument("--overwrite", action="store_true", help="replace a model already in --out")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    return parser
+
+
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    """Run the command; a problem the user can fix is one line on stderr and exit code 2."""
+    argv = sys.argv[1:] if argv is None else argv
+    return report_errors(prog, argv, lambda: run(build_parser(prog).parse_args(argv)))
+
+
+def run(args: argparse.Namespace) -> list[dict]:
+    """Every task of the command, one after another from the same checkpoint; their eval.json contents."""
+    check_args(args)
+    device = Distributed().device(args.device)
+    amp = Precision.of(args.precision, device)  # a device or format that cannot work fails now
+    jobs = task_files(args)
+    for job in jobs:
+        check_out(job.out, args.overwrite)
+    backbone = load_backbone(args.init)
+    reports = [finetune(args, job, backbone, device, amp) for job in jobs]
+    if args.tasks:
+        print(table([job.name for job in jobs], reports), flush=True)
+    return reports
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Fail before anything is loaded on values that cannot work."""
+    if args.tasks and (args.train or args.dev):
+        raise ValueError("--tasks takes the train and dev files from each folder; drop --train and --dev, or --tasks")
+    if not args.tasks and not (args.train and args.dev):
+        raise ValueError("name the data: --train FILE --dev FILE, or --tasks DIR [DIR ...] (folders with train.* and dev.*)")
+    for name in ("steps", "epochs", "batch_size", "lr", "max_len"):
+        value = getattr(args, name)
+        if value is not None and not value > 0:
+            raise ValueError(f"--{name.replace('_', '-')} must be positive, got {value}")
+    if not 0.0 <= args.warmup <= 1.0:
+        raise ValueError(f"--warmup is a fraction of the steps, between 0 and 1; got {args.warmup}")
+    if args.weight_decay < 0:
+        raise ValueError(f"--weight-decay must not be negative, got {args.weight_decay}")
+
+
+def task_files(args: argparse.Namespace) -> list[TaskFiles]:
+    """The files and output folder of each task: --train/--dev into --out, or each --tasks folder into OUT/<its name>."""
+    out = Path(args.out)
+    if not args.tasks:
+        return [TaskFiles(out.name or str(out), Path(args.train), Path(args.dev), out)]
+    folders = [Path(folder) for folder in args.tasks]
+    names = [folder.resolve().name for folder in folders]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"--tasks names more than one folder called {', '.join(repeated)}; each task's results go to "
+                         f"OUT/<folder name>, so give every task folder its own name")
+    return [TaskFiles(name, split_file(folder, "train"), split_file(folder, "dev"), out / name) for name, folder in zip(names, folders)]
+
+
+def split_file(folder: Path, split: str) -> Path:
+    """The one train.* or dev.* file of a task folder."""
+    if not folder.is_dir():
+        raise NotADirectoryError(f"--tasks {folder} is not a folder; pass folders that hold train.tsv and dev.tsv (or .csv, .jsonl)")
+    found = sorted(path for path in folder.glob(f"{split}.*") if path.suffix in FORMATS)
+    if len(found) != 1:
+        have = "none" if not found else " and ".join(path.name for path in found)
+        raise FileNotFoundError(f"--tasks {folder} needs exactly one {split} file "
+                                f"({', '.join(split + suffix for suffix in FORMATS)}), found {have}")
+    return found[0]
+
+
+def check_out(out: Path, overwrite: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--out {out} is a file; choose a folder")
+    if (out / SAFETENSORS_FILE).exists() and not overwrite:
+        raise FileExistsError(f"{out} already holds a checkpoint; pass --overwrite to replace it, or choose another --out")
+
+
+def table(names: list[str], reports: list[dict]) -> str:
+    """One Markdown row per task: its kind, dev size, steps and every score it has ('-' where
+    a score does not apply: accuracy for regression, Pearson for classification)."""
+    columns = [column for column in TABLE if any(column in report for report in reports)]
+    header = ["task", "kind", "dev", "steps", *columns, "train loss"]
+    rows = [[name, report["task"], str(report["examples"]), str(report["steps"]),
+             *(f"{report[c]:.4f}" if c in report else "-" for c in columns), f"{report['train_loss']:.4f}"]
+            for name, report in zip(names, reports)]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    lines = ["| " + " | ".join(cell.ljust(width) for cell, width in zip(row, widths)) + " |" for row in [header, *rows]]
+    lines.insert(1, "|" + "|".join("-" * (width + 2) for width in widths) + "|")
+    return "\n".join(lines)

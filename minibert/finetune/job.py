@@ -1,0 +1,261 @@
+"""One fine-tuning job: a pretrained encoder, a fresh head, the training loop, the dev scores.
+
+BERT's recipe (Devlin et al., 2019, section 4 and appendix A.3) is the same for every
+GLUE task: put one K-way linear layer on the pooled [CLS] vector (one output for a
+regression task such as STS-B; on every word's first sub-token for tagging, as for
+CoNLL-2003 NER in section 5.3), train ALL parameters for a few epochs with Adam(W), a small
+peak learning rate (2e-5 to 5e-5), batch 32, linear warm-up over the first 10% of steps and
+linear decay to zero, then read the dev score. The steps are pretraining's own loop
+(training/loop.py), so schedule, clipping, NaN policy, precision and the log are one code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from ..config import ModelConfig
+from ..data import load_tokenizer
+from ..data.tagged import TaggedData, is_tagged, read_tagged
+from ..data.tasks import LabelMap, TaskData, read_task, regression_targets, task_of
+from ..data.tokenizer import Tokenizer, join_segments
+from ..heads import IGNORE_INDEX, SequenceClassifier, TokenClassifier
+from ..model import Encoder
+from ..pretrained import from_pretrained
+from ..pretrained.checkpoint import CONFIG_FILE, atomic_write, read_json, write_json
+from ..training.distributed import Distributed
+from ..training.loop import LoopSettings, Progress, train
+from ..training.metrics import MetricsLog
+from ..training.optim import build_optimizer
+from ..training.precision import Precision
+from .checkpoint import Classifier, is_classifier, load_classifier, save_classifier
+from .scores import dev_scores
+
+DEFAULT_EPOCHS = 3.0
+DEFAULT_MAX_LEN = 128
+CLIP = 1.0  # gradient-norm clip, as BERT's fine-tuning code does
+METRICS_FILE = "metrics.jsonl"
+HEADLINE = {"classification": "accuracy", "regression": "pearson", "tokens": "accuracy"}  # the score printed for each kind of task
+TASKS = tuple(HEADLINE)
+
+
+class TaskFiles(NamedTuple):
+    """One task of a run: its training and dev files, and the folder its model goes to."""
+
+    name: str
+    train: Path
+    dev: Path
+    out: Path
+
+
+def finetune(args: argparse.Namespace, files: TaskFiles, backbone: tuple[Encoder, Tokenizer], device: torch.device,
+             amp: Precision) -> dict:
+    """Train on `files.train`, evaluate on `files.dev`, write everything into `files.out`;
+    return eval.json's contents. `args` are the command's flags (cli.py)."""
+    task = "tokens" if args.task == "auto" and is_tagged(files.train) else args.task
+    task, train_data, dev, labels, train_targets, dev_targets = read_splits(task, files)
+    encoder, tokenizer = backbone
+    max_len = check_max_len(args.max_len, encoder.config)
+    steps = args.steps or math.ceil((args.epochs or DEFAULT_EPOCHS) * math.ceil(len(train_data) / args.batch_size))
+    loop = LoopSettings(steps=steps, lr=args.lr, warmup=args.warmup, weight_decay=args.weight_decay, clip=CLIP, seed=args.seed,
+                        precision=amp.name, log_every=max(1, steps // 10), eval_every=steps, save_every=steps,
+                        skip_nonfinite=args.skip_nonfinite)
+
+    torch.manual_seed(args.seed)  # the head's initialisation and dropout
+    head = TokenClassifier if task == "tokens" else SequenceClassifier
+    model = head(encoder.config, 1 if labels is None else len(labels))  # regression: one output, the score
+    model.encoder.load_state_dict(encoder.state_dict())
+    model.to(device)
+    started = time.perf_counter()
+    train_loss = train_task(model, tokenizer, train_data, train_targets, loop, args.batch_size, max_len, device, files.out)
+    predicted = predict(model, tokenizer, dev, args.batch_size, max_len, device, amp)
+
+    report = dev_scores(task, predicted, dev_targets, labels)
+    report.update(task=task, examples=len(dev), steps=steps, train_loss=train_loss, seconds=round(time.perf_counter() - started, 1),
+                  args={k: v for k, v in vars(args).items() if k not in ("overwrite", "debug")})
+    write_outputs(files.out, Classifier(model, tokenizer, labels), report, prediction_rows(dev, predicted, dev_targets, labels))
+    headline = HEADLINE[task]
+    print(f"{files.name}: dev {headline} {report[headline]:.4f} on {len(dev)} examples; "
+          f"model, eval.json and predictions.tsv in {files.out}", flush=True)
+    return report
+
+
+def read_splits(task: str, files: TaskFiles) -> tuple:
+    """(task, train data, dev data, label map or None for regression, train targets, dev
+    targets); "auto" becomes what the training labels say (`task_of`)."""
+    if task == "tokens":
+        train_data, dev = read_tagged(files.train), read_tagged(files.dev)
+        labels = LabelMap.from_labels(train_data.flat().labels)
+        return task, train_data, dev, labels, tag_ids(train_data, labels), tag_ids(dev, labels)
+    train_data, dev = read_task(files.train), read_task(files.dev)
+    if (train_data.pairs is None) != (dev.pairs is None):
+        kind = {True: "single texts", False: "sentence pairs"}
+        raise ValueError(f"{train_data.path} holds {kind[train_data.pairs is None]} but {dev.path} "
+                         f"{kind[dev.pairs is None]}; use two files of one task")
+    task = task_of(train_data) if task == "auto" else task
+    if task == "regression":
+        return task, train_data, dev, None, regression_targets(train_data), regression_targets(dev)
+    labels = LabelMap.from_labels(train_data.labels)
+    return task, train_data, dev, labels, labels.encode(train_data), labels.encode(dev)
+
+
+def tag_ids(data: TaggedData, labels: LabelMap) -> list[list[int]]:
+    """Every word's tag id, sentence by sentence."""
+    flat = iter(labels.encode(data.flat()))
+    return [[next(flat) for _ in words] for words in data.words]
+
+
+def prediction_rows(dev, predicted: list, gold: list, labels: LabelMap | None) -> str:
+    """predictions.tsv: one row per dev example (per word for tagging), prediction beside the gold label."""
+    show = (lambda score: f"{score:.6g}") if labels is None else (lambda label_id: f"{labels.names[label_id]}")
+    if isinstance(dev, TaggedData):  # words past --max-len have no prediction: "-"
+        return "sentence\tword\tprediction\tlabel\n" + "".join(
+            f"{i}\t{word}\t{show(p[j]) if j < len(p) else '-'}\t{show(g[j])}\n"
+            for i, (words, p, g) in enumerate(zip(dev.words, predicted, gold)) for j, word in enumerate(words))
+    return "index\tprediction\tlabel\n" + "".join(f"{i}\t{show(p)}\t{show(g)}\n" for i, (p, g) in enumerate(zip(predicted, gold)))
+
+
+def write_outputs(out: Path, classifier: Classifier, report: dict, predictions: str) -> None:
+    save_classifier(*classifier, out)
+    write_json(out / "eval.json", report)
+    atomic_write(out / "predictions.tsv", lambda tmp: tmp.write_text(predictions, encoding="utf-8"))
+
+
+def load_backbone(init: str | Path) -> tuple[Encoder, Tokenizer]:
+    """The pretrained encoder and its tokenizer (a fine-tuned classifier's encoder works too)."""
+    init = Path(init)
+    if not init.is_dir():
+        raise FileNotFoundError(f"--init {init} is not a directory; pass a minibert checkpoint or a Hugging Face BERT-family folder")
+    if is_classifier(read_json(init / CONFIG_FILE)):
+        encoder = load_classifier(init).model.encoder
+    else:
+        encoder = from_pretrained(init, head=None)
+    tokenizer = load_tokenizer(init)
+    if tokenizer.vocab_size > encoder.config.vocab_size:
+        raise ValueError(
+            f"{init}: the tokenizer has {tokenizer.vocab_size} tokens but the model only "
+            f"{encoder.config.vocab_size} embeddings; they are not one checkpoint"
+        )
+    return encoder, tokenizer
+
+
+def check_max_len(max_len: int | None, config: ModelConfig) -> int:
+    if max_len is None:
+        return min(DEFAULT_MAX_LEN, config.max_length)
+    if max_len > config.max_length:
+        raise ValueError(f"--max-len {max_len} exceeds the {config.max_length} positions of this model; use at most {config.max_length}")
+    return max_len
+
+
+def model_inputs(tokenizer: Tokenizer, config: ModelConfig, data: TaskData, rows: list[int], max_len: int,
+                 device="cpu") -> dict:
+    """Token ids, attention mask and segment ids of some examples, as the model takes them.
+
+    A pair is [CLS] A [SEP] B [SEP] with segment ids 0 on A and 1 on B. Models with no
+    second segment embedding (RoBERTa, DistilBERT) tell A from B by the separators alone,
+    so their segment ids stay 0.
+    """
+    pairs = None if data.pairs is None else [data.pairs[i] for i in rows]
+    inputs = tokenizer.batch([data.texts[i] for i in rows], pairs, max_length=max_len)
+    if config.type_vocab_size < 2:
+        inputs["token_type_ids"].zero_()
+    return {name: tensor.to(device) for name, tensor in inputs.items()}
+
+
+def word_inputs(tokenizer: Tokenizer, data: TaggedData, rows: list[int], max_len: int, tags: list[list[int]] | None = None) -> tuple[dict, list[list[int]]]:
+    """Model inputs for sentences of given words, and the position of each word's first
+    sub-token, where its tag is read. `tags` given: `labels` [B, T] holds each word's tag
+    there and IGNORE_INDEX elsewhere. Words past `max_len` tokens are left out."""
+    encoded, starts = [], []
+    for row in rows:
+        ids, first = [], []
+        for word in data.words[row]:
+            pieces = tokenizer.tokenize_to_ids(word) or [tokenizer.unk_id]  # a word of only stripped characters
+            if len(ids) + len(pieces) > max_len - 2:  # room for [CLS] and [SEP]
+                break
+            first.append(1 + len(ids))
+            ids += pieces
+        encoded.append(join_segments(ids, None, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id))
+        starts.append(first)
+    inputs = tokenizer.pad(encoded)
+    if tags is not None:
+        labels = torch.full_like(inputs["input_ids"], IGNORE_INDEX)
+        for i, (row, first) in enumerate(zip(rows, starts)):
+            labels[i, first] = torch.tensor(tags[row][:len(first)], dtype=torch.long)
+        inputs["labels"] = labels
+    return inputs, starts
+
+
+def encode(tokenizer: Tokenizer, config: ModelConfig, data: TaskData | TaggedData, rows: list[int], max_len: int,
+           targets: list | None = None) -> tuple[dict, list[list[int]] | None]:
+    """The model inputs of some examples (with `labels` when `targets` are given), and for
+    tagged sentences where each word starts."""
+    if isinstance(data, TaggedData):
+        return word_inputs(tokenizer, data, rows, max_len, targets)
+    inputs = model_inputs(tokenizer, config, data, rows, max_len)
+    if targets is not None:
+        inputs["labels"] = torch.tensor([targets[row] for row in rows])  # class ids, or float scores for regression
+    return inputs, None
+
+
+class TaskLoss(nn.Module):
+    """A fine-tuning model as the training loop sees it: batch -> (loss, metrics), as a
+    `Pretrainer` is for pretraining."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, batch: dict) -> tuple[torch.Tensor, dict]:
+        return self.model(**batch).loss, {}
+
+
+def train_task(model, tokenizer, data: TaskData | TaggedData, targets: list, loop: LoopSettings, batch_size: int,
+               max_len: int, device: torch.device, out: Path) -> float:
+    """`loop.steps` steps of the pretraining loop (training/loop.py: schedule, clipping, NaN
+    policy, precision, progress bar, OUT/metrics.jsonl) on shuffled batches, a new order each
+    epoch. Returns the mean loss of the last logged window: the last tenth of the steps."""
+    order = torch.Generator().manual_seed(loop.seed)
+    batches = (encode(tokenizer, model.config, data, rows, max_len, targets)[0]
+               for rows in shuffled_batches(len(data), batch_size, order))
+    objective = TaskLoss(model)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / METRICS_FILE).unlink(missing_ok=True)  # a new run: its own log
+    record = train(objective, build_optimizer(objective, loop), [batches], None, loop, Progress(), dist=Distributed(),
+                   device=device, log=MetricsLog(out / METRICS_FILE))
+    return record.get("loss", math.nan)  # NaN if every step of the last window was skipped
+
+
+def shuffled_batches(n: int, batch_size: int, generator: torch.Generator):
+    """Endless batches of example indices: every epoch one new random order, the last batch smaller."""
+    while True:
+        order = torch.randperm(n, generator=generator).tolist()
+        for start in range(0, n, batch_size):
+            yield order[start:start + batch_size]
+
+
+@torch.no_grad()
+def predict(model: SequenceClassifier | TokenClassifier, tokenizer: Tokenizer, data: TaskData | TaggedData, batch_size: int,
+            max_len: int, device, amp: Precision | None = None) -> list:
+    """The predicted label id (or score, for regression) of every example, in file order; for
+    tagged sentences a list of tag ids per sentence, one per word within `max_len`. In fp32
+    unless `amp` says otherwise."""
+    amp = amp or Precision("fp32", torch.device(device))
+    model.eval()
+    predicted = []
+    for start in range(0, len(data), batch_size):
+        rows = list(range(start, min(start + batch_size, len(data))))
+        inputs, starts = encode(tokenizer, model.config, data, rows, max_len)
+        with amp.autocast():
+            logits = model(**{name: tensor.to(device) for name, tensor in inputs.items()}).logits
+        if starts is not None:  # [B, T, tags] -> the tag at each word's first sub-token
+            predicted += [logits[i, first].argmax(-1).tolist() for i, first in enumerate(starts)]
+        else:
+            predicted += (logits.float().squeeze(-1) if model.num_labels == 1 else logits.argmax(-1)).tolist()
+    return predicted
