@@ -24,7 +24,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from torch import nn
 
-from .families import LEGACY_SUFFIXES, inside
+from .family import LEGACY_SUFFIXES, inside
 
 CONFIG_FILE = "config.json"
 SAFETENSORS_FILE = "model.safetensors"
@@ -121,9 +121,12 @@ def load_tensors(
     model.load_state_dict(state, assign=True)
 
 
-def save_tensors(model: nn.Module, names: dict[str, tuple[str, ...]], path: Path) -> None:
-    """Write `model`'s parameters under the checkpoint names (a fused tensor is split back)."""
-    tensors = {}
+def save_tensors(
+    model: nn.Module, names: dict[str, tuple[str, ...]], path: Path, computed: dict[str, torch.Tensor] | None = None
+) -> None:
+    """Write `model`'s parameters under the checkpoint names (a fused tensor is split back),
+    plus `computed` tensors that are no parameter of ours (RoFormer's table of angles)."""
+    tensors = dict(computed or {})
     for ours, value in model.state_dict().items():
         references = names[ours]
         parts = value.detach().cpu().contiguous().chunk(len(references))
