@@ -1,4 +1,5 @@
-"""Load and save checkpoint directories: the five Hugging Face families, and minibert's own.
+"""Load and save checkpoint directories: the five Hugging Face families (and RoFormer, BERT
+with rotary positions), and minibert's own.
 
     model = minibert.from_pretrained("bert-base-uncased/", head="mlm")
     minibert.save_pretrained(model, "exported/", format="hf")
@@ -20,6 +21,7 @@ from torch import nn
 
 from ..config import ModelConfig
 from ..data.sentencepiece_tokenizer import SentencePieceTokenizer
+from ..data.tokenizer_json import CONFIG_FILE as TOKENIZER_CONFIG_FILE
 from ..heads import MaskedLM, ReplacedTokenDetector
 from ..model import Encoder
 from .checkpoint import CONFIG_FILE, SAFETENSORS_FILE, TensorFile, load_tensors, open_tensors, read_json, save_tensors, write_json
@@ -29,7 +31,6 @@ from .family import Family, inside
 HEADS: dict[str | None, type[nn.Module]] = {None: Encoder, "mlm": MaskedLM, "rtd": ReplacedTokenDetector}
 HEAD_NAMES = {None: "bare encoder", "mlm": "masked-LM head", "rtd": "replaced-token-detection head"}
 FORMAT_KEY, FORMAT_VERSION = "minibert", 1
-TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 FORMATS = ("minibert", "hf")
 
 # A layout says how to build the model and where each of its parameters is in the checkpoint:
@@ -172,7 +173,7 @@ def export_family(config: ModelConfig, head: str | None, family: str | None) -> 
     """The Hugging Face family whose checkpoints hold `config` exactly."""
     if config.norm != "post":
         raise ValueError(
-            f"norm={config.norm!r} has no Hugging Face equivalent (all five families are post-LN); "
+            f"norm={config.norm!r} has no Hugging Face equivalent (all these families are post-LN); "
             f"save with format='minibert'"
         )
     if config.share_layers not in ("none", "all"):
