@@ -97,6 +97,11 @@ def publish_file(write: Callable[[Path], object], final: Path) -> Path:
     return final
 
 
+def write_json(path: Path, value: dict) -> Path:
+    """A JSON object, indented for people to read, written with `publish_file`."""
+    return write_atomic(path, json.dumps(value, indent=2) + "\n")
+
+
 def write_atomic(path: Path, data: bytes | str) -> Path:
     """`publish_file` for content already in memory (text is written as UTF-8)."""
     content = data.encode("utf-8") if isinstance(data, str) else data

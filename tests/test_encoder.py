@@ -303,5 +303,5 @@ def test_a_rotary_model_saves_and_loads_with_identical_outputs(tmp_path):
     loaded = minibert.from_pretrained(tmp_path, head="mlm")
     ids = torch.randint(5, 97, (2, 12))
     torch.testing.assert_close(loaded(ids).logits, model(ids).logits)
-    with pytest.raises(ValueError, match="position_encoding='rotary' has no Hugging Face equivalent"):
-        minibert.save_pretrained(model, tmp_path / "hf", format="hf")
+    minibert.save_pretrained(model, tmp_path / "hf", format="hf")  # as RoFormer: BERT with rotary positions
+    torch.testing.assert_close(minibert.from_pretrained(tmp_path / "hf", head="mlm")(ids).logits, model(ids).logits)

@@ -18,6 +18,7 @@ from safetensors.torch import load_file, save_file
 
 from minibert import Encoder, MaskedLM, ModelConfig, ReplacedTokenDetector, from_pretrained, save_pretrained
 from minibert.pretrained import export_family
+from minibert.pretrained.families import FAMILIES
 
 transformers = pytest.importorskip("transformers")
 transformers.logging.set_verbosity_error()
@@ -34,6 +35,7 @@ def reference_cases():
     roberta = T.RobertaConfig(**{**SIZES, "max_position_embeddings": 41}, type_vocab_size=1, layer_norm_eps=1e-5)
     albert = dict(SIZES, embedding_size=16)
     electra = dict(SIZES, embedding_size=16)
+    roformer = dict(SIZES, hidden_size=48, num_attention_heads=4)  # head_dim 12: RoPE rotates pairs
     # E > H, shaped like google/electra-base-generator (E = 768, H = 256, 4 heads, FFN 1024)
     wide_generator = dict(SIZES, embedding_size=48, hidden_size=16, num_attention_heads=4, intermediate_size=64)
     return {
@@ -55,6 +57,11 @@ def reference_cases():
         "electra-wide-generator": (T.ElectraForMaskedLM, T.ElectraConfig(**wide_generator), "mlm", "electra"),
         # E == H: no projection, so its tensors are exactly a pooler-less BertModel's
         "electra": (T.ElectraModel, T.ElectraConfig(**SIZES, embedding_size=48), None, "bert"),
+        # rotary positions: no position table, queries and keys rotated in attention
+        "roformer": (T.RoFormerModel, T.RoFormerConfig(**roformer), None, "roformer"),
+        "roformer-mlm": (T.RoFormerForMaskedLM, T.RoFormerConfig(**roformer), "mlm", "roformer"),
+        "roformer-factorized-mlm": (T.RoFormerForMaskedLM, T.RoFormerConfig(**roformer, embedding_size=16), "mlm", "roformer"),
+        "roformer-wide-mlm": (T.RoFormerForMaskedLM, T.RoFormerConfig(**roformer, embedding_size=64), "mlm", "roformer"),
     }
 
 
@@ -66,6 +73,8 @@ def randomize(model: torch.nn.Module, seed: int) -> torch.nn.Module:
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
+            if not p.requires_grad:  # a frozen table that follows from the config (RoFormer's angles)
+                continue
             noise = torch.randn(p.shape, generator=g)
             p.copy_(1 + 0.1 * noise if "norm" in name.lower() and name.endswith("weight") else 0.1 * noise)
     return model.eval()
@@ -155,7 +164,11 @@ def test_export_gives_back_byte_identical_tensors(checkpoint, tmp_path):
     assert json.loads((tmp_path / "config.json").read_text())["model_type"] == family
     original, exported = load_file(directory / "model.safetensors"), load_file(tmp_path / "model.safetensors")
     assert sorted(exported) == sorted(original)
+    computed = FAMILIES[family].computed_tensors(from_pretrained(directory).config, prefixed=head is not None)
     for key, tensor in original.items():
+        if key in computed:  # RoFormer's table of angles: recomputed in float32, not copied
+            assert torch.allclose(exported[key], tensor, atol=1e-5, rtol=0), key
+            continue
         assert exported[key].dtype == tensor.dtype and exported[key].numpy().tobytes() == tensor.numpy().tobytes(), key
 
 
@@ -212,22 +225,26 @@ def test_own_format_round_trip(model_cls, head, tmp_path):
     pooler=st.booleans(),
     activation=st.sampled_from(["gelu", "gelu_tanh", "relu"]),
     head=st.sampled_from([None, "mlm", "rtd"]),
+    positions=st.sampled_from(["learned", "rotary"]),
 )
 def test_hf_export_then_load_is_the_identity_or_a_clear_error(
-    embedding_size, share, type_vocab_size, offset, pooler, activation, head
+    embedding_size, share, type_vocab_size, offset, pooler, activation, head, positions
 ):
     """Any model either exports to some family and loads back unchanged, or is refused."""
     config = tiny(embedding_size=embedding_size, share_layers=share, type_vocab_size=type_vocab_size,
-                  position_offset=2 if offset else 0, pad_token_id=1, pooler=pooler, activation=activation)
+                  position_offset=2 if offset else 0, pad_token_id=1, pooler=pooler, activation=activation,
+                  position_encoding=positions)
     model = randomize({None: Encoder, "mlm": MaskedLM, "rtd": ReplacedTokenDetector}[head](config), seed=4)
     with tempfile.TemporaryDirectory() as directory:
         try:
             save_pretrained(model, directory, format="hf")
         except ValueError as error:
-            assert "no Hugging Face family holds this model exactly" in str(error)
+            expected = "train with --position-encoding learned" if positions == "rotary" else "no Hugging Face family holds"
+            assert expected in str(error)
             return
         loaded = from_pretrained(directory, head=head)
-    assert loaded.config == model.config
+    # Rotary attention sees only offsets between positions: RoFormer counts from 0, the same function.
+    assert loaded.config == (model.config.replace(position_offset=0) if positions == "rotary" else model.config)
     for key, value in model.state_dict().items():
         assert torch.equal(loaded.state_dict()[key], value), key
 
@@ -366,3 +383,26 @@ def test_missing_files(tmp_path):
     shutil.move(directory / "model.safetensors", tmp_path / "elsewhere")
     with pytest.raises(FileNotFoundError, match="neither model.safetensors nor pytorch_model.bin"):
         from_pretrained(directory)
+
+
+def test_roformer_table_of_angles_is_checked_not_trusted(tmp_path):
+    """The table RoFormer stores must be RoPE's: minibert computes its angles and cannot use others."""
+    directory, tensors, _ = reference_checkpoint(tmp_path, "roformer-mlm")
+    name = "roformer.encoder.embed_positions.weight"
+    from_pretrained(directory, head="mlm")  # the table transformers wrote loads
+    tensors[name] = tensors[name].flip(0).contiguous()
+    save_file(tensors, directory / "model.safetensors")
+    with pytest.raises(ValueError, match=f"tensor '{name}' is not the one its config implies"):
+        from_pretrained(directory, head="mlm")
+
+
+@pytest.mark.parametrize("model, message", [
+    (ReplacedTokenDetector(tiny(position_encoding="rotary")), "roformer has no 'rtd' head"),
+    (MaskedLM(tiny(position_encoding="rotary", share_layers="all")), "roformer does not share layers"),
+    (MaskedLM(tiny(position_encoding="rotary", type_vocab_size=0)), "roformer has segment embeddings"),
+])
+def test_rotary_models_roformer_cannot_hold_name_the_fix(model, message, tmp_path):
+    with pytest.raises(ValueError, match=f"rotary positions export only as roformer, and .*{message}.*; train with "
+                                         f"--position-encoding learned"):
+        save_pretrained(model, tmp_path, format="hf")
+    assert not any(tmp_path.iterdir())  # refused before anything is written

@@ -33,6 +33,7 @@ from ..files import publish_file
 from .cache import DEFAULT_DATA_DIR, fingerprint
 from .corpus import PathLike, corpus_files, corpus_fingerprint, read_documents
 from .tokenizer import SPECIAL_TOKENS, Tokenizer
+from .tokenizer_json import hugging_face_files
 
 MODEL_TYPES = ("unigram", "bpe")
 MIN_VOCAB_SIZE = len(SPECIAL_TOKENS) + 256 + 64  # specials + byte pieces + room for characters
@@ -103,11 +104,14 @@ class SentencePieceTokenizer(Tokenizer):
         return cls(path.read_bytes())
 
     def save(self, directory: str | Path) -> Path:
-        """Write `tokenizer.model` into `directory` (e.g. a checkpoint folder)."""
-        path = Path(directory) / self.FILE_NAME
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(self._model_proto)
-        return path
+        """Write `tokenizer.model` into `directory` (e.g. a checkpoint folder), atomically."""
+        return publish_file(lambda tmp: tmp.write_bytes(self._model_proto), Path(directory) / self.FILE_NAME)
+
+    def hugging_face_files(self) -> dict[str, dict]:
+        """file name -> JSON of tokenizer.json, tokenizer_config.json and special_tokens_map.json,
+        which `transformers.AutoTokenizer` loads (tokenizer_json.py); a one-line error for a
+        model they cannot describe (BPE). `save_pretrained(format="hf")` writes them."""
+        return hugging_face_files(self._model_proto)
 
     @classmethod
     def load(cls, directory: str | Path) -> "SentencePieceTokenizer":

@@ -34,7 +34,7 @@ import unicodedata
 from pathlib import Path
 from typing import Sequence
 
-from ..files import read_json_object
+from ..files import publish_file, read_json_object
 from .tokenizer import SPECIAL_TOKENS, Tokenizer
 
 VOCAB_FILE = "vocab.txt"
@@ -240,10 +240,10 @@ class WordPieceTokenizer(Tokenizer):
         `transformers.BertTokenizer.from_pretrained`.
         """
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / VOCAB_FILE).write_text("".join(t + "\n" for t in self.id_to_token), encoding="utf-8")
-        config = {"tokenizer_class": "BertTokenizer", "do_lower_case": self.lowercase}
-        (directory / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        vocab = "".join(t + "\n" for t in self.id_to_token)
+        config = json.dumps({"tokenizer_class": "BertTokenizer", "do_lower_case": self.lowercase}, indent=2) + "\n"
+        for name, text in ((VOCAB_FILE, vocab), (CONFIG_FILE, config)):  # each file atomically
+            publish_file(lambda tmp: tmp.write_text(text, encoding="utf-8"), directory / name)
         return directory
 
     @property

@@ -24,7 +24,8 @@ from ..data.tasks import LabelMap
 from ..data.tokenizer import Tokenizer
 from ..heads import SequenceClassifier, TokenClassifier
 from ..pretrained import FORMAT_KEY, FORMAT_VERSION
-from ..pretrained.checkpoint import CONFIG_FILE, SAFETENSORS_FILE, load_tensors, open_tensors, read_json, save_tensors, write_json
+from ..files import write_json
+from ..pretrained.checkpoint import CONFIG_FILE, SAFETENSORS_FILE, load_tensors, open_tensors, read_json, save_tensors
 
 HEADS = {"classifier": SequenceClassifier, "token_classifier": TokenClassifier}  # as named in config.json
 LABELS_FILE = "labels.json"

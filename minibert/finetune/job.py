@@ -28,7 +28,8 @@ from ..data.tokenizer import Tokenizer, join_segments
 from ..heads import IGNORE_INDEX, SequenceClassifier, TokenClassifier
 from ..model import Encoder
 from ..pretrained import from_pretrained
-from ..pretrained.checkpoint import CONFIG_FILE, atomic_write, read_json, write_json
+from ..files import write_atomic, write_json
+from ..pretrained.checkpoint import CONFIG_FILE, read_json
 from ..training.distributed import Distributed
 from ..training.loop import LoopSettings, Progress, train
 from ..training.metrics import MetricsLog
@@ -124,7 +125,7 @@ def prediction_rows(dev, predicted: list, gold: list, labels: LabelMap | None) -
 def write_outputs(out: Path, classifier: Classifier, report: dict, predictions: str) -> None:
     save_classifier(*classifier, out)
     write_json(out / "eval.json", report)
-    atomic_write(out / "predictions.tsv", lambda tmp: tmp.write_text(predictions, encoding="utf-8"))
+    write_atomic(out / "predictions.tsv", predictions)
 
 
 def load_backbone(init: str | Path) -> tuple[Encoder, Tokenizer]:

@@ -1,4 +1,5 @@
-"""Load and save checkpoint directories: the five Hugging Face families, and minibert's own.
+"""Load and save checkpoint directories: the five Hugging Face families (and RoFormer, BERT
+with rotary positions), and minibert's own.
 
     model = minibert.from_pretrained("bert-base-uncased/", head="mlm")
     minibert.save_pretrained(model, "exported/", format="hf")
@@ -19,10 +20,14 @@ import torch
 from torch import nn
 
 from ..config import ModelConfig
+from ..data.sentencepiece_tokenizer import SentencePieceTokenizer
+from ..data.tokenizer_json import CONFIG_FILE as TOKENIZER_CONFIG_FILE
 from ..heads import MaskedLM, ReplacedTokenDetector
 from ..model import Encoder
-from .checkpoint import CONFIG_FILE, SAFETENSORS_FILE, load_tensors, open_tensors, read_json, save_tensors, write_json
-from .families import EXPORT_ORDER, FAMILIES, Family, inside
+from ..files import write_json
+from .checkpoint import CONFIG_FILE, SAFETENSORS_FILE, TensorFile, load_tensors, open_tensors, read_json, save_tensors
+from .families import EXPORT_ORDER, FAMILIES, ROFORMER
+from .family import Family, inside
 
 HEADS: dict[str | None, type[nn.Module]] = {None: Encoder, "mlm": MaskedLM, "rtd": ReplacedTokenDetector}
 HEAD_NAMES = {None: "bare encoder", "mlm": "masked-LM head", "rtd": "replaced-token-detection head"}
@@ -54,7 +59,7 @@ def from_pretrained(path: str | Path, head: str | None = None) -> nn.Module:
     with open_tensors(directory) as tensors:
         layout = own_layout if FORMAT_KEY in stored_config else reference_layout
         try:
-            config, name_of, tolerated = layout(stored_config, head, tensors.names())
+            config, name_of, tolerated = layout(stored_config, head, tensors)
         except ValueError as error:
             raise type(error)(f"{directory / CONFIG_FILE}: {error}") from None
         with torch.device("meta"):  # shapes only: the checkpoint's tensors become the parameters
@@ -63,8 +68,9 @@ def from_pretrained(path: str | Path, head: str | None = None) -> nn.Module:
     return model.eval()
 
 
-def reference_layout(stored: dict, head: str | None, present: set[str]) -> Layout:
+def reference_layout(stored: dict, head: str | None, tensors: TensorFile) -> Layout:
     """A Hugging Face checkpoint: the family's tables name every tensor."""
+    present = tensors.names()
     model_type = stored.get("model_type")
     if model_type not in FAMILIES:
         raise ValueError(f"model_type {model_type!r} is not supported; minibert loads {', '.join(FAMILIES)}")
@@ -83,10 +89,13 @@ def reference_layout(stored: dict, head: str | None, present: set[str]) -> Layou
             raise ValueError("tie_word_embeddings is false, but minibert's MLM decoder is always the word-embedding table")
     pooler = "pooler" in family.backbone and family.reference_names("pooler.weight", head, prefixed)[0] in present
     config = family.model_config(stored, head, pooler)
+    for name, expected in family.computed_tensors(config, prefixed).items():
+        if name in present and not torch.allclose(tensors.take(name).float(), expected, rtol=0, atol=1e-4):
+            raise ValueError(f"tensor {name!r} is not the one its config implies, so minibert cannot compute this checkpoint exactly")
     return config, lambda ours: family.reference_names(ours, head, prefixed), family.tolerated(head, prefixed)
 
 
-def own_layout(stored: dict, head: str | None, present: set[str]) -> Layout:
+def own_layout(stored: dict, head: str | None, tensors: TensorFile) -> Layout:
     """minibert's format: ModelConfig fields plus a marker; tensors under our own names."""
     fields = dict(stored)
     marker = fields.pop(FORMAT_KEY)
@@ -107,9 +116,10 @@ def save_pretrained(
 
     format="minibert": our config and parameter names, read back by `from_pretrained`.
     format="hf": a Hugging Face directory of the first family (BERT, RoBERTa, ELECTRA, ALBERT,
-    DistilBERT, in that order) whose checkpoints hold the model exactly, or of `family` if given.
-    `tokenizer` (e.g. a WordPieceTokenizer) is saved beside the weights. Files are written
-    atomically. Returns the directory.
+    DistilBERT, in that order; RoFormer for rotary positions) whose checkpoints hold the model
+    exactly, or of `family` if given.
+    `tokenizer` (a WordPieceTokenizer or SentencePieceTokenizer) is saved beside the weights, in
+    files that `transformers.AutoTokenizer` loads. Files are written atomically. Returns the directory.
     """
     head = head_of(model)
     if format not in FORMATS:
@@ -120,18 +130,37 @@ def save_pretrained(
         raise ValueError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model only {model.config.vocab_size}")
     if format == "hf":
         chosen = export_family(model.config, head, family)
+        # tokenizer.json & co. for a SentencePiece tokenizer (a WordPiece vocab.txt is already
+        # Hugging Face's format); built first, so that a tokenizer they cannot describe is
+        # refused before anything is written.
+        tokenizer_files = tokenizer.hugging_face_files() if isinstance(tokenizer, SentencePieceTokenizer) else {}
         stored_config = chosen.reference_config(model.config, head)
         names = {ours: chosen.reference_names(ours, head, prefixed=head is not None) for ours in model.state_dict()}
+        computed = chosen.computed_tensors(model.config, prefixed=head is not None)
     else:
         stored_config = {FORMAT_KEY: {"format": FORMAT_VERSION, "head": head}, **model.config.to_dict()}
-        names = {ours: (ours,) for ours in model.state_dict()}
+        names, computed, tokenizer_files = {ours: (ours,) for ours in model.state_dict()}, {}, {}
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    save_tensors(model, names, directory / SAFETENSORS_FILE)
+    save_tensors(model, names, directory / SAFETENSORS_FILE, computed)
     write_json(directory / CONFIG_FILE, stored_config)
     if tokenizer is not None:
         tokenizer.save(directory)
+        for name, value in tokenizer_files.items():
+            write_json(directory / name, value)
+        if format == "hf":
+            describe_inputs(directory / TOKENIZER_CONFIG_FILE, chosen, model.config)
     return directory
+
+
+def describe_inputs(path: Path, family: Family, config: ModelConfig) -> None:
+    """Tell the exported tokenizer what the model takes: no token_type_ids for a family without
+    segment embeddings (DistilBERT's forward refuses them), and at most max_length tokens."""
+    tokenizer_config = read_json(path) if path.is_file() else {}
+    segments = ["token_type_ids"] if "embeddings.token_type_embeddings" in family.backbone else []
+    tokenizer_config["model_input_names"] = ["input_ids", *segments, "attention_mask"]
+    tokenizer_config["model_max_length"] = config.max_length
+    write_json(path, tokenizer_config)
 
 
 def head_of(model: nn.Module) -> str | None:
@@ -145,13 +174,8 @@ def export_family(config: ModelConfig, head: str | None, family: str | None) -> 
     """The Hugging Face family whose checkpoints hold `config` exactly."""
     if config.norm != "post":
         raise ValueError(
-            f"norm={config.norm!r} has no Hugging Face equivalent (all five families are post-LN); "
+            f"norm={config.norm!r} has no Hugging Face equivalent (all these families are post-LN); "
             f"save with format='minibert'"
-        )
-    if config.position_encoding != "learned":
-        raise ValueError(
-            f"position_encoding={config.position_encoding!r} has no Hugging Face equivalent (all five families "
-            f"learn absolute positions); save with format='minibert'"
         )
     if config.share_layers not in ("none", "all"):
         raise ValueError(
@@ -165,6 +189,14 @@ def export_family(config: ModelConfig, head: str | None, family: str | None) -> 
         if reason:
             raise ValueError(f"cannot export as {family}: {reason}")
         return FAMILIES[family]
+    if config.position_encoding == "rotary":  # RoFormer is the one family with rotary positions
+        reason = ROFORMER.mismatch(config, head)
+        if reason:
+            raise ValueError(
+                f"rotary positions export only as roformer, and {reason}; train with --position-encoding learned "
+                f"to export to the BERT families, or save with format='minibert'"
+            )
+        return ROFORMER
     reasons = []
     for candidate in EXPORT_ORDER:
         reason = candidate.mismatch(config, head)

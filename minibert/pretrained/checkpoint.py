@@ -11,10 +11,7 @@ tensor(s) it is made of (a family table, or the identity for minibert's own form
 
 from __future__ import annotations
 
-import json
-import os
 import pickle
-import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -24,8 +21,8 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from torch import nn
 
-from ..files import read_json_object
-from .families import LEGACY_SUFFIXES, inside
+from ..files import publish_file, read_json_object
+from .family import LEGACY_SUFFIXES, inside
 
 CONFIG_FILE = "config.json"
 SAFETENSORS_FILE = "model.safetensors"
@@ -122,37 +119,24 @@ def load_tensors(
     model.load_state_dict(state, assign=True)
 
 
-def save_tensors(model: nn.Module, names: dict[str, tuple[str, ...]], path: Path) -> None:
-    """Write `model`'s parameters under the checkpoint names (a fused tensor is split back)."""
-    tensors = {}
+def save_tensors(
+    model: nn.Module, names: dict[str, tuple[str, ...]], path: Path, computed: dict[str, torch.Tensor] | None = None
+) -> None:
+    """Write `model`'s parameters under the checkpoint names (a fused tensor is split back),
+    plus `computed` tensors that are no parameter of ours (RoFormer's table of angles)."""
+    tensors = dict(computed or {})
     for ours, value in model.state_dict().items():
         references = names[ours]
         parts = value.detach().cpu().contiguous().chunk(len(references))
         for reference, part in zip(references, parts):
             # The parts of a split share memory, which safetensors refuses: give each its own.
             tensors[reference] = part.clone() if len(parts) > 1 else part
-    atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata={"format": "pt"}))
+    publish_file(lambda tmp: save_file(tensors, tmp, metadata={"format": "pt"}), path)
 
 
 def read_json(path: Path) -> dict:
     """One JSON file of a checkpoint folder (its config, its labels), checked."""
     return read_json_object(path, f"a checkpoint directory holds {CONFIG_FILE} and its weights")
-
-
-def write_json(path: Path, value: dict) -> None:
-    atomic_write(path, lambda tmp: tmp.write_text(json.dumps(value, indent=2) + "\n", encoding="utf-8"))
-
-
-def atomic_write(path: Path, write) -> None:
-    """Write to a temporary file beside `path`, then rename: a crash never leaves half a file,
-    and a model still reading the old file keeps it (a rename makes a new file, not new bytes)."""
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def listing(names: list[str]) -> str:

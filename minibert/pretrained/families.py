@@ -1,4 +1,7 @@
-"""The five reference families as tables: our names on the left, Hugging Face's on the right.
+"""The reference families as tables: our names on the left, Hugging Face's on the right.
+
+The five BERT-family checkpoints learn absolute positions; RoFormer is BERT with rotary
+positions (RoPE) instead, so it is where minibert's rotary models go (and come back from).
 
 Our encoder names its parts after what they are (`attention.{i}.fn.qkv`, `feed_forward.{i}.norm`);
 each reference family names them after its own classes (`encoder.layer.{i}.attention.self.query`,
@@ -20,12 +23,11 @@ embeddings, no "embeddings.token_type_embeddings" entry = no segments (type_voca
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+import torch
 
+from ..attention import Rotary
 from ..config import ModelConfig
-
-Names = dict[str, str | tuple[str, ...]]
+from .family import Family, Names
 
 # --- config.json ------------------------------------------------------------------------------
 
@@ -58,11 +60,9 @@ DISTILBERT_CONFIG = {
     "pad_token_id": "pad_token_id",
     "initializer_range": "initializer_range",
 }
-# Training settings, not shapes: a config.json without them gets ModelConfig's defaults.
-OPTIONAL_FIELDS = ("hidden_dropout", "attention_dropout", "layer_norm_eps", "pad_token_id", "initializer_range")
 
-# minibert activation -> HF name. ALBERT's "gelu_new" is GELU's tanh approximation.
-ACTIVATIONS = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "silu": "silu"}
+# The five BERT families add a learned vector per absolute position.
+LEARNED = {"position_encoding": "learned"}
 
 # config.json values a BERT-style checkpoint must have for minibert to compute the same function.
 BERT_REQUIRES = {"position_embedding_type": "absolute", "is_decoder": False, "add_cross_attention": False}
@@ -115,169 +115,9 @@ DISTILBERT_TENSORS = {
     "feed_forward.{i}.fn.down": "transformer.layer.{i}.ffn.lin2",
     "feed_forward.{i}.norm": "transformer.layer.{i}.output_layer_norm",
 }
-
-# Buffers the reference recomputes from the config; some older checkpoints store them.
-BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
-# Checkpoints converted from TensorFlow name LayerNorm parameters gamma/beta.
-LEGACY_SUFFIXES = {".gamma": ".weight", ".beta": ".bias"}
-
-
-@dataclass(frozen=True)
-class Family:
-    """One reference family: its config keys, its tensor names, and what it cannot vary."""
-
-    model_type: str
-    prefix: str  # the backbone's prefix inside task checkpoints ("bert." in BertForMaskedLM)
-    config_keys: dict[str, str]
-    backbone: Names
-    heads: dict[str, Names]  # "mlm" / "rtd" -> table of our head's parameters
-    architectures: dict[str | None, str]  # head -> the HF class that holds it
-    fixed: dict[str, object] = field(default_factory=dict)  # value, or fn(ModelConfig fields)
-    head_fixed: dict[str, dict[str, object]] = field(default_factory=dict)  # head -> fixed
-    requires: dict[str, object] = field(default_factory=dict)  # config.json key -> only value
-    share_key: str | None = None  # config.json key counting distinct layers (ALBERT's groups)
-    always_projects: bool = False  # HF builds the E -> H projection even when E == H
-    # Tensors of task checkpoints we tolerate without loading them:
-    tied: tuple[str, ...] = ()  # decoder copies of the word embeddings (and of the MLM bias)
-    other_heads: tuple[str, ...] = ()  # pretraining heads minibert does not load
-
-    # --- tensor names ----------------------------------------------------------------------
-    def reference_names(self, name: str, head: str | None, prefixed: bool) -> tuple[str, ...]:
-        """Our parameter name (of an Encoder, or `encoder.*` / `head.*` of a task model)
-        -> the checkpoint tensor(s) it is made of."""
-        if name.startswith("head."):
-            return lookup(self.heads[head], name.removeprefix("head."))
-        prefix = self.prefix if prefixed else ""
-        return tuple(prefix + reference for reference in lookup(self.backbone, name.removeprefix("encoder.")))
-
-    def head_tensors(self, head: str) -> list[str]:
-        """The reference modules / parameters of one head (prefixes of its tensor names)."""
-        return flatten(self.heads[head].values())
-
-    def tolerated(self, head: str | None, prefixed: bool) -> tuple[str, ...]:
-        """Module / tensor paths a checkpoint may hold although nothing is loaded from them."""
-        prefix = self.prefix if prefixed else ""
-        unrequested = [n for h in self.heads if h != head for n in self.head_tensors(h)]
-        return (*(prefix + b for b in BUFFERS), *self.tied, *self.other_heads, *unrequested)
-
-    # --- config ----------------------------------------------------------------------------
-    def model_config(self, reference: dict, head: str | None, pooler: bool) -> ModelConfig:
-        """config.json of this family -> ModelConfig (`pooler`: whether the checkpoint has one)."""
-        for key, value in self.requires.items():
-            if reference.get(key, value) != value:
-                raise ValueError(
-                    f"{key}={reference[key]!r} is not supported; minibert computes {self.model_type} with {key}={value!r}"
-                )
-        absent = [k for f, k in self.config_keys.items() if reference.get(k) is None and f not in OPTIONAL_FIELDS]
-        if absent:
-            raise ValueError(f"config.json lacks {', '.join(absent)}, which a {self.model_type} config must give")
-        fields = {f: reference[k] for f, k in self.config_keys.items() if reference.get(k) is not None}
-        fields["activation"] = from_reference_activation(fields["activation"])
-        if fields.get("embedding_size") == fields["hidden_size"]:
-            if self.always_projects:
-                raise ValueError(
-                    f"this {self.model_type} checkpoint projects its embeddings from size {fields['hidden_size']} "
-                    f"to the same size; minibert has no projection when embedding_size == hidden_size"
-                )
-            fields["embedding_size"] = None
-        if self.share_key is not None:
-            groups = reference.get(self.share_key, 1)
-            fields["share_layers"] = share_from_groups(groups, fields["num_layers"], self.share_key)
-        if "embeddings.token_type_embeddings" not in self.backbone:
-            fields["type_vocab_size"] = 0
-        fields["pooler"] = pooler
-        for name, value in self.fixed.items():
-            fields[name] = value(fields) if callable(value) else value
-        config = ModelConfig(**fields)
-        reason = self.mismatch(config, head)
-        if reason:
-            raise ValueError(f"minibert cannot compute this {self.model_type} checkpoint exactly: {reason}")
-        return config
-
-    def reference_config(self, config: ModelConfig, head: str | None) -> dict:
-        """ModelConfig -> config.json of this family (the config table read backwards)."""
-        values = {k: getattr(config, f) for f, k in self.config_keys.items()}
-        values[self.config_keys["activation"]] = ACTIVATIONS[config.activation]
-        if "embedding_size" in self.config_keys:
-            values["embedding_size"] = config.embedding_dim
-        if self.share_key is not None:
-            values[self.share_key] = 1 if config.share_layers == "all" else config.num_layers
-        return {
-            "model_type": self.model_type,
-            "architectures": [self.architectures[head]],
-            **self.requires,
-            **values,
-            "tie_word_embeddings": True,
-        }
-
-    def mismatch(self, config: ModelConfig, head: str | None) -> str | None:
-        """Why this family's checkpoints cannot hold `config` exactly, or None if they can."""
-        name = self.model_type
-        if head is not None and head not in self.heads:
-            return f"{name} has no {head!r} head"
-        if config.pooler and "pooler" not in self.backbone:
-            return f"pooler=True, but {name} has no pooler"
-        if config.embedding_size is not None and "embedding_projection" not in self.backbone:
-            return f"embedding_size={config.embedding_size}, but {name} has no embedding projection"
-        if config.embedding_size is None and self.always_projects:
-            return f"embedding_size=None, but {name} always projects its embeddings (embedding_size != hidden_size)"
-        has_segments = "embeddings.token_type_embeddings" in self.backbone
-        if has_segments != (config.type_vocab_size > 0):
-            has = "has" if has_segments else "has no"
-            return f"type_vocab_size={config.type_vocab_size}, but {name} {has} segment embeddings"
-        if self.share_key is None and config.share_layers != "none":
-            return f"share_layers={config.share_layers!r}, but {name} does not share layers"
-        fields = config.to_dict()
-        for field_name, value in {**self.fixed, **self.head_fixed.get(head, {})}.items():
-            expected = value(fields) if callable(value) else value
-            if fields[field_name] != expected:
-                return f"{field_name}={fields[field_name]!r}, but {name} needs {field_name}={expected!r}"
-        return None
-
-
-def lookup(table: Names, name: str) -> tuple[str, ...]:
-    """Find our parameter `name` in a table keyed by module paths (or full names) with `{i}`."""
-    index = None
-    match = re.fullmatch(r"(attention|feed_forward)\.(\d+)\.(.+)", name)
-    if match:
-        index, name = match[2], f"{match[1]}.{{i}}.{match[3]}"
-    module, _, leaf = name.rpartition(".")
-    if name in table:
-        targets, suffix = table[name], ""
-    elif module in table:
-        targets, suffix = table[module], "." + leaf
-    else:
-        raise KeyError(name)
-    targets = (targets,) if isinstance(targets, str) else targets
-    return tuple(t.replace("{i}", str(index)) + suffix for t in targets)
-
-
-def inside(name: str, path: str) -> bool:
-    """Is tensor `name` the module or parameter `path`, or inside it?"""
-    return name == path or name.startswith(path + ".")
-
-
-def flatten(values) -> list[str]:
-    return [n for v in values for n in ((v,) if isinstance(v, str) else v)]
-
-
-def from_reference_activation(name: str) -> str:
-    ours = {v: k for k, v in ACTIVATIONS.items()}
-    if name not in ours:
-        raise ValueError(f"activation {name!r} has no minibert equivalent; supported: {', '.join(ours)}")
-    return ours[name]
-
-
-def share_from_groups(groups: int, num_layers: int, key: str) -> str:
-    """ALBERT's layer groups: 1 group = every layer shares one; one group per layer = no sharing."""
-    if groups == 1:
-        return "all"
-    if groups == num_layers:
-        return "none"
-    raise ValueError(
-        f"{key}={groups} with {num_layers} layers is not supported: minibert shares all layers "
-        f"({key}=1) or none ({key}={num_layers})"
-    )
+BERT_MLM = {"transform": "cls.predictions.transform.dense", "norm": "cls.predictions.transform.LayerNorm",
+            "bias": "cls.predictions.bias"}
+BERT_TIED = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")  # copies of the embeddings and bias
 
 
 BERT = Family(
@@ -285,15 +125,11 @@ BERT = Family(
     prefix="bert.",
     config_keys=BERT_CONFIG,
     backbone={**BERT_EMBEDDINGS, **BERT_LAYERS, "pooler": "pooler.dense"},
-    heads={"mlm": {
-        "transform": "cls.predictions.transform.dense",
-        "norm": "cls.predictions.transform.LayerNorm",
-        "bias": "cls.predictions.bias",
-    }},
+    heads={"mlm": BERT_MLM},
     architectures={None: "BertModel", "mlm": "BertForMaskedLM"},
-    fixed={"position_offset": 0},
+    fixed={**LEARNED, "position_offset": 0},
     requires=BERT_REQUIRES,
-    tied=("cls.predictions.decoder.weight", "cls.predictions.decoder.bias"),
+    tied=BERT_TIED,
     other_heads=("cls.seq_relationship",),  # next-sentence prediction
 )
 
@@ -305,7 +141,7 @@ ROBERTA = Family(
     heads={"mlm": {"transform": "lm_head.dense", "norm": "lm_head.layer_norm", "bias": "lm_head.bias"}},
     architectures={None: "RobertaModel", "mlm": "RobertaForMaskedLM"},
     # Position ids count from pad_token_id + 1 (fairseq's convention), hence 514 positions.
-    fixed={"position_offset": lambda fields: fields.get("pad_token_id", 0) + 1},
+    fixed={**LEARNED, "position_offset": lambda fields: fields.get("pad_token_id", 0) + 1},
     head_fixed={"mlm": {"activation": "gelu"}},  # RoBERTa's LM head applies GELU whatever hidden_act says
     requires=BERT_REQUIRES,
     tied=("lm_head.decoder.weight", "lm_head.decoder.bias"),
@@ -318,7 +154,7 @@ ALBERT = Family(
     backbone={**BERT_EMBEDDINGS, **ALBERT_LAYERS, "pooler": "pooler"},
     heads={"mlm": {"transform": "predictions.dense", "norm": "predictions.LayerNorm", "bias": "predictions.bias"}},
     architectures={None: "AlbertModel", "mlm": "AlbertForMaskedLM"},
-    fixed={"position_offset": 0},
+    fixed={**LEARNED, "position_offset": 0},
     requires={"inner_group_num": 1},
     share_key="num_hidden_groups",
     always_projects=True,
@@ -333,7 +169,7 @@ DISTILBERT = Family(
     backbone=DISTILBERT_TENSORS,
     heads={"mlm": {"transform": "vocab_transform", "norm": "vocab_layer_norm", "bias": "vocab_projector.bias"}},
     architectures={None: "DistilBertModel", "mlm": "DistilBertForMaskedLM"},
-    fixed={"position_offset": 0, "layer_norm_eps": 1e-12},  # DistilBERT hard-codes its LayerNorm eps
+    fixed={**LEARNED, "position_offset": 0, "layer_norm_eps": 1e-12},  # DistilBERT hard-codes its LayerNorm eps
     requires={"sinusoidal_pos_embds": False},
     tied=("vocab_projector.weight",),
 )
@@ -355,12 +191,45 @@ ELECTRA = Family(
         },
     },
     architectures={None: "ElectraModel", "mlm": "ElectraForMaskedLM", "rtd": "ElectraForPreTraining"},
-    fixed={"position_offset": 0},
+    fixed={**LEARNED, "position_offset": 0},
     head_fixed={"mlm": {"activation": "gelu"}},  # the generator head applies GELU whatever hidden_act says
     requires=BERT_REQUIRES,
     tied=("generator_lm_head.weight",),
 )
 
-FAMILIES = {f.model_type: f for f in (BERT, ROBERTA, ALBERT, DISTILBERT, ELECTRA)}
+
+def rotation_table(config: ModelConfig) -> torch.Tensor:
+    """RoFormer's stored angles, [max_positions, head_dim]: the sines of each pair's angle, then
+    the cosines (attention.Rotary repeats each pair's angle twice; one of each is kept)."""
+    cos, sin = Rotary(config.head_dim)(torch.arange(config.max_positions))  # each [P, 1, head_dim]
+    return torch.cat((sin[:, 0, 0::2], cos[:, 0, 0::2]), dim=-1)
+
+
+# RoFormer is BERT without the position table: its attention rotates queries and keys in pairs
+# (2i, 2i + 1) at frequencies 10000^(-2i/d), as attention.Rotary does. Its checkpoints store
+# those angles (max_position_embeddings rows: the longest sequence it takes); export writes them.
+# RoFormerModel has no pooler; ours (BERT's, trained by NSP) travels under `pooler.dense`, which
+# transformers reports unused, so that the round trip loses nothing.
+ROFORMER = Family(
+    model_type="roformer",
+    prefix="roformer.",
+    config_keys=FACTORIZED_CONFIG,
+    backbone={
+        **{ours: theirs for ours, theirs in BERT_EMBEDDINGS.items() if ours != "embeddings.position_embeddings"},
+        "embedding_projection": "embeddings_project",
+        **BERT_LAYERS,
+        "pooler": "pooler.dense",
+    },
+    heads={"mlm": BERT_MLM},
+    architectures={None: "RoFormerModel", "mlm": "RoFormerForMaskedLM"},
+    # No position_offset: rotary attention sees only offsets between positions, so a model
+    # whose positions start at 1 (RoBERTa's) computes the same function from 0.
+    fixed={"position_encoding": "rotary"},
+    requires={"rotary_value": False, "is_decoder": False, "add_cross_attention": False},
+    tied=BERT_TIED,
+    computed={"encoder.embed_positions.weight": rotation_table},
+)
+
+FAMILIES = {f.model_type: f for f in (BERT, ROBERTA, ALBERT, DISTILBERT, ELECTRA, ROFORMER)}
 # Export picks the first family that holds a model exactly, in this order: the plainest first.
-EXPORT_ORDER = (BERT, ROBERTA, ELECTRA, ALBERT, DISTILBERT)
+EXPORT_ORDER = (BERT, ROBERTA, ELECTRA, ALBERT, DISTILBERT, ROFORMER)
