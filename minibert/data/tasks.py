@@ -29,7 +29,7 @@ from pathlib import Path
 from .corpus import json_objects
 
 FORMATS = (".tsv", ".csv", ".jsonl")
-LAYOUTS = (("sentence1", "sentence2"), ("sentence",), ("text",))  # first one the columns fit wins
+TEXT_COLUMNS = (("sentence1", "sentence2"), ("sentence",), ("text",))  # the first set a file has wins
 LABELS = ("label", "score")  # the label column; STS-B names its similarity scores `score`
 INTEGER = re.compile(r"[+-]?\d+")
 NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
@@ -87,11 +87,11 @@ def task_file(path: Path, formats: tuple[str, ...], what: str):
 
 def pick_columns(path: Path, header) -> tuple[str, ...]:
     """The text column(s) and the label column, or an error naming what was found."""
-    for text_columns in LAYOUTS:
+    for text_columns in TEXT_COLUMNS:
         for label in LABELS:
             if all(c in header for c in (*text_columns, label)):
                 return (*text_columns, label)
-    expected = " or ".join(", ".join((*layout, LABELS[0])) for layout in LAYOUTS)
+    expected = " or ".join(", ".join((*columns, LABELS[0])) for columns in TEXT_COLUMNS)
     raise ValueError(f"{path}: found columns {', '.join(header) or '(none)'}; expected {expected}")
 
 
@@ -140,7 +140,7 @@ def json_string(path: Path, number: int, key: str, value) -> str:
     """A JSON value as text: strings as they are, numeric labels as they print (1, 3.8)."""
     if isinstance(value, str) or (key in LABELS and isinstance(value, (int, float)) and not isinstance(value, bool)):
         return str(value)
-    if key in (*LABELS, *(c for layout in LAYOUTS for c in layout)):
+    if key in (*LABELS, *(c for columns in TEXT_COLUMNS for c in columns)):
         raise ValueError(
             f"{path} line {number}: {key!r} is {json.dumps(value)}; texts must be strings and labels "
             f"strings or numbers (class names, or regression targets)"

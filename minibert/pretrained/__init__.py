@@ -34,9 +34,9 @@ HEAD_NAMES = {None: "bare encoder", "mlm": "masked-LM head", "rtd": "replaced-to
 FORMAT_KEY, FORMAT_VERSION = "minibert", 1
 FORMATS = ("minibert", "hf")
 
-# A layout says how to build the model and where each of its parameters is in the checkpoint:
+# How to read one checkpoint: the model to build and where each of its parameters is stored
 # (config, our name -> checkpoint name(s), names tolerated without being loaded).
-Layout = tuple[ModelConfig, Callable[[str], tuple[str, ...]], tuple[str, ...]]
+CheckpointPlan = tuple[ModelConfig, Callable[[str], tuple[str, ...]], tuple[str, ...]]
 
 
 class MissingHead(ValueError):
@@ -57,9 +57,9 @@ def from_pretrained(path: str | Path, head: str | None = None) -> nn.Module:
         )
     stored_config = read_json(directory / CONFIG_FILE)
     with open_tensors(directory) as tensors:
-        layout = own_layout if FORMAT_KEY in stored_config else reference_layout
+        plan = own_plan if FORMAT_KEY in stored_config else reference_plan
         try:
-            config, name_of, tolerated = layout(stored_config, head, tensors)
+            config, name_of, tolerated = plan(stored_config, head, tensors)
         except ValueError as error:
             raise type(error)(f"{directory / CONFIG_FILE}: {error}") from None
         with torch.device("meta"):  # shapes only: the checkpoint's tensors become the parameters
@@ -68,7 +68,7 @@ def from_pretrained(path: str | Path, head: str | None = None) -> nn.Module:
     return model.eval()
 
 
-def reference_layout(stored: dict, head: str | None, tensors: TensorFile) -> Layout:
+def reference_plan(stored: dict, head: str | None, tensors: TensorFile) -> CheckpointPlan:
     """A Hugging Face checkpoint: the family's tables name every tensor."""
     present = tensors.names()
     model_type = stored.get("model_type")
@@ -95,7 +95,7 @@ def reference_layout(stored: dict, head: str | None, tensors: TensorFile) -> Lay
     return config, lambda ours: family.reference_names(ours, head, prefixed), family.tolerated(head, prefixed)
 
 
-def own_layout(stored: dict, head: str | None, tensors: TensorFile) -> Layout:
+def own_plan(stored: dict, head: str | None, tensors: TensorFile) -> CheckpointPlan:
     """minibert's format: ModelConfig fields plus a marker; tensors under our own names."""
     fields = dict(stored)
     marker = fields.pop(FORMAT_KEY)
