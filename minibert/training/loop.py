@@ -3,14 +3,14 @@
     for each optimizer step, until --steps are done (or the --budget deadline is reached):
         lr ← warm-up / decay schedule(step, or seconds spent)
         for each of the grad_accum micro-batches:
-            loss, metrics = model(batch)          # the objectives of the variant, summed
+            loss, metrics = module(batch)         # the objectives of the variant, summed
             backward(loss / grad_accum)           # DDP averages gradients on the last one only
         clip the gradient norm; a NaN/Inf loss or gradient stops the run (or skips the step)
         AdamW step                                # fp16: loss scaling around backward and step
         now and then: a line in metrics.jsonl, held-out evaluation, a checkpoint
 
-`model` is anything that maps a batch to (loss, metrics): a `Pretrainer`, which returns
-the summed loss of its objectives, or a fine-tuned task model (minibert/finetune); so
+`module` is whatever is trained: anything that maps a batch to (loss, metrics) — a
+`Pretrainer` (the kept model and its objectives), or a task model's loss (minibert/finetune); so
 nothing here knows, or asks, which variant or task it trains. What the loop reads of a
 run is `LoopSettings`: pretraining fills it from its `Settings`, fine-tuning from its flags.
 """
@@ -83,21 +83,21 @@ class Progress:
         return self.fraction(settings) >= 1.0
 
 
-def train(model, optimizer, streams, eval_batches, settings: LoopSettings, progress: Progress, *,
+def train(module, optimizer, streams, eval_batches, settings: LoopSettings, progress: Progress, *,
           dist: Distributed, device: torch.device, save=None, log: MetricsLog, baselines: dict | None = None) -> dict:
     """Run optimizer steps until `settings.steps` (or the `--budget` deadline); return the
     last logged record. `streams`: one batch iterator per micro-step. `save(progress)`
     writes a checkpoint (None: the run keeps none, as fine-tuning). `baselines`: the
     held-out accuracies of the unigram and neighbour-count guesses (data/baselines.py),
     logged once at step 0, shown beside the model's and used by the plateau warning."""
-    ddp = dist.wrap(model, device)
+    ddp = dist.wrap(module, device)
     window, record = Window(), {}
     baselines = baselines or {}
     plateau = PlateauWarning(baselines)
     budget = settings.budget_seconds
     amp = Precision.of(settings.precision, device)  # --precision: autocast, and loss scaling for fp16
     if progress.step == 0 and eval_batches is not None:  # where learning starts from
-        log.write({"step": 0, "elapsed_s": 0.0, **baselines, **evaluate(model, eval_batches, settings, device, amp)})
+        log.write({"step": 0, "elapsed_s": 0.0, **baselines, **evaluate(module, eval_batches, settings, device, amp)})
     total, unit = round(progress.position(settings)[1]), "step" if budget is None else "s"  # for the progress bar
     started, elapsed_before = time.perf_counter(), progress.elapsed
     with tqdm(total=total, initial=min(total, round(progress.fraction(settings) * total)), disable=not dist.is_main,
@@ -122,7 +122,7 @@ def train(model, optimizer, streams, eval_batches, settings: LoopSettings, progr
                 record = {"step": step, "elapsed_s": round(progress.elapsed, 2), **window.summary(dist), "lr": lr,
                           "skipped_steps": progress.skipped_steps}
                 if evaluate_now and eval_batches is not None:
-                    record.update(evaluate(model, eval_batches, settings, device, amp))
+                    record.update(evaluate(module, eval_batches, settings, device, amp))
                     plateau.check(record, progress.fraction(settings))
                 if dist.is_main:
                     log.write(record)
@@ -220,7 +220,7 @@ def train_step(ddp, optimizer, streams, settings: LoopSettings, dist: Distribute
 
 
 @torch.no_grad()
-def evaluate(model, batches, settings: LoopSettings, device: torch.device, amp: Precision | None = None) -> dict[str, float]:
+def evaluate(module, batches, settings: LoopSettings, device: torch.device, amp: Precision | None = None) -> dict[str, float]:
     """Mean metrics over the first `eval_batches` held-out batches, as `eval_*`.
 
     The same batches every time, and random draws (ELECTRA's samples) from a generator
@@ -228,7 +228,7 @@ def evaluate(model, batches, settings: LoopSettings, device: torch.device, amp: 
     change the training run's own random stream.
     """
     amp = amp or Precision.of(settings.precision, device)
-    model.eval()
+    module.eval()
     sums: dict[str, float] = {}
     count = 0
     with torch.random.fork_rng(devices=[device.index] if device.type == "cuda" else []):
@@ -236,9 +236,9 @@ def evaluate(model, batches, settings: LoopSettings, device: torch.device, amp: 
         for batch in itertools.islice(batches, settings.eval_batches):
             batch = {name: tensor.to(device) for name, tensor in batch.items()}
             with amp.autocast():
-                loss, metrics = model(batch)
+                loss, metrics = module(batch)
             for name, value in {"loss": loss, **metrics}.items():
                 sums[name] = sums.get(name, 0.0) + float(value)
             count += 1
-    model.train()
+    module.train()
     return {f"eval_{name}": value / count for name, value in sums.items()}
