@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from minibert.finetune import build_parser as finetune_parser
+from minibert.finetune.cli import build_parser as finetune_parser
 
 from .budget import FINETUNE_BATCH, FINETUNE_SEED, PRETRAIN_SEED, Budget
 from .measure import count_parameters, describe_machine
