@@ -33,7 +33,7 @@ GPU_RUN = dict(flags=["--hidden-size", "256", "--num-layers", "4", "--num-heads"
                       "--embedding-size", "128", "--batch-size", "128", "--seq-len", "128", "--device", "cuda",
                       "--save-every", "200", "--eval-every", "500", "--log-every", "50"],
                budget=90, interrupt_after=35.0, resume_limit=100.0)
-DRY_RUN = dict(budget=6, interrupt_after=0.0, resume_limit=60.0)
+DRY_RUN = dict(budget=12, interrupt_after=0.0, resume_limit=60.0)  # room for the Ctrl-C on a loaded machine
 
 
 def dry_run_flags(out: Path) -> list[str]:
@@ -42,7 +42,7 @@ def dry_run_flags(out: Path) -> list[str]:
 
     corpus = write_corpus(out / "corpus.txt")
     return [*TINY_MODEL, *EMBEDDING["electra"], "--data", str(corpus), "--batch-size", "8", "--threads", "1",
-            "--device", "cpu", "--save-every", "5", "--eval-every", "100", "--eval-batches", "2", "--log-every", "5"]
+            "--device", "cpu", "--save-every", "2", "--eval-every", "100", "--eval-batches", "2", "--log-every", "5"]
 
 
 def interrupted_run(command: list[str], env: dict, checkpoints: Path, after: float, log) -> int:
