@@ -1,6 +1,6 @@
 """--init DIR: a pretraining run that starts from a saved model instead of random weights.
 
-Continued pretraining (a released checkpoint, trained on on one's own text) and BERT's second
+Continued pretraining (a released checkpoint, trained on one's own text) and BERT's second
 phase (the 128-token run's model, trained on at 512 tokens) are one thing: a NEW run whose
 first weights, architecture and vocabulary are a checkpoint's. Unlike --resume, the optimizer,
 schedule, step count and data order start afresh, so --seq-len, --batch-size and the rest may
