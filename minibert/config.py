@@ -145,6 +145,17 @@ class ModelConfig:
         return self.max_positions - self.position_offset
 
     # -- construction -------------------------------------------------------------
+    def for_length(self, length: int) -> "ModelConfig | None":
+        """This config, able to read `length`-token sequences; None where it cannot.
+
+        Rotary positions have no table (the angles are computed for any position), so their
+        max_positions simply grows to fit; a learned position table cannot grow."""
+        if length <= self.max_length:
+            return self
+        if self.position_encoding == "rotary":
+            return self.replace(max_positions=length + self.position_offset)
+        return None
+
     def replace(self, **changes) -> "ModelConfig":
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)

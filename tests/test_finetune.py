@@ -596,3 +596,13 @@ def test_bad_tagged_file_is_one_line(name, text, words, piece_model_dir, tmp_pat
     assert run(piece_model_dir, good, tmp_path / name, tmp_path / "out", "--task", "tokens") == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and all(word in err for word in words), err
+
+
+def test_a_rotary_model_fine_tunes_beyond_its_pretraining_length(toy, tmp_path):
+    """Rotary positions have no table: --max-len may exceed what the model was pretrained on,
+    and the fine-tuned model keeps the longer limit. A learned table cannot grow ("too long")."""
+    torch.manual_seed(0)
+    rotary = save_pretrained(Encoder(ModelConfig(**{**TINY, "position_encoding": "rotary", "max_positions": 8})),
+                             tmp_path / "rotary", tokenizer=WordPieceTokenizer(VOCAB))
+    assert run(rotary, *toy, tmp_path / "out", "--steps", "2", "--max-len", "24") == 0
+    assert load_classifier(tmp_path / "out").model.config.max_positions == 24

@@ -48,7 +48,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser.add_argument("--weight-decay", type=float, default=0.01, metavar="DECAY",
                         help="AdamW weight decay, never on biases or LayerNorm (default 0.01)")
     parser.add_argument("--max-len", type=int, metavar="T",
-                        help=f"tokens per example, specials included (default {DEFAULT_MAX_LEN} or the model's limit)")
+                        help=f"tokens per example, specials included (default {DEFAULT_MAX_LEN} or the model's limit; "
+                             "rotary models may go beyond it)")
     parser.add_argument("--seed", type=int, default=0, metavar="S",
                         help="seed of the head's initialisation, data order and dropout (default 0)")
     parser.add_argument("--device", choices=DEVICES, default="auto", help="auto = cuda when available, else cpu; mps = Apple GPUs")

@@ -63,6 +63,7 @@ def finetune(args: argparse.Namespace, files: TaskFiles, backbone: tuple[Encoder
     task, train_data, dev, labels, train_targets, dev_targets = read_splits(task, files)
     encoder, tokenizer = backbone
     max_len = check_max_len(args.max_len, encoder.config)
+    config = encoder.config.for_length(max_len)  # rotary positions: any length
     steps = args.steps or math.ceil((args.epochs or DEFAULT_EPOCHS) * math.ceil(len(train_data) / args.batch_size))
     loop = LoopSettings(steps=steps, lr=args.lr, warmup=args.warmup, weight_decay=args.weight_decay, clip=CLIP, seed=args.seed,
                         precision=amp.name, log_every=max(1, steps // 10), eval_every=steps, save_every=steps,
@@ -70,7 +71,7 @@ def finetune(args: argparse.Namespace, files: TaskFiles, backbone: tuple[Encoder
 
     torch.manual_seed(args.seed)  # the head's initialisation and dropout
     head = TokenClassifier if task == "tokens" else SequenceClassifier
-    model = head(encoder.config, 1 if labels is None else len(labels))  # regression: one output, the score
+    model = head(config, 1 if labels is None else len(labels))  # regression: one output, the score
     model.encoder.load_state_dict(encoder.state_dict())
     model.to(device)
     started = time.perf_counter()
@@ -148,8 +149,8 @@ def load_backbone(init: str | Path) -> tuple[Encoder, Tokenizer]:
 
 def check_max_len(max_len: int | None, config: ModelConfig) -> int:
     if max_len is None:
-        return min(DEFAULT_MAX_LEN, config.max_length)
-    if max_len > config.max_length:
+        return min(DEFAULT_MAX_LEN, config.max_length)  # what the model was pretrained on, at most
+    if config.for_length(max_len) is None:
         raise ValueError(f"--max-len {max_len} exceeds the {config.max_length} positions of this model; use at most {config.max_length}")
     return max_len
 

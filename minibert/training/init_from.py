@@ -137,14 +137,13 @@ def run_config(option: str, directory: Path, loaded: ModelConfig, overrides: dic
         raise ValueError(f"{option} {directory} fixes the architecture, but the flags ask for another: {'; '.join(conflicts)}; "
                          f"drop those flags (only {', '.join('--' + flag(n) for n in RUNTIME_FIELDS)} may change)")
     config = loaded.replace(**{name: overrides[name] for name in RUNTIME_FIELDS if name in overrides})
-    if settings.seq_len > config.max_length:
-        if config.position_encoding == "rotary":  # rotary positions have no table: any length is computed alike
-            return config.replace(max_positions=settings.seq_len + config.position_offset)
+    fitted = config.for_length(settings.seq_len)
+    if fitted is None:
         raise ValueError(
             f"--seq-len {settings.seq_len} exceeds the {config.max_length} positions the {option} model {directory} has learned; "
             f"lower --seq-len (for a longer second phase, train the first with --max-positions as large as the second's --seq-len)"
         )
-    return config
+    return fitted
 
 
 def with_config(model: nn.Module, config: ModelConfig) -> nn.Module:
