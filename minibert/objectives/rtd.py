@@ -81,11 +81,11 @@ class ReplacedTokenDetection(nn.Module):
 
     def forward(self, model, batch, output=None):
         ids, mask, types, labels = batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], batch["labels"]
-        hidden = self.generator.encoder(ids, mask, types, needed=labels != IGNORE_INDEX).last_hidden_state
+        hidden = self.generator.encoder(ids, mask, types, needed=labels != IGNORE_INDEX).last_hidden_state  # [B, T, H_gen]
         mlm_loss, logits, targets = self.generator.masked_lm_loss(hidden, labels)  # logits [labelled, V]
 
-        corrupted, replaced = replace_masked(ids, labels, gumbel_max_sample(logits))
-        detected = model(corrupted, mask, types, labels=replaced)
+        corrupted, replaced = replace_masked(ids, labels, gumbel_max_sample(logits))  # [labelled] samples -> [B, T] ids
+        detected = model(corrupted, mask, types, labels=replaced)  # logits [B, T]: one "replaced?" score per token
 
         real = mask.bool()
         metrics = mlm_metrics(mlm_loss, logits, targets)

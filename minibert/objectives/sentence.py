@@ -37,7 +37,7 @@ class SentencePairTask(nn.Module):
     def forward(self, model, batch, output):
         if "sentence_label" not in batch:
             raise ValueError(f"the {self.name.upper()} objective needs batches with a sentence_label; use the {self.name} example layout")
-        logits = self.head(pooled_or_first(output))
+        logits = self.head(pooled_or_first(output))  # [B, H] -> [B, 2]
         labels = batch["sentence_label"]
         loss = F.cross_entropy(logits.float(), labels)
         accuracy = (logits.argmax(-1) == labels).float().mean()
