@@ -53,6 +53,17 @@ def read_json_object(path: Path, fix: str) -> dict:
     return value
 
 
+def read_flags(path: Path, defaults: dict[str, bool], fix: str) -> dict[str, bool]:
+    """The true/false switches named in `defaults` from the JSON object in `path` (e.g. a
+    tokenizer_config.json's do_lower_case); `defaults` where the file or a key is absent."""
+    stored = read_json_object(path, fix) if Path(path).is_file() else {}
+    flags = {name: stored.get(name, default) for name, default in defaults.items()}
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise ValueError(f"{path}: {name} must be true or false, got {value!r}; {fix}")
+    return flags
+
+
 def read_json_lines(path: Path) -> list[dict]:
     """The objects of a JSON-lines file such as a run's metrics.jsonl, in order; a last line
     cut short by a crash is skipped."""

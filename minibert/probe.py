@@ -76,7 +76,7 @@ def fill_mask(model_or_dir, text_or_texts: str | Sequence[str], top_k: int = 5, 
     """The `top_k` most probable tokens at every mask of a text, best first.
 
     `model_or_dir`: a MaskedLM, or a checkpoint directory (minibert's, with its tokenizer.model,
-    or a Hugging Face one with its vocab.txt). A model object needs `tokenizer`. Returns, for one
+    or a Hugging Face one with its vocab.txt or ALBERT spiece.model). A model object needs `tokenizer`. Returns, for one
     text, a list with one list of `Candidate`s per mask (left to right); for a list of texts, a
     list of those.
     """

@@ -15,7 +15,7 @@ from minibert.training.cli import main
 from minibert.training.distributed import Distributed
 from minibert.training.run import build_batches
 from minibert.training.settings import Settings
-from tiny_run import tiny_args, write_corpus
+from tiny_run import strip_model_flags, tiny_args, write_corpus
 
 # A tiny phase 1 with a learned position table longer than its --seq-len, so that a second
 # phase can use more positions (BERT trained 90% of its steps at 128 of its 512 positions).
@@ -36,17 +36,6 @@ def run(variant, corpus, out, steps, *extra, model=True) -> int:
     text, cache = corpus
     args = tiny_args(variant, text, cache, out, steps)
     return main([*(args if model else strip_model_flags(args)), *extra])
-
-
-def strip_model_flags(args: list[str]) -> list[str]:
-    """Arguments without the architecture flags (--seq-len stays: it is a data setting)."""
-    kept, skip = [], False
-    for arg in args:
-        if skip or arg in ("--hidden-size", "--num-heads", "--intermediate-size", "--num-layers", "--vocab-size", "--embedding-size"):
-            skip = not skip
-            continue
-        kept.append(arg)
-    return kept
 
 
 def records(out) -> list[dict]:

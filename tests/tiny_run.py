@@ -52,3 +52,14 @@ def run_cli(args: list[str], **popen) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     return subprocess.run([sys.executable, str(REPO / "train.py"), *args], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=300, **popen)
+
+
+def strip_model_flags(args: list[str]) -> list[str]:
+    """Arguments without the architecture flags (--seq-len stays: it is a data setting)."""
+    kept, skip = [], False
+    for arg in args:
+        if skip or arg in ("--hidden-size", "--num-heads", "--intermediate-size", "--num-layers", "--vocab-size", "--embedding-size"):
+            skip = not skip
+            continue
+        kept.append(arg)
+    return kept

@@ -34,7 +34,7 @@ from .dataset import PretrainingBatches
 from .default_corpus import default_corpus_path
 from .examples import LAYOUTS, build_examples
 from .masking import check_mask_options
-from .sentencepiece_tokenizer import MIN_VOCAB_SIZE, MODEL_TYPES, SentencePieceTokenizer, load_tokenizer
+from .sentencepiece_tokenizer import MIN_VOCAB_SIZE, MODEL_TYPES, SentencePieceTokenizer, has_tokenizer, load_tokenizer
 from .static_masks import build_static_masks, StaticMasks
 from .storage import FORMAT_VERSION, TokenStore, build_token_store
 from .tokenizer import Tokenizer
@@ -170,7 +170,7 @@ def _check_settings(*, vocab_size, tokenizer_model, seq_len, layout, masking, du
 
 
 def _tokenizer(files, tokenizer_dir, vocab_size, model_type, data_dir) -> Tokenizer:
-    if tokenizer_dir is not None and any((Path(tokenizer_dir) / name).is_file() for name in (SentencePieceTokenizer.FILE_NAME, "vocab.txt")):
+    if tokenizer_dir is not None and has_tokenizer(tokenizer_dir):
         return load_tokenizer(tokenizer_dir)
     tokenizer = SentencePieceTokenizer.train(files, vocab_size=vocab_size, model_type=model_type, cache_dir=data_dir)
     if tokenizer_dir is not None:

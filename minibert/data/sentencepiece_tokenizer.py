@@ -16,7 +16,8 @@ sample, seeded): 50k sentences — a few MB of text — are plenty for a vocabul
 few thousand pieces, and keep training to seconds and memory bounded for any corpus.
 
 `load_tokenizer(folder)` opens whichever tokenizer a checkpoint folder holds: ours
-(`tokenizer.model`) or a WordPiece vocabulary (`vocab.txt`, e.g. an imported BERT).
+(`tokenizer.model`), a released ALBERT's (`spiece.model`, albert_tokenizer.py) or a WordPiece
+vocabulary (`vocab.txt`, e.g. an imported BERT).
 """
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ from pathlib import Path
 from typing import Sequence
 
 import sentencepiece as spm
-import torch
 
 from ..files import publish_file
 from .cache import DEFAULT_DATA_DIR, fingerprint
 from .corpus import PathLike, corpus_files, corpus_fingerprint, read_documents
+from .albert_tokenizer import FILE_NAME as ALBERT_FILE, AlbertTokenizer
+from .sentencepiece_backed import SentencePieceBacked
 from .tokenizer import SPECIAL_TOKENS, Tokenizer
 from .tokenizer_json import hugging_face_files
 
@@ -39,42 +41,20 @@ MODEL_TYPES = ("unigram", "bpe")
 MIN_VOCAB_SIZE = len(SPECIAL_TOKENS) + 256 + 64  # specials + byte pieces + room for characters
 
 
-class SentencePieceTokenizer(Tokenizer):
+class SentencePieceTokenizer(SentencePieceBacked):
     """A trained SentencePiece model behind minibert's `Tokenizer` interface."""
 
     pad_id, unk_id, cls_id, sep_id, mask_id = range(len(SPECIAL_TOKENS))
     FILE_NAME = "tokenizer.model"
 
     def __init__(self, model_proto: bytes):
-        self._model_proto = model_proto
-        self._sp = spm.SentencePieceProcessor(model_proto=model_proto)
+        super().__init__(model_proto)
         pieces = tuple(self._sp.id_to_piece(i) for i in range(len(SPECIAL_TOKENS)))
         if pieces != SPECIAL_TOKENS:
             raise ValueError(f"SentencePiece model has {pieces} at ids 0-4, not {SPECIAL_TOKENS}; train it with SentencePieceTokenizer.train")
 
-    # --- the three things a Tokenizer provides ----------------------------------
-    @property
-    def vocab_size(self) -> int:
-        return self._sp.get_piece_size()
-
     def tokenize_to_ids(self, text: str) -> list[int]:
         return self._sp.encode(text)
-
-    def decode_ids(self, ids: Sequence[int]) -> str:
-        return self._sp.decode([int(i) for i in ids])
-
-    def piece(self, token_id: int) -> str:
-        """The piece itself, ▁ included: decoding "▁" alone would show nothing."""
-        return self._sp.id_to_piece(int(token_id))
-
-    @property
-    def word_starts(self) -> torch.Tensor:
-        """Bool [vocab_size]: True for pieces that begin a word (SentencePiece marks them ▁).
-
-        Whole-word masking uses it to mask all pieces of a word together.
-        """
-        sp = self._sp
-        return torch.tensor([sp.id_to_piece(i).startswith("▁") or i < len(SPECIAL_TOKENS) for i in range(self.vocab_size)])
 
     # --- training, saving, loading ------------------------------------------------
     @classmethod
@@ -120,13 +100,6 @@ class SentencePieceTokenizer(Tokenizer):
             raise FileNotFoundError(f"no {cls.FILE_NAME} in {directory}; save a tokenizer there first")
         return cls(path.read_bytes())
 
-    # Picklable (by its model bytes), so tokenizing worker processes can receive it.
-    def __getstate__(self) -> dict:
-        return {"model_proto": self._model_proto}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__init__(state["model_proto"])
-
 
 def _train_model_proto(files: list[Path], vocab_size: int, model_type: str, max_sentences: int, seed: int) -> bytes:
     model = io.BytesIO()
@@ -153,13 +126,32 @@ def _train_model_proto(files: list[Path], vocab_size: int, model_type: str, max_
     return model.getvalue()
 
 
+# The tokenizer files a checkpoint folder may hold, in the order `load_tokenizer` looks for them.
+TOKENIZER_FILES = {
+    SentencePieceTokenizer.FILE_NAME: "SentencePiece, minibert's own",
+    ALBERT_FILE: "SentencePiece, a released ALBERT's",
+    "vocab.txt": "WordPiece",
+}
+
+
+def has_tokenizer(directory: str | Path) -> bool:
+    return any((Path(directory) / name).is_file() for name in TOKENIZER_FILES)
+
+
 def load_tokenizer(directory: str | Path) -> Tokenizer:
-    """Open the tokenizer saved in `directory`: `tokenizer.model` or a WordPiece `vocab.txt`."""
+    """Open the tokenizer saved in `directory`: `tokenizer.model`, an ALBERT `spiece.model`
+    or a WordPiece `vocab.txt`."""
     directory = Path(directory)
     if (directory / SentencePieceTokenizer.FILE_NAME).is_file():
         return SentencePieceTokenizer.load(directory)
+    if (directory / ALBERT_FILE).is_file():
+        return AlbertTokenizer.load(directory)  # its switches from its tokenizer_config.json
     if (directory / "vocab.txt").is_file():
         from .wordpiece import WordPieceTokenizer  # only needed for imported BERT vocabularies
 
         return WordPieceTokenizer.from_file(directory / "vocab.txt")  # casing from its tokenizer_config.json
-    raise FileNotFoundError(f"no tokenizer in {directory}: expected {SentencePieceTokenizer.FILE_NAME} (SentencePiece) or vocab.txt (WordPiece)")
+    supported = "; ".join(f"{name} ({kind})" for name, kind in TOKENIZER_FILES.items())
+    if (directory / "vocab.json").is_file() and (directory / "merges.txt").is_file():
+        raise ValueError(f"{directory} holds a byte-level BPE tokenizer (vocab.json + merges.txt, as RoBERTa's), which "
+                         f"minibert cannot read; supported: {supported}")
+    raise FileNotFoundError(f"no tokenizer in {directory}: expected {supported}")

@@ -34,7 +34,7 @@ import unicodedata
 from pathlib import Path
 from typing import Sequence
 
-from ..files import publish_file, read_json_object
+from ..files import publish_file, read_flags
 from .tokenizer import SPECIAL_TOKENS, Tokenizer
 
 VOCAB_FILE = "vocab.txt"
@@ -281,9 +281,4 @@ class WordPieceTokenizer(Tokenizer):
 
 def read_lowercase(config_path: Path) -> bool:
     """`do_lower_case` from a tokenizer_config.json; True (uncased BERT) when the file is absent."""
-    if not config_path.is_file():
-        return True
-    value = read_json_object(config_path, "fix or delete it, or pass lowercase= explicitly").get("do_lower_case", True)
-    if not isinstance(value, bool):
-        raise ValueError(f"{config_path}: do_lower_case must be true or false, got {value!r}")
-    return value
+    return read_flags(config_path, {"do_lower_case": True}, "fix or delete it, or pass lowercase= explicitly")["do_lower_case"]

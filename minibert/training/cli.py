@@ -92,8 +92,8 @@ def build_parser() -> Parser:
                f"default budget the papers' choices cost held-out accuracy (docs/training.md). The classic\n"
                f"recipe is one set of flags away: {CLASSIC}\n\n"
                f"Time instead of steps: --budget 5m. Distributed: torchrun --nproc_per_node=N train.py --variant V ...\n"
-               f"Continue pretraining a saved model (a run's --out, or a Hugging Face folder with its vocab.txt or\n"
-               f"tokenizer.model), e.g. a second phase at longer sequences: --init DIR --seq-len 128",
+               f"Continue pretraining a saved model (a run's --out, or a Hugging Face folder with its vocab.txt,\n"
+               f"tokenizer.model or spiece.model), e.g. a second phase at longer sequences: --init DIR --seq-len 128",
     )
     settings = {name: v.default_settings() for name, v in VARIANTS.items()}
     groups = {name: parser.add_argument_group(name) for name in ("run", "data", "objectives", "training")}

@@ -97,7 +97,7 @@ def checkpoint_dir(option: str, path: str, out: str) -> Path:
     if not directory.is_dir():
         raise FileNotFoundError(
             f"{option} {path} is not a directory; pass a checkpoint directory (a finished run's --out, or a "
-            f"Hugging Face model folder with config.json, weights and vocab.txt or tokenizer.model)"
+            f"Hugging Face model folder with config.json, weights and vocab.txt, tokenizer.model or spiece.model)"
         )
     written = Path(out).resolve()
     if directory.resolve() == written or written in directory.resolve().parents:
