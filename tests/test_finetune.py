@@ -276,6 +276,7 @@ BAD_INPUTS = {
     "negative epochs": (None, None, ["--epochs", "-1"], ["--epochs must be positive"]),
     "zero batch": (None, None, ["--batch-size", "0"], ["--batch-size must be positive"]),
     "warmup above 1": (None, None, ["--warmup", "2"], ["--warmup", "between 0 and 1"]),
+    "dropout of 1": (None, None, ["--dropout", "1"], ["--dropout is a probability in [0, 1), got 1.0"]),
     "too long": (None, None, ["--max-len", "999"], ["--max-len 999 exceeds the 64 positions"]),
     "diverging": (None, None, ["--lr", "1e30", "--steps", "10"], ["loss became NaN/Inf at step", "Lower --lr (now 1e+30)", "--skip-nonfinite"]),
     "steps and epochs": (None, None, ["--steps", "5", "--epochs", "1"], ["--epochs", "not allowed with", "--steps"]),
@@ -606,3 +607,12 @@ def test_a_rotary_model_fine_tunes_beyond_its_pretraining_length(toy, tmp_path):
                              tmp_path / "rotary", tokenizer=WordPieceTokenizer(VOCAB))
     assert run(rotary, *toy, tmp_path / "out", "--steps", "2", "--max-len", "24") == 0
     assert load_classifier(tmp_path / "out").model.config.max_positions == 24
+
+
+def test_dropout_is_the_checkpoints_unless_asked(minibert_dir, toy, tmp_path):
+    """The pretraining recipe trains without dropout; --dropout sets it for fine-tuning alone."""
+    assert run(minibert_dir, *toy, tmp_path / "same", "--steps", "2") == 0
+    assert load_classifier(tmp_path / "same").model.config.hidden_dropout == TINY["hidden_dropout"]
+    assert run(minibert_dir, *toy, tmp_path / "drop", "--steps", "2", "--dropout", "0.1") == 0
+    config = load_classifier(tmp_path / "drop").model.config
+    assert (config.hidden_dropout, config.attention_dropout) == (0.1, 0.1)

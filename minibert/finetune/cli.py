@@ -50,6 +50,9 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser.add_argument("--max-len", type=int, metavar="T",
                         help=f"tokens per example, specials included (default {DEFAULT_MAX_LEN} or the model's limit; "
                              "rotary models may go beyond it)")
+    parser.add_argument("--dropout", type=float, metavar="P",
+                        help="dropout on hidden states and attention while fine-tuning (default: the checkpoint's; "
+                             "BERT fine-tuned with 0.1, this project's pretraining recipe uses 0)")
     parser.add_argument("--seed", type=int, default=0, metavar="S",
                         help="seed of the head's initialisation, data order and dropout (default 0)")
     parser.add_argument("--device", choices=DEVICES, default="auto", help="auto = cuda when available, else cpu; mps = Apple GPUs")
@@ -98,6 +101,8 @@ def check_args(args: argparse.Namespace) -> None:
         raise ValueError(f"--warmup is a fraction of the steps, between 0 and 1; got {args.warmup}")
     if args.weight_decay < 0:
         raise ValueError(f"--weight-decay must not be negative, got {args.weight_decay}")
+    if args.dropout is not None and not 0.0 <= args.dropout < 1.0:
+        raise ValueError(f"--dropout is a probability in [0, 1), got {args.dropout}")
 
 
 def task_files(args: argparse.Namespace) -> list[TaskFiles]:
