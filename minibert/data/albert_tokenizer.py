@@ -22,12 +22,11 @@ Special-token spellings typed in the text ("[MASK]") become their ids, as they d
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 from pathlib import Path
 
-from ..files import publish_file, read_flags
+from ..files import read_flags, write_atomic, write_json
 from .sentencepiece_backed import WORD_START, SentencePieceBacked
 
 FILE_NAME = "spiece.model"
@@ -107,7 +106,6 @@ class AlbertTokenizer(SentencePieceBacked):
     def save(self, directory: str | Path) -> Path:
         """Write `spiece.model` and its switches in tokenizer_config.json (Hugging Face's names) into `directory`."""
         directory = Path(directory)
-        config = json.dumps({"tokenizer_class": "AlbertTokenizer", **self.settings()}, indent=2) + "\n"
-        publish_file(lambda tmp: tmp.write_bytes(self._model_proto), directory / FILE_NAME)
-        publish_file(lambda tmp: tmp.write_text(config, encoding="utf-8"), directory / CONFIG_FILE)
+        write_atomic(directory / FILE_NAME, self._model_proto)
+        write_json(directory / CONFIG_FILE, {"tokenizer_class": "AlbertTokenizer", **self.settings()})
         return directory

@@ -29,7 +29,7 @@ from typing import Sequence
 
 import sentencepiece as spm
 
-from ..files import publish_file
+from ..files import publish_file, write_atomic
 from .cache import DEFAULT_DATA_DIR, fingerprint
 from .corpus import PathLike, corpus_files, corpus_fingerprint, read_documents
 from .albert_tokenizer import FILE_NAME as ALBERT_FILE, AlbertTokenizer
@@ -85,7 +85,7 @@ class SentencePieceTokenizer(SentencePieceBacked):
 
     def save(self, directory: str | Path) -> Path:
         """Write `tokenizer.model` into `directory` (e.g. a checkpoint folder), atomically."""
-        return publish_file(lambda tmp: tmp.write_bytes(self._model_proto), Path(directory) / self.FILE_NAME)
+        return write_atomic(Path(directory) / self.FILE_NAME, self._model_proto)
 
     def hugging_face_files(self) -> dict[str, dict]:
         """file name -> JSON of tokenizer.json, tokenizer_config.json and special_tokens_map.json,

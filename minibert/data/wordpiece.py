@@ -28,13 +28,12 @@ and case-sensitive, so "[mask]" is ordinary text.
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 from pathlib import Path
 from typing import Sequence
 
-from ..files import publish_file, read_flags
+from ..files import read_flags, write_atomic, write_json
 from .tokenizer import SPECIAL_TOKENS, Tokenizer
 
 VOCAB_FILE = "vocab.txt"
@@ -240,10 +239,8 @@ class WordPieceTokenizer(Tokenizer):
         `transformers.BertTokenizer.from_pretrained`.
         """
         directory = Path(directory)
-        vocab = "".join(t + "\n" for t in self.id_to_token)
-        config = json.dumps({"tokenizer_class": "BertTokenizer", "do_lower_case": self.lowercase}, indent=2) + "\n"
-        for name, text in ((VOCAB_FILE, vocab), (CONFIG_FILE, config)):  # each file atomically
-            publish_file(lambda tmp: tmp.write_text(text, encoding="utf-8"), directory / name)
+        write_atomic(directory / VOCAB_FILE, "".join(t + "\n" for t in self.id_to_token))
+        write_json(directory / CONFIG_FILE, {"tokenizer_class": "BertTokenizer", "do_lower_case": self.lowercase})
         return directory
 
     @property
