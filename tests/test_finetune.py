@@ -21,7 +21,8 @@ from minibert import Encoder, ModelConfig, save_pretrained
 from minibert.data.tasks import LabelMap, TaskData, read_task, task_of
 from minibert.data.wordpiece import WordPieceTokenizer
 from minibert.finetune import (
-    classification_metrics, load_classifier, main, model_inputs, pearson, predict, ranks, regression_metrics, spearman,
+    classification_metrics, load_classifier, main, model_inputs, pearson, predict, ranks, regression_metrics, save_classifier,
+    spearman,
 )
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -616,3 +617,13 @@ def test_dropout_is_the_checkpoints_unless_asked(minibert_dir, toy, tmp_path):
     assert run(minibert_dir, *toy, tmp_path / "drop", "--steps", "2", "--dropout", "0.1") == 0
     config = load_classifier(tmp_path / "drop").model.config
     assert (config.hidden_dropout, config.attention_dropout) == (0.1, 0.1)
+
+
+def test_saving_over_a_folder_removes_any_earlier_tokenizer(finetuned, tmp_path):
+    """load_tokenizer takes the first tokenizer file it finds, so an earlier model's (here an
+    ALBERT spiece.model) must not survive a save into the same folder."""
+    classifier = load_classifier(finetuned)
+    (tmp_path / "spiece.model").write_bytes(b"an earlier model's vocabulary")
+    save_classifier(classifier.model, classifier.tokenizer, classifier.labels, tmp_path)
+    assert not (tmp_path / "spiece.model").exists()
+    assert type(load_classifier(tmp_path).tokenizer) is type(classifier.tokenizer)

@@ -126,11 +126,18 @@ def _train_model_proto(files: list[Path], vocab_size: int, model_type: str, max_
     return model.getvalue()
 
 
-# The tokenizer files a checkpoint folder may hold, in the order `load_tokenizer` looks for them.
+def _wordpiece(directory: Path) -> Tokenizer:
+    from .wordpiece import WordPieceTokenizer  # only needed for imported BERT vocabularies
+
+    return WordPieceTokenizer.from_file(directory / "vocab.txt")  # casing from its tokenizer_config.json
+
+
+# The tokenizer files a checkpoint folder may hold, in the order `load_tokenizer` looks for
+# them: file name -> (what it is, how to open the folder that holds it).
 TOKENIZER_FILES = {
-    SentencePieceTokenizer.FILE_NAME: "SentencePiece, minibert's own",
-    ALBERT_FILE: "SentencePiece, a released ALBERT's",
-    "vocab.txt": "WordPiece",
+    SentencePieceTokenizer.FILE_NAME: ("SentencePiece, minibert's own", SentencePieceTokenizer.load),
+    ALBERT_FILE: ("SentencePiece, a released ALBERT's", AlbertTokenizer.load),  # switches from its tokenizer_config.json
+    "vocab.txt": ("WordPiece", _wordpiece),
 }
 
 
@@ -142,15 +149,10 @@ def load_tokenizer(directory: str | Path) -> Tokenizer:
     """Open the tokenizer saved in `directory`: `tokenizer.model`, an ALBERT `spiece.model`
     or a WordPiece `vocab.txt`."""
     directory = Path(directory)
-    if (directory / SentencePieceTokenizer.FILE_NAME).is_file():
-        return SentencePieceTokenizer.load(directory)
-    if (directory / ALBERT_FILE).is_file():
-        return AlbertTokenizer.load(directory)  # its switches from its tokenizer_config.json
-    if (directory / "vocab.txt").is_file():
-        from .wordpiece import WordPieceTokenizer  # only needed for imported BERT vocabularies
-
-        return WordPieceTokenizer.from_file(directory / "vocab.txt")  # casing from its tokenizer_config.json
-    supported = "; ".join(f"{name} ({kind})" for name, kind in TOKENIZER_FILES.items())
+    for name, (_, load) in TOKENIZER_FILES.items():
+        if (directory / name).is_file():
+            return load(directory)
+    supported = "; ".join(f"{name} ({kind})" for name, (kind, _) in TOKENIZER_FILES.items())
     if (directory / "vocab.json").is_file() and (directory / "merges.txt").is_file():
         raise ValueError(f"{directory} holds a byte-level BPE tokenizer (vocab.json + merges.txt, as RoBERTa's), which "
                          f"minibert cannot read; supported: {supported}")

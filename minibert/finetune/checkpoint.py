@@ -20,6 +20,7 @@ import torch
 
 from ..config import ModelConfig
 from ..data import load_tokenizer
+from ..data.sentencepiece_tokenizer import TOKENIZER_FILES
 from ..data.tasks import LabelMap
 from ..data.tokenizer import Tokenizer
 from ..heads import SequenceClassifier, TokenClassifier
@@ -29,7 +30,7 @@ from ..pretrained.checkpoint import CONFIG_FILE, SAFETENSORS_FILE, load_tensors,
 
 HEADS = {"classifier": SequenceClassifier, "token_classifier": TokenClassifier}  # as named in config.json
 LABELS_FILE = "labels.json"
-TOKENIZER_FILES = ("tokenizer.model", "vocab.txt", "tokenizer_config.json")  # SentencePiece or WordPiece
+STALE_FILES = (*TOKENIZER_FILES, "tokenizer_config.json")  # an earlier model's tokenizer, if any
 
 
 class Classifier(NamedTuple):
@@ -51,7 +52,7 @@ def save_classifier(model: SequenceClassifier | TokenClassifier, tokenizer: Toke
     tokenizer, or label names for a model that has none."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    for name in (CONFIG_FILE, LABELS_FILE, *TOKENIZER_FILES):
+    for name in (CONFIG_FILE, LABELS_FILE, *STALE_FILES):
         (directory / name).unlink(missing_ok=True)
     save_tensors(model, {name: (name,) for name in model.state_dict()}, directory / SAFETENSORS_FILE)
     tokenizer.save(directory)
