@@ -22,8 +22,7 @@ from pathlib import Path
 
 from safetensors.torch import load_file, save_file
 
-from ..files import publish_dir, remove_leftovers, write_atomic
-from ..files import hash_file, read_json_object
+from ..files import hash_file, publish_dir, read_json_object, remove_leftovers, write_atomic
 from .errors import TrainingError, warn
 from .state import decode, encode
 

@@ -29,11 +29,10 @@ from ..data import build_pretraining_data
 from ..data.baselines import mlm_baselines
 from ..data.corpus import corpus_files
 from ..data.pipeline import STATIC_DUPE_FACTOR
-from ..files import read_json_object
+from ..files import read_json_object, write_atomic
 from ..pretrained import from_pretrained, save_pretrained
 from ..variants import Variant, build_pretrainer, get_variant, run_architecture
 from . import distributed
-from ..files import write_atomic
 from .checkpoint import Checkpoints
 from .distributed import Distributed
 from .errors import TrainingError, warn
@@ -108,7 +107,8 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
         if dist.is_main:
             print(loaded, flush=True)
     pretrainer = pretrainer.to(device)
-    optimizer = build_optimizer(pretrainer, LoopSettings.of(settings))
+    loop = LoopSettings.of(settings)  # what the loop and the optimizer read of this run
+    optimizer = build_optimizer(pretrainer, loop)
     progress, log = Progress(), MetricsLog(out / "metrics.jsonl")
     record = {"settings": settings.to_dict(), "model_overrides": model_overrides, "config": config.to_dict()}
 
@@ -137,7 +137,7 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
                 save_pretrained(pretrainer.objectives["rtd"].generator, out / GENERATOR_DIR, tokenizer=tokenizer)
 
     streams = [iter(shard) for shard in shards]
-    last = train(pretrainer, optimizer, streams, eval_batches, LoopSettings.of(settings), progress, dist=dist, device=device, save=save, log=log,
+    last = train(pretrainer, optimizer, streams, eval_batches, loop, progress, dist=dist, device=device, save=save, log=log,
                  baselines=baselines)
     if dist.is_main:
         scores = ", ".join(f"{k} {v:.3f}" for k, v in {**last, **baselines}.items()
