@@ -132,9 +132,8 @@ def load(model_or_dir, head: str, tokenizer: Tokenizer | None) -> tuple[nn.Modul
         except MissingHead as error:
             raise MissingHead(f"{error}. {NEEDS[head]}") from None
         tokenizer = tokenizer or load_tokenizer(directory)
-    if tokenizer.vocab_size > model.config.vocab_size:
-        raise ValueError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model only {model.config.vocab_size}; "
-                         f"pass the tokenizer the model was trained with")
+    tokenizer.check_fits(model.config.vocab_size, str(model_or_dir) if isinstance(model_or_dir, (str, Path)) else "tokenizer=",
+                         "pass the tokenizer the model was trained with")
     return model, tokenizer
 
 

@@ -140,3 +140,12 @@ def test_bad_input_is_one_line_and_exit_status_2(case, trained, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("python -m minibert") and "Traceback" not in err
     assert fragment in err, err
+
+
+def test_a_tokenizer_larger_than_the_model_is_refused_naming_the_fix(trained, hf_dir):
+    """Ids beyond the embedding table would index out of range: Tokenizer.check_fits says so first."""
+    bigger = load_tokenizer(trained["albert"])  # 8k pieces against the tiny HF model's small table
+    model = from_pretrained(hf_dir, head="mlm")
+    with pytest.raises(ValueError, match=r"tokenizer=: the tokenizer has \d+ tokens but the model only \d+ embeddings; "
+                                         r"pass the tokenizer the model was trained with"):
+        fill_mask(model, "The [MASK].", tokenizer=bigger)

@@ -89,6 +89,13 @@ class Tokenizer:
         return self.decode_ids([token_id])
 
     # --- shared behaviour --------------------------------------------------------
+    def check_fits(self, vocab_size: int, where: str, fix: str = "they are not one checkpoint") -> None:
+        """A model with `vocab_size` embeddings must have a row for every id made here;
+        `where` says whose tokenizer and model they are, `fix` what to do about it."""
+        if self.vocab_size > vocab_size:
+            raise ValueError(f"{where}: the tokenizer has {self.vocab_size} tokens but the model only {vocab_size} "
+                             f"embeddings; {fix}")
+
     @property
     def special_ids(self) -> frozenset[int]:
         return frozenset((self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id)) - {self.unk_id}

@@ -141,11 +141,7 @@ def load_backbone(init: str | Path) -> tuple[Encoder, Tokenizer]:
     else:
         encoder = from_pretrained(init, head=None)
     tokenizer = load_tokenizer(init)
-    if tokenizer.vocab_size > encoder.config.vocab_size:
-        raise ValueError(
-            f"{init}: the tokenizer has {tokenizer.vocab_size} tokens but the model only "
-            f"{encoder.config.vocab_size} embeddings; they are not one checkpoint"
-        )
+    tokenizer.check_fits(encoder.config.vocab_size, str(init))
     return encoder, tokenizer
 
 

@@ -126,8 +126,8 @@ def save_pretrained(
         raise ValueError(f"format must be one of {', '.join(FORMATS)}; got {format!r}")
     if family is not None and format != "hf":
         raise ValueError("family= picks a Hugging Face family; use it with format='hf'")
-    if tokenizer is not None and tokenizer.vocab_size > model.config.vocab_size:
-        raise ValueError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model only {model.config.vocab_size}")
+    if tokenizer is not None:
+        tokenizer.check_fits(model.config.vocab_size, "save_pretrained", "pass the tokenizer the model was trained with")
     if format == "hf":
         chosen = export_family(model.config, head, family)
         # tokenizer.json & co. for a SentencePiece tokenizer (a WordPiece vocab.txt is already

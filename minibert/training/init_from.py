@@ -120,9 +120,7 @@ def load_checkpoint(option: str, directory: Path, head: str, fallback: bool = Tr
     except (ValueError, FileNotFoundError) as error:
         raise type(error)(f"{option} {directory}: {error}") from None
     config = model.config
-    if tokenizer.vocab_size > config.vocab_size:
-        raise ValueError(f"{option} {directory}: its tokenizer has {tokenizer.vocab_size} tokens but its model only "
-                         f"{config.vocab_size} embeddings; they are not one checkpoint")
+    tokenizer.check_fits(config.vocab_size, f"{option} {directory}")
     if tokenizer.pad_id != config.pad_token_id:
         raise ValueError(f"{option} {directory}: its tokenizer's [PAD] is id {tokenizer.pad_id} but config.json says "
                          f"pad_token_id {config.pad_token_id}; they are not one checkpoint")
