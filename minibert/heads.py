@@ -213,21 +213,47 @@ class ReplacedTokenDetector(EncoderWithHead):
         return ReplacedTokenOutput(out.last_hidden_state, out.pooler_output, logits=logits, loss=loss)
 
 
-class SequenceClassifier(EncoderWithHead):
-    """Encoder + classification head, for fine-tuning. With labels, the last layer runs at
-    position 0 only (`last_hidden_state` is zero elsewhere; see `Encoder.forward`'s `needed`).
-    One label means regression, as in BERT's STS-B setup: the single logit is the predicted
-    score and the loss is the mean squared error against float labels."""
+POOLINGS = ("cls", "mean")  # how a SequenceClassifier turns the tokens into one vector
 
-    def __init__(self, config: ModelConfig, num_labels: int):
+
+def mean_over_tokens(hidden: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """[B, T, H] -> [B, H]: each sequence's mean over its real tokens (specials included, padding not)."""
+    if attention_mask is None:
+        return hidden.mean(1)
+    weights = attention_mask.unsqueeze(-1).to(hidden.dtype)  # [B, T, 1]
+    return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1)
+
+
+class SequenceClassifier(EncoderWithHead):
+    """Encoder + classification head, for fine-tuning. One label means regression, as in
+    BERT's STS-B setup: the single logit is the predicted score and the loss is the mean
+    squared error against float labels.
+
+    `pooling` says which vector the head reads. "cls" is BERT's: the [CLS] token's last layer
+    (through the pooler, if the model has one); with labels, the last layer then runs at
+    position 0 only (see `Encoder.forward`'s `needed`). NSP and SOP train exactly that vector
+    during pretraining, but MLM alone never does — [CLS] is never masked, so no loss reads it —
+    and a model pretrained without a sentence task (RoBERTa's recipe, minutes on a CPU) reaches
+    fine-tuning with a [CLS] that has learned nothing. "mean" averages the last layer over the
+    real tokens instead, the vectors MLM did train (Sentence-BERT's pooling); docs/results.md
+    measures the difference."""
+
+    def __init__(self, config: ModelConfig, num_labels: int, pooling: str = "cls"):
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}; got {pooling!r}")
         super().__init__(config, lambda c: ClassificationHead(c, num_labels))
         self.num_labels = num_labels
+        self.pooling = pooling
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> ClassifierOutput:
-        # With labels (training) the loss reads position 0 only: the last layer computes just that.
-        needed = None if labels is None else cls_position(input_ids)
-        out = self.encoder(input_ids, attention_mask, token_type_ids, needed=needed)
-        logits = self.head(pooled_or_first(out))  # [B, num_labels]
+        if self.pooling == "mean":
+            out = self.encoder(input_ids, attention_mask, token_type_ids)
+            pooled = mean_over_tokens(out.last_hidden_state, attention_mask)  # [B, T, H] -> [B, H]
+        else:  # with labels (training) the loss reads position 0 only: the last layer computes just that
+            needed = None if labels is None else cls_position(input_ids)
+            out = self.encoder(input_ids, attention_mask, token_type_ids, needed=needed)
+            pooled = pooled_or_first(out)
+        logits = self.head(pooled)  # [B, num_labels]
         if labels is None:
             loss = None
         elif self.num_labels == 1:  # regression: [B, 1] -> [B] scores

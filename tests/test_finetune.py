@@ -627,3 +627,49 @@ def test_saving_over_a_folder_removes_any_earlier_tokenizer(finetuned, tmp_path)
     save_classifier(classifier.model, classifier.tokenizer, classifier.labels, tmp_path)
     assert not (tmp_path / "spiece.model").exists()
     assert type(load_classifier(tmp_path).tokenizer) is type(classifier.tokenizer)
+
+
+def test_mean_pooling_learns_and_is_kept_with_the_model(minibert_dir, toy, tmp_path):
+    """--pooling mean: the head reads the mean of the last layer; the saved model keeps it, and
+    the loaded model's logits are the head applied to that mean, computed by hand."""
+    out = tmp_path / "mean"
+    assert run(minibert_dir, *toy, out, *FAST, "--pooling", "mean") == 0
+    assert json.loads((out / "eval.json").read_text())["accuracy"] >= 0.9
+    model, tokenizer, _ = load_classifier(out)
+    assert model.pooling == "mean"
+    batch = tokenizer.batch(["the movie was good", "bad"])
+    with torch.no_grad():
+        hidden = model.encoder(**batch).last_hidden_state
+        mask = batch["attention_mask"].unsqueeze(-1).float()
+        by_hand = model.head((hidden * mask).sum(1) / mask.sum(1))
+        torch.testing.assert_close(model(**batch).logits, by_hand)
+    assert load_classifier(tmp_path / "mean").model.pooling == "mean"
+    assert run(minibert_dir, *toy, tmp_path / "cls", "--steps", "2") == 0
+    assert load_classifier(tmp_path / "cls").model.pooling == "cls"  # BERT's, the default
+
+
+@settings(max_examples=25, deadline=None)
+@given(lengths=st.lists(st.integers(1, 12), min_size=1, max_size=4), extra=st.integers(1, 6), seed=st.integers(0, 99))
+def test_mean_pooling_ignores_padding(lengths, extra, seed):
+    """Padding a batch further changes no sequence's mean-pooled logits (nor its [CLS] logits)."""
+    from minibert.heads import SequenceClassifier
+
+    torch.manual_seed(seed)
+    for pooling in ("mean", "cls"):
+        model = SequenceClassifier(ModelConfig(**TINY), 3, pooling=pooling).eval()
+        ids = torch.zeros(len(lengths), max(lengths), dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for row, n in enumerate(lengths):
+            ids[row, :n] = torch.randint(5, len(VOCAB), (n,))
+            mask[row, :n] = 1
+        longer = torch.nn.functional.pad(ids, (0, extra)), torch.nn.functional.pad(mask, (0, extra))
+        with torch.no_grad():
+            torch.testing.assert_close(model(ids, mask).logits, model(*longer).logits, atol=1e-5, rtol=1e-5)
+
+
+def test_pooling_is_for_sentence_tasks_only(piece_model_dir, tmp_path, capsys):
+    train = write_jsonl(tmp_path / "train.jsonl", tagged_rows(20, seed=1))
+    dev = write_conll(tmp_path / "dev.conll", tagged_rows(10, seed=2))
+    assert run(piece_model_dir, train, dev, tmp_path / "out", "--steps", "2", "--pooling", "mean") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--pooling is for sentence tasks" in err, err

@@ -60,6 +60,8 @@ def save_classifier(model: SequenceClassifier | TokenClassifier, tokenizer: Toke
         write_json(directory / LABELS_FILE, {"labels": labels.names})
     head = next(name for name, kind in HEADS.items() if isinstance(model, kind))
     marker = {"format": FORMAT_VERSION, "head": head, "num_labels": model.num_labels}
+    if isinstance(model, SequenceClassifier):
+        marker["pooling"] = model.pooling
     write_json(directory / CONFIG_FILE, {FORMAT_KEY: marker, **model.config.to_dict()})
     return directory
 
@@ -83,7 +85,8 @@ def load_classifier(directory: str | Path) -> Classifier:
             f"{directory}: config.json says {num_labels} labels but {LABELS_FILE} names {len(labels)}; the folder is inconsistent"
         )
     with torch.device("meta"):  # shapes only: the checkpoint's tensors become the parameters
-        model = HEADS[marker["head"]](ModelConfig.from_dict(fields), num_labels)
+        pooling = {"pooling": marker.get("pooling", "cls")} if marker["head"] == "classifier" else {}  # older files: [CLS]
+        model = HEADS[marker["head"]](ModelConfig.from_dict(fields), num_labels, **pooling)
     with open_tensors(directory) as tensors:
         load_tensors(model, {name: (name,) for name in model.state_dict()}, tensors, ())
     return Classifier(model.eval(), load_tokenizer(directory), labels)

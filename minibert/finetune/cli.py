@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from ..data import tagged, tasks
+from ..heads import POOLINGS
 from ..pretrained.checkpoint import SAFETENSORS_FILE
 from ..training.cli import Parser, report_errors
 from ..training.distributed import Distributed
@@ -53,6 +54,10 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser.add_argument("--dropout", type=float, metavar="P",
                         help="dropout on hidden states and attention while fine-tuning (default: the checkpoint's; "
                              "BERT fine-tuned with 0.1, this project's pretraining recipe uses 0)")
+    parser.add_argument("--pooling", choices=POOLINGS, default="cls",
+                        help="what a sentence task's head reads: cls = the [CLS] token, as BERT; mean = the mean of the "
+                             "last layer over the tokens, for a checkpoint pretrained without NSP/SOP, whose [CLS] "
+                             "learned nothing (default cls)")
     parser.add_argument("--seed", type=int, default=0, metavar="S",
                         help="seed of the head's initialisation, data order and dropout (default 0)")
     parser.add_argument("--device", choices=DEVICES, default="auto", help="auto = cuda when available, else cpu; mps = Apple GPUs")

@@ -72,8 +72,13 @@ def finetune(args: argparse.Namespace, files: TaskFiles, backbone: tuple[Encoder
                         skip_nonfinite=args.skip_nonfinite)
 
     torch.manual_seed(args.seed)  # the head's initialisation and dropout
-    head = TokenClassifier if task == "tokens" else SequenceClassifier
-    model = head(config, 1 if labels is None else len(labels))  # regression: one output, the score
+    outputs = 1 if labels is None else len(labels)  # regression: one output, the score
+    if task == "tokens":
+        if args.pooling != "cls":
+            raise ValueError("--pooling is for sentence tasks; a tagging task reads every token's own vector, so drop it")
+        model = TokenClassifier(config, outputs)
+    else:
+        model = SequenceClassifier(config, outputs, args.pooling)
     model.encoder.load_state_dict(encoder.state_dict())
     model.to(device)
     started = time.perf_counter()
