@@ -14,11 +14,14 @@ sys.path.insert(0, str(REPO))
 from bench.report import SECTIONS  # noqa: E402
 from bench.report.budget import FULL, QUICK  # noqa: E402
 from bench.report.document import budget_line  # noqa: E402
+from bench.report.measure import paired_gap, verdict  # noqa: E402
 from bench.report.runner import NotRun, Runner, shell  # noqa: E402
+from hypothesis import given, strategies as st  # noqa: E402
+from minibert.variants import VARIANTS  # noqa: E402
 
 
 def test_every_section_declares_what_the_document_needs():
-    assert list(SECTIONS) == ["params", "latency", "efficiency", "sentence", "distill"]
+    assert list(SECTIONS) == ["params", "latency", "transfer", "efficiency", "sentence", "distill"]
     for name, section in SECTIONS.items():
         assert section.NAME == name and section.TITLE
         for budget in (FULL, QUICK):
@@ -64,18 +67,63 @@ def test_a_result_stored_by_an_older_report_asks_for_a_rerun(tmp_path):
     rows = [{"name": f"configuration {i}", "parameters": 1000 * (i + 1)} for i in range(6)]
     old = {"presets": rows, "ablation": rows, "when": "2026-11-30 on x86_64 (2 cores)"}  # no shape, no date or machine
     (line,) = render_section(SECTIONS["params"], old, tmp_path)
-    assert line.startswith("Not run yet: the stored result has no") and "--only params" in line
+    assert line.startswith("Not run yet: the stored result predates") and "--only params" in line
+    (line,) = render_section(SECTIONS["params"], {"budget": {"model": []}, "measured": {}}, tmp_path)  # older budget
+    assert "predates this report's budget" in line
 
 
-def test_a_run_is_as_long_as_a_step_count_or_a_wall_clock_budget(tmp_path):
+def test_a_pretraining_command_evaluates_along_the_way_at_the_recipe_s_learning_rate(tmp_path):
     from bench.report.budget import WIKITEXT
     from bench.report.recipes import pretrain_args
 
     if not (REPO / WIKITEXT).is_file():
         pytest.skip("the shared datasets folder is not present beside the repository")
-    steps = pretrain_args(QUICK, tmp_path, "bert", 40, "--layout", "nsp", seed=3)
-    timed = pretrain_args(QUICK, tmp_path, "bert", "5m", seed=3)
-    flag = lambda args, name: args[args.index(name) + 1]  # noqa: E731
-    assert flag(steps, "--steps") == flag(steps, "--eval-every") == flag(steps, "--save-every") == "40"
-    assert flag(steps, "--layout") == "nsp" and flag(steps, "--seed") == flag(timed, "--seed") == "3"
-    assert flag(timed, "--budget") == "5m" and "--steps" not in timed and "--eval-every" not in timed
+    args = pretrain_args(QUICK, tmp_path, "bert", 60, "--layout", "nsp", seed=3)
+    flag = lambda name: args[args.index(name) + 1]  # noqa: E731
+    assert flag("--steps") == flag("--save-every") == "60" and flag("--eval-every") == "10"  # six points on the curve
+    assert flag("--layout") == "nsp" and flag("--seed") == "3"
+    assert float(flag("--lr")) == VARIANTS["bert"].default_settings().lr  # the user's recipe, not the report's own
+
+
+def test_parallel_runs_keep_their_order_and_really_overlap(tmp_path):
+    import threading
+    import time
+
+    runner, running, most = Runner(tmp_path, jobs=3), [0], [0]
+    lock = threading.Lock()
+
+    def task(i):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.05)
+        with lock:
+            running[0] -= 1
+        return i * i
+
+    assert runner.parallel([lambda i=i: task(i) for i in range(7)]) == [i * i for i in range(7)]
+    assert most[0] == 3  # never more than `jobs` at once, and that many did overlap
+    with pytest.raises(NotRun, match="the second"):
+        runner.parallel([lambda: 1, lambda: (_ for _ in ()).throw(NotRun("the second")), lambda: 3])
+
+
+scores = st.lists(st.floats(0.0, 1.0), min_size=2, max_size=12)
+
+
+@given(scores, st.floats(-0.2, 0.2))
+def test_a_paired_gap_moves_with_a_shift_and_its_interval_holds_the_mean(a, shift):
+    shifted = [x + shift for x in a]
+    gap = paired_gap(shifted, a)
+    assert gap["mean"] == pytest.approx(shift, abs=1e-9)
+    assert gap["low"] <= gap["mean"] <= gap["high"]
+    assert gap["ahead"] + gap["behind"] <= gap["n"] == len(a)
+
+
+def test_the_verdict_reads_the_interval_not_the_mean():
+    noisy = paired_gap([0.82, 0.70, 0.83, 0.69], [0.75, 0.75, 0.75, 0.75])  # mean +1 point, seeds all over
+    steady = paired_gap([0.76, 0.761, 0.759, 0.76], [0.75, 0.75, 0.75, 0.75])  # mean +1 point, seeds agree
+    assert noisy["mean"] == pytest.approx(steady["mean"], abs=1e-9)
+    assert verdict(noisy) == "inconclusive" and verdict(steady) == "reproduced"
+    assert verdict(paired_gap([0.75] * 4, [0.76, 0.761, 0.759, 0.76])) == "not reproduced"
+    with pytest.raises(ValueError, match="two equal lists"):
+        paired_gap([0.5], [0.5])

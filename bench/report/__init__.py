@@ -7,21 +7,29 @@
     python bench/report.py --only latency      # one section; the others are kept from before
     python bench/report.py --quick             # tiny budgets, written under runs/report/quick/
     python bench/report.py --list              # the sections and what is stored for each
+    python bench/report.py --jobs 1            # one run at a time (default: one per core)
 
 Sections, one module each: params (parameter counts, ALBERT's ablation), latency (bert-base
-vs distilbert-base), efficiency (MLM vs ELECTRA's RTD at equal pretraining FLOPs), sentence
-(static vs dynamic masking; NSP vs SOP vs no sentence task), distill (a DistilBERT student
-against its teacher). A section module has NAME, TITLE, TASKS (what it fine-tunes on),
-plan(budget) (what it runs, in words), compute(budget, runs) -> a JSON-able result, and
-render(result, plots) -> markdown; every number in the prose comes from the result.
+vs distilbert-base), transfer (pretrained against untrained, and which vector the classifier
+reads), efficiency (MLM vs ELECTRA's RTD at equal pretraining FLOPs), sentence (static vs
+dynamic masking; NSP vs SOP vs no sentence task), distill (a DistilBERT student against its
+teacher). A section module has NAME, TITLE, TASKS (what it fine-tunes on), plan(budget) (what
+it runs, in words), compute(budget, runs, jobs) -> a JSON-able result, and render(result,
+plots) -> markdown; every number in the prose comes from the result.
+
+The quality sections repeat every pretraining over the budget's pretraining seeds and every
+fine-tuning over its fine-tuning seeds (`recipes.measure`), so that two setups' scores pair up
+seed by seed; `measure.paired_gap` turns the pairs into a mean gap with a 95% interval, and
+`measure.verdict` into reproduced / not reproduced / inconclusive.
 
 Training and fine-tuning run as the user would run them — `python train.py ...` and
-`python -m minibert.finetune ...` in a subprocess (`runner`) — so each table row carries the
-exact command that reproduces it. Every finished run is cached in runs/report/ (git-ignored):
-rerunning resumes where it stopped, and a section that cannot run (no dataset, a failing
-command) is reported as "not run yet" with the reason instead of stopping the others.
+`python -m minibert.finetune ...` in a subprocess (`runner`), one thread each, as many at once
+as `--jobs` — so each table row carries the exact command that reproduces it. Every finished
+run is cached in runs/report/ (git-ignored): rerunning resumes where it stopped, and a section
+that cannot run (no dataset, a failing command) is reported as "not run yet" with the reason
+instead of stopping the others.
 """
 
-from . import distill, efficiency, latency, params, sentence
+from . import distill, efficiency, latency, params, sentence, transfer
 
-SECTIONS = {section.NAME: section for section in (params, latency, efficiency, sentence, distill)}
+SECTIONS = {section.NAME: section for section in (params, latency, transfer, efficiency, sentence, distill)}

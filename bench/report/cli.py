@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -22,11 +23,11 @@ def stored_results(folder: Path) -> dict:
     return {path.stem: read_json_object(path, "delete it to run that section again") for path in sorted(folder.glob("*.json"))}
 
 
-def run_section(name: str, budget, runs: Path) -> dict:
+def run_section(name: str, budget, runs: Path, jobs: int) -> dict:
     """One section's result, with its budget, date, machine and wall time; or why it did not run."""
     start, where = time.perf_counter(), machine()
     try:
-        result = SECTIONS[name].compute(budget, runs)
+        result = SECTIONS[name].compute(budget, runs, jobs)
     except NotRun as reason:
         return {"not_run": str(reason)}
     measured = {"date": datetime.date.today().isoformat(), "machine": where, "seconds": time.perf_counter() - start}
@@ -38,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="tiny budgets for a smoke run, written under runs/report/quick/")
     parser.add_argument("--only", choices=SECTIONS, action="append", help="run only this section (repeatable); others keep their last results")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
+                        help="runs at once, one thread each (default: the number of cores)")
     parser.add_argument("--list", action="store_true", help="list the sections and their stored results; run nothing")
     args = parser.parse_args(argv)
     budget = QUICK if args.quick else FULL
@@ -56,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     stored.mkdir(parents=True, exist_ok=True)
     for name in args.only or SECTIONS:
         print(f"[{name}] {SECTIONS[name].TITLE}", flush=True)
-        result = run_section(name, budget, runs)
+        result = run_section(name, budget, runs, max(1, args.jobs))
         print(f"[{name}] {'not run: ' + result['not_run'] if 'not_run' in result else 'done'}", flush=True)
         (stored / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
     write_document(document, document.parent / "results", SECTIONS, stored_results(stored), budget, args.quick)

@@ -26,7 +26,7 @@ def plan(budget: Budget) -> str:
             f"{' / '.join(map(str, BATCHES))}, with {' and '.join(map(str, THREADS))} threads; weights and inputs from seed 0.")
 
 
-def compute(budget: Budget, runs: Path) -> dict:
+def compute(budget: Budget, runs: Path, jobs: int = 1) -> dict:
     torch.manual_seed(0)
     models = {name: Encoder(ModelConfig.preset(name, hidden_dropout=0.0, attention_dropout=0.0)).eval() for name in MODELS}
     rows = []

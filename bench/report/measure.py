@@ -101,3 +101,64 @@ def held_out(final_eval: dict, names: tuple[str, ...], labelled: bool = True) ->
     shown = [(f"{name.replace('_', ' ')} " if labelled else "") + f"{final_eval['eval_' + name]:.3f}"
              for name in names if "eval_" + name in final_eval]
     return ", ".join(shown) or "–"
+
+
+# Two-sided 95% quantiles of Student's t by degrees of freedom (beyond 30: the normal's 1.96).
+T_975 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23, 12: 2.18,
+         15: 2.13, 20: 2.09, 25: 2.06, 30: 2.04}
+
+
+def t_975(df: int) -> float:
+    return T_975[max(k for k in T_975 if k <= df)] if df <= 30 else 1.96
+
+
+def spread(scores: list[float]) -> dict:
+    """Median and range of one setup's scores over its seeds (how the cramming paper reports GLUE)."""
+    return {"median": statistics.median(scores), "min": min(scores), "max": max(scores), "n": len(scores)}
+
+
+def paired_gap(a: list[float], b: list[float]) -> dict:
+    """A against B where the i-th scores share their seeds (same pretraining and fine-tuning
+    seed, so the same data order, head initialisation and masks): the mean of the paired
+    differences with a 95% t-interval, and how many pairs favour A. The gap "exceeds the
+    noise" when the interval excludes zero. Pairs that share a pretraining seed are not
+    independent, so the interval is, if anything, too narrow; the count of pairs says more
+    where it is close."""
+    if len(a) != len(b) or len(a) < 2:
+        raise ValueError(f"a paired comparison needs two equal lists of at least 2 scores, got {len(a)} and {len(b)}")
+    gaps = [x - y for x, y in zip(a, b)]
+    mean, n = statistics.fmean(gaps), len(gaps)
+    half = t_975(n - 1) * statistics.stdev(gaps) / math.sqrt(n)
+    return {"mean": mean, "low": mean - half, "high": mean + half, "n": n, "ahead": sum(g > 0 for g in gaps),
+            "behind": sum(g < 0 for g in gaps), "beyond_noise": mean - half > 0 or mean + half < 0}
+
+
+def verdict(gap: dict) -> str:
+    """A claim "A beats B" read from paired_gap(A, B): reproduced when the interval lies above
+    zero, not reproduced when it lies below (B is ahead beyond the noise), else inconclusive."""
+    return "reproduced" if gap["low"] > 0 else "not reproduced" if gap["high"] < 0 else "inconclusive"
+
+
+def describe_gap(gap: dict) -> str:
+    """'+1.2 points (95% interval -0.3 to +2.7; 6 of 9 pairs ahead)'."""
+    return (f"{100 * gap['mean']:+.1f} points (95% interval {100 * gap['low']:+.1f} to {100 * gap['high']:+.1f}; "
+            f"{gap['ahead']} of {gap['n']} pairs ahead)")
+
+
+def describe_spread(scores: list[float]) -> str:
+    """'0.712 (0.690–0.731)': median and range over the seeds."""
+    s = spread(scores)
+    return f"{s['median']:.3f} ({s['min']:.3f}–{s['max']:.3f})"
+
+
+def save_plot(fig, axis, path: Path, xlabel: str, ylabel: str, title: str) -> None:
+    """Label a line plot with a legend, write it as PNG and free it (the sections' plots)."""
+    import matplotlib.pyplot as plt
+
+    axis.set_xlabel(xlabel)
+    axis.set_ylabel(ylabel)
+    axis.set_title(title)
+    axis.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -29,7 +29,7 @@ def plan(budget: Budget) -> str:
     return "none (counted on the meta device, no weights allocated)."
 
 
-def compute(budget: Budget, runs: Path) -> dict:
+def compute(budget: Budget, runs: Path, jobs: int = 1) -> dict:
     presets = [{"name": name, "parameters": count_parameters(ModelConfig.preset(name))} for name in PRESETS]
     base = ModelConfig.preset("bert-base", vocab_size=ALBERT_VOCAB)
     rows = [{"name": name, "parameters": count_parameters(base.replace(**changes))} for name, changes in ABLATION]

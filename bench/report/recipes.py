@@ -1,17 +1,32 @@
 """The report's runs, as the commands a user would type: its data files, pretraining and
-fine-tuning command lines, and the ModelConfig the budget's flags describe."""
+fine-tuning command lines, the seeds they repeat over, and the ModelConfig the budget's flags
+describe.
+
+A *setup* is one way to pretrain (MLM with dynamic masking, static masking, NSP, ELECTRA at a
+budget, a DistilBERT student, no pretraining at all) as a function of the pretraining seed.
+`measure` runs every setup at every pretraining seed, fine-tunes each result on every task with
+every fine-tuning seed, and returns the scores in one fixed (pretraining seed, fine-tuning seed)
+order, so that two setups' i-th scores share both seeds: the pairs of a paired comparison.
+"""
 
 from __future__ import annotations
 
 import random
 from collections import Counter
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Callable
 
 from minibert import ModelConfig
 from minibert.data import load_tokenizer
+from minibert.variants import VARIANTS
 
-from .budget import FINETUNE_SEED, PRETRAIN_LR, PRETRAIN_SEED, REPO, RTE, SST2, THREADS, WIKITEXT, Budget
+from .budget import MLM_VARIANT, REPO, RTE, SST2, THREADS, WIKITEXT, Budget
 from .runner import NotRun, Runner
+
+SUBSAMPLE_SEED = 0  # which SST-2 sentences the subsample keeps: the same for every run
+EVALUATIONS = 6  # held-out evaluations per pretraining run: the points of the MLM-accuracy-over-time curve
 
 
 def need(path: Path, what: str) -> None:
@@ -19,28 +34,30 @@ def need(path: Path, what: str) -> None:
         raise NotRun(f"{what} not found at {path} (the shared/datasets folder beside the repository root)")
 
 
-def seeded(name: str, seed: int, default: int) -> str:
-    """A run's folder name with its seed; the default seed keeps the plain name (and its cache)."""
-    return name if seed == default else f"{name}-seed{seed}"
+def recipe(variant: str, name: str):
+    """train.py's default for a variant (`minibert.variants`): the report runs the user's recipe."""
+    return getattr(VARIANTS[variant].default_settings(), name)
 
 
 def sst2_subsample(budget: Budget, runs: Path) -> Path:
-    """A seeded subsample of SST-2's training set (header kept), so fine-tuning fits the budget."""
+    """A seeded subsample of SST-2's training set (header kept): few labels, where what
+    pretraining learned should matter most, and fine-tuning that fits the budget."""
     need(SST2 / "train.tsv", "SST-2")
-    path = runs / "data" / f"sst2-train-{budget.sst2_train}-seed{FINETUNE_SEED}.tsv"
+    path = runs / "data" / f"sst2-train-{budget.sst2_train}-seed{SUBSAMPLE_SEED}.tsv"
     if not (REPO / path).exists():
         header, *rows = (REPO / SST2 / "train.tsv").read_text(encoding="utf-8").splitlines(keepends=True)
-        random.Random(FINETUNE_SEED).shuffle(rows)
+        random.Random(SUBSAMPLE_SEED).shuffle(rows)
         (REPO / path).parent.mkdir(parents=True, exist_ok=True)
         (REPO / path).write_text(header + "".join(rows[: budget.sst2_train]), encoding="utf-8")
     return path
 
 
 def corpus(budget: Budget, runs: Path) -> Path:
-    """The pretraining corpus: the first N lines of WikiText-2's train split (the tokenizer is
-    trained on them too). S steps read it several times over, which is what gives static
-    masking the chance to repeat a mask; the full 2M words would not be read even once."""
+    """The pretraining corpus: WikiText-2's train split, or its first N lines (the quick run).
+    The tokenizer is trained on the same text."""
     need(WIKITEXT, "WikiText-2")
+    if not budget.corpus_lines:
+        return WIKITEXT
     path = runs / "data" / f"wikitext-2-train-first-{budget.corpus_lines}-lines.txt"
     if not (REPO / path).exists():
         lines = (REPO / WIKITEXT).read_text(encoding="utf-8").splitlines(keepends=True)
@@ -49,47 +66,87 @@ def corpus(budget: Budget, runs: Path) -> Path:
     return path
 
 
-def pretrain_args(budget: Budget, runs: Path, variant: str, length: int | str, *extra: str, lr: float = PRETRAIN_LR,
-                  seed: int = PRETRAIN_SEED) -> list[str]:
-    """`python train.py` flags of one pretraining run. `length`: a number of steps (the run
-    evaluates and saves at its end and logs ten times), or a wall-clock duration such as "5m"
-    (`--budget`: the schedule ends at the deadline; train.py's own evaluation, log and save
-    intervals, so the held-out metrics form a curve over time)."""
-    if isinstance(length, str):
-        how_long, intervals = ["--budget", length], ["--eval-batches", "10"]
-    else:
-        how_long = ["--steps", str(length)]
-        intervals = ["--eval-every", str(length), "--eval-batches", "10", "--log-every", str(max(1, length // 10)),
-                     "--save-every", str(length)]
-    return ["--variant", variant, "--data", str(corpus(budget, runs)), "--cache-dir", str(runs / "cache"), *how_long,
-            "--seq-len", str(budget.seq_len), "--batch-size", str(budget.batch_size), "--lr", str(lr), "--seed", str(seed),
-            "--threads", str(THREADS), "--device", "cpu", *intervals, "--keep", "1", *extra]
+def pretrain_args(budget: Budget, runs: Path, variant: str, steps: int, *extra: str, seed: int,
+                  lr: float | None = None) -> list[str]:
+    """`python train.py` flags of one pretraining run of `steps` steps: it evaluates on the
+    held-out split EVALUATIONS times (the curve) and saves at its end."""
+    every = max(1, steps // EVALUATIONS)
+    return ["--variant", variant, "--data", str(corpus(budget, runs)), "--cache-dir", str(runs / "cache"),
+            "--steps", str(steps), "--seq-len", str(budget.seq_len), "--batch-size", str(budget.batch_size),
+            "--lr", f"{recipe(variant, 'lr') if lr is None else lr:g}", "--seed", str(seed), "--threads", str(THREADS),
+            "--device", "cpu", "--eval-every", str(every), "--eval-batches", "10", "--log-every", str(every),
+            "--save-every", str(steps), "--keep", "1", *extra]
 
 
-def mlm_run(runner: Runner, budget: Budget, length: int | str, layout: str = "full_sentences", masking: str = "dynamic",
-            *extra: str, name: str | None = None, lr: float = PRETRAIN_LR, seed: int = PRETRAIN_SEED) -> dict:
+def mlm_run(runner: Runner, budget: Budget, steps: int, seed: int, layout: str = "full_sentences",
+            masking: str = "dynamic", *extra: str, name: str | None = None, lr: float | None = None) -> dict:
     """BERT's MLM on the report's model; a sentence task only if `layout` asks for one."""
-    args = pretrain_args(budget, runner.runs, "bert", length, *budget.model, "--layout", layout, "--masking", masking,
-                         *extra, lr=lr, seed=seed)
-    return runner.pretrain(seeded(name or f"mlm-{length}", seed, PRETRAIN_SEED), args)
+    args = pretrain_args(budget, runner.runs, MLM_VARIANT, steps, *budget.model, "--layout", layout, "--masking", masking,
+                         *extra, seed=seed, lr=lr)
+    return runner.pretrain(f"{name or f'mlm-{steps}'}-seed{seed}", args)
 
 
-def untrained_run(runner: Runner, budget: Budget) -> dict:
-    """No pretraining: one step at a vanishing learning rate = the same architecture and
-    tokenizer, untrained (the baseline every pretrained row is read against)."""
-    return mlm_run(runner, budget, 1, name="untrained", lr=1e-12)
+def untrained_run(runner: Runner, budget: Budget, seed: int) -> dict:
+    """No pretraining: one step at a vanishing learning rate = the same architecture, tokenizer
+    and initialisation seed, untrained (the baseline every pretrained row is read against)."""
+    return mlm_run(runner, budget, 1, seed, name="untrained", lr=1e-12)
 
 
-def finetune_sst2(runner: Runner, budget: Budget, name: str, pretrained: dict, seed: int = FINETUNE_SEED) -> dict:
-    train = sst2_subsample(budget, runner.runs)
-    return runner.finetune(seeded(f"{name}-sst2", seed, FINETUNE_SEED), pretrained["out"], SST2, train,
-                           budget.sst2_steps, budget, seed)
+@dataclass(frozen=True)
+class Setup:
+    key: str  # in folder names and results
+    label: str  # in tables
+    pretrain: Callable[[int], dict]  # pretraining seed -> Runner.pretrain's record
 
 
-def finetune_rte(runner: Runner, budget: Budget, name: str, pretrained: dict, seed: int = FINETUNE_SEED) -> dict:
-    need(RTE / "train.tsv", "RTE")
-    return runner.finetune(seeded(f"{name}-rte", seed, FINETUNE_SEED), pretrained["out"], RTE, RTE / "train.tsv",
-                           budget.rte_steps, budget, seed)
+TASKS = {"sst2": "SST-2", "rte": "RTE"}
+
+
+def finetune(runner: Runner, budget: Budget, task: str, name: str, pretrained: dict, seed: int, pooling: str) -> dict:
+    """`python -m minibert.finetune` from a pretraining run on SST-2 (the subsample) or RTE."""
+    if task == "sst2":
+        data, train, steps, max_len = SST2, sst2_subsample(budget, runner.runs), budget.sst2_steps, budget.seq_len
+    else:
+        need(RTE / "train.tsv", "RTE")
+        data, train, steps, max_len = RTE, RTE / "train.tsv", budget.rte_steps, budget.rte_max_len
+    suffix = "" if pooling == "cls" else f"-{pooling}"
+    return runner.finetune(f"{name}-{task}{suffix}-ft{seed}", pretrained["out"], data, train, steps, budget.finetune_lr,
+                           max_len, seed, pooling)
+
+
+def measure(runner: Runner, budget: Budget, setups: list[Setup], tasks: tuple[str, ...], pooling: str | None = None) -> dict:
+    """Every setup at every pretraining seed, each fine-tuned on every task with every
+    fine-tuning seed: {key: {label, runs: [one per pretraining seed], scores: {task: [...]}}}. scores[task][i] comes from pretraining seed i // F and fine-tuning seed
+    i % F (F fine-tuning seeds), the same i for every setup. `pooling`: the classifier's
+    (`--pooling`; default the budget's)."""
+    pairs = [(setup, seed) for setup in setups for seed in budget.pretrain_seeds]
+    pretrained = runner.parallel([partial(setup.pretrain, seed) for setup, seed in pairs])
+    jobs = [(setup, seed, run, task, f) for (setup, seed), run in zip(pairs, pretrained)
+            for task in tasks for f in budget.finetune_seeds]
+    tuned = runner.parallel([partial(finetune, runner, budget, task, Path(run["out"]).name, run, f, pooling or budget.pooling)
+                             for _, _, run, task, f in jobs])
+    result = {setup.key: {"label": setup.label, "runs": [], "scores": {task: [] for task in tasks}} for setup in setups}
+    for (setup, seed), run in zip(pairs, pretrained):
+        result[setup.key]["runs"].append({"seed": seed, "finetune_commands": {task: [] for task in tasks},
+                                          **{k: run[k] for k in ("command", "out", "seconds", "final_eval", "evals")}})
+    for (setup, seed, _, task, _), out in zip(jobs, tuned):
+        result[setup.key]["scores"][task].append(out["accuracy"])
+        run = result[setup.key]["runs"][budget.pretrain_seeds.index(seed)]
+        run["finetune_commands"][task].append(out["command"])
+    return result
+
+
+def first_commands(setup: dict) -> list[str]:
+    """One measured setup's commands at its first pretraining and fine-tuning seeds (the others
+    differ in `--seed` and the folder names)."""
+    run = setup["runs"][0]
+    return [run["command"], *(commands[0] for commands in run["finetune_commands"].values())]
+
+
+def commands_block(setups: list[dict]) -> list[str]:
+    """The markdown lines that show the measured setups' commands at their first seeds."""
+    return ["Commands at the first seeds (the others change `--seed` and the folder names):", "", "```",
+            *(command for setup in setups for command in first_commands(setup)), "```"]
 
 
 def report_config(budget: Budget) -> ModelConfig:

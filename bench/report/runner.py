@@ -17,12 +17,18 @@ import os
 import shlex
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Callable, Sequence, TypeVar
 
 from minibert.files import read_json_lines, read_json_object
 
-from .budget import FINETUNE_BATCH, FINETUNE_SEED, REPO, THREADS, Budget
+from .budget import FINETUNE_BATCH, REPO, THREADS
+
+
+T = TypeVar("T")
 
 
 class NotRun(Exception):
@@ -39,10 +45,22 @@ class Runner:
 
     MARKER = "report-run.json"
 
-    def __init__(self, runs: Path):
+    def __init__(self, runs: Path, jobs: int = 1):
         self.runs = runs
+        self.jobs = jobs  # commands run at once by `parallel` (each with THREADS threads)
         self.seconds = 0.0  # wall time of every run this section used, cached or not: its cost to reproduce
+        self._lock = threading.Lock()
         (REPO / runs / "logs").mkdir(parents=True, exist_ok=True)
+
+    def parallel(self, tasks: Sequence[Callable[[], T]]) -> list[T]:
+        """Call each task (a chain of runs, e.g. one seed's pretraining and its fine-tunings),
+        `jobs` at a time, and return their results in order. The tasks only wait on their
+        subprocesses, so threads are enough; the first failure is raised once all have ended."""
+        if self.jobs == 1:
+            return [task() for task in tasks]
+        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+            futures = [pool.submit(task) for task in tasks]
+            return [future.result() for future in futures]
 
     def _call(self, name: str, args: list[str]) -> float:
         shown = self.runs / "logs" / f"{name}.log"  # relative to the repository, as in the commands
@@ -64,7 +82,7 @@ class Runner:
         marker = REPO / out / self.MARKER
         previous = read_json_object(marker, "delete it to run again") if marker.exists() else {}
         if previous.get("command") == command and previous.get("done"):
-            self.seconds += previous["seconds"]
+            self._count(previous["seconds"])
             return previous
         if previous.get("command") == command and resumable:
             again = ["--resume"]
@@ -75,24 +93,31 @@ class Runner:
         seconds = self._call(name, args + again)
         record = {"command": command, "done": True, "seconds": seconds}
         marker.write_text(json.dumps(record) + "\n")
-        self.seconds += seconds
+        self._count(seconds)
         return record
 
+    def _count(self, seconds: float) -> None:
+        with self._lock:
+            self.seconds += seconds
+
     def pretrain(self, name: str, args: list[str]) -> dict:
-        """`python train.py ARGS --out runs/pretrain/NAME`; with its config and last evaluation."""
+        """`python train.py ARGS --out runs/pretrain/NAME`; with its config, its held-out
+        evaluations ({step, elapsed_s, metrics...} each) and the last of them."""
         out = self.runs / "pretrain" / name
         record = self.run(name, out, ["train.py", *args, "--out", str(out)], resumable=True)
         evals = [m for m in read_json_lines(REPO / out / "metrics.jsonl") if any(k.startswith("eval_") for k in m)]
         run = read_json_object(REPO / out / "run.json", "delete the folder to run it again")
-        return {**record, "out": str(out), "config": run["config"], "final_eval": evals[-1] if evals else {}}
+        return {**record, "out": str(out), "config": run["config"], "final_eval": evals[-1] if evals else {},
+                "evals": evals}
 
-    def finetune(self, name: str, init: str, task: Path, train_file: Path, steps: int, budget: Budget,
-                 seed: int = FINETUNE_SEED) -> dict:
+    def finetune(self, name: str, init: str, task: Path, train_file: Path, steps: int, lr: float, max_len: int,
+                 seed: int, pooling: str) -> dict:
         """`python -m minibert.finetune` from `init` on a task; with its dev accuracy."""
         out = self.runs / "finetune" / name
         args = ["-m", "minibert.finetune", "--init", init, "--train", str(train_file), "--dev", str(task / "dev.tsv"),
-                "--out", str(out), "--steps", str(steps), "--batch-size", str(FINETUNE_BATCH), "--lr", str(budget.finetune_lr),
-                "--max-len", str(budget.seq_len), "--seed", str(seed), "--device", "cpu"]
+                "--out", str(out), "--steps", str(steps), "--batch-size", str(FINETUNE_BATCH), "--lr", f"{lr:g}",
+                "--max-len", str(max_len), "--seed", str(seed), "--device", "cpu",
+                *(["--pooling", pooling] if pooling != "cls" else [])]  # cls: the default, left unsaid
         record = self.run(name, out, args, resumable=False)
         result = read_json_object(REPO / out / "eval.json", "delete the folder to run it again")
         return {**record, "accuracy": result["accuracy"]}

@@ -1,87 +1,103 @@
-"""Section 4 — masking and sentence tasks: static vs dynamic masking; NSP vs SOP vs none."""
+"""Section 5 — masking and sentence tasks: static vs dynamic masking; NSP vs SOP vs none."""
 
 from __future__ import annotations
 
+import statistics
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from .budget import RTE, SST2, Budget
-from .measure import dev_set, gap_noise, held_out, standard_error
-from .recipes import corpus_passes, finetune_rte, finetune_sst2, mlm_run
+from .measure import describe_gap, describe_spread, dev_set, held_out, paired_gap, verdict
+from .recipes import Setup, commands_block, corpus_passes, measure, mlm_run
 from .runner import Runner
+from .transfer import setups as transfer_setups
 
 NAME = "sentence"
-TITLE = "4. Masking and sentence tasks: static vs dynamic; NSP vs SOP vs none"
+TITLE = "5. Masking and sentence tasks: static vs dynamic; NSP vs SOP vs none"
 TASKS = ("SST-2", "RTE")
 
 
 def plan(budget: Budget) -> str:
-    return "Each row pretrains for S steps."
+    return "Each row pretrains for S steps; the first is section 3's MLM run."
 
 
-def compute(budget: Budget, runs: Path) -> dict:
-    runner = Runner(runs)
+def compute(budget: Budget, runs: Path, jobs: int = 1) -> dict:
+    runner = Runner(runs, jobs)
     S = budget.steps
     dev = {"sst2": dev_set(SST2), "rte": dev_set(RTE)}
-    setups = [  # (label, pretraining); the first is section 3's largest MLM run
-        ("dynamic masking, no sentence task", lambda: mlm_run(runner, budget, S)),
-        ("static masking (one mask per sequence), no sentence task",
-         lambda: mlm_run(runner, budget, S, "full_sentences", "static", "--dupe-factor", "1", name=f"static-{S}")),
-        ("dynamic masking, NSP", lambda: mlm_run(runner, budget, S, "nsp", name=f"nsp-{S}")),
-        ("dynamic masking, SOP", lambda: mlm_run(runner, budget, S, "sop", name=f"sop-{S}")),
+    mlm = partial(mlm_run, runner, budget, S)
+    pretrained, untrained = transfer_setups(runner, budget)
+    setups = [
+        replace(pretrained, label="dynamic masking, no sentence task"),
+        untrained,
+        Setup("static", "static masking (one mask per sequence), no sentence task",
+              lambda seed: mlm(seed, "full_sentences", "static", "--dupe-factor", "1", name=f"static-{S}")),
+        Setup("nsp", "dynamic masking, NSP", lambda seed: mlm(seed, "nsp", name=f"nsp-{S}")),
+        Setup("sop", "dynamic masking, SOP", lambda seed: mlm(seed, "sop", name=f"sop-{S}")),
     ]
-    rows = []
-    for label, pretrain in setups:
-        run = pretrain()
-        name = Path(run["out"]).name
-        sst2, rte = finetune_sst2(runner, budget, name, run), finetune_rte(runner, budget, name, run)
-        rows.append({"setup": label, "final_eval": run["final_eval"], "pretrain_command": run["command"],
-                     "pretrain_seconds": run["seconds"], "sst2": sst2["accuracy"], "rte": rte["accuracy"],
-                     "commands": [run["command"], sst2["command"], rte["command"]]})
-    return {"rows": rows, "dev": dev, "passes": corpus_passes(budget, runs, run["out"]), "run_seconds": runner.seconds}
+    measured = measure(runner, budget, setups, ("sst2", "rte"))
+    first = measured["mlm"]["runs"][0]["out"]
+    return {"setups": measured, "dev": dev, "passes": corpus_passes(budget, runs, first), "run_seconds": runner.seconds}
+
+
+def gap(result: dict, a: str, b: str, task: str) -> dict:
+    return paired_gap(result["setups"][a]["scores"][task], result["setups"][b]["scores"][task])
 
 
 def notes(result: dict) -> list[str]:
-    sst2 = [r["sst2"] for r in result["rows"]]
-    rte = [r["rte"] for r in result["rows"]]
-    sentence = {task: r["final_eval"][f"eval_{task}_accuracy"] for r in result["rows"] for task in ("nsp", "sop")
-                if f"eval_{task}_accuracy" in r["final_eval"]}
-    sst2_dev, rte_dev = result["dev"]["sst2"], result["dev"]["rte"]
-    majority = rte_dev["majority"]
-    rte_noise = 2 * standard_error(0.5, rte_dev["examples"])
-    near_chance = all(abs(a - majority) < rte_noise for a in rte)
+    setups = result["setups"]
+    heads = {task: statistics.median(r["final_eval"][f"eval_{task}_accuracy"] for r in setups[task]["runs"])
+             for task in ("nsp", "sop")}
+    static_mlm = paired_gap(*([r["final_eval"]["eval_mlm_accuracy"] for r in setups[k]["runs"]] for k in ("mlm", "static")))
+    readings = {
+        "dynamic": (gap(result, "mlm", "static", "sst2"), gap(result, "mlm", "static", "rte")),
+        "sop_nsp": gap(result, "sop", "nsp", "rte"),
+        "sop_none": gap(result, "sop", "mlm", "rte"),
+        "nsp_none": gap(result, "nsp", "mlm", "rte"),
+    }
+    sst2_sentence = {k: gap(result, k, "mlm", "sst2") for k in ("nsp", "sop")}
     return [
-        f"**Reading.** SST-2 dev accuracies span {min(sst2):.3f}–{max(sst2):.3f} and RTE {min(rte):.3f}–{max(rte):.3f}; "
-        f"one standard error is {100 * standard_error(0.5, sst2_dev['examples']):.1f} points on SST-2 and "
-        f"{100 * standard_error(0.5, rte_dev['examples']):.1f} on RTE ({rte_dev['examples']} pairs; always answering "
-        f"{rte_dev['majority_label']!r} scores {majority:.3f}), so only gaps of several points mean anything.",
+        f"**Claim: dynamic masking is at least as good as static (RoBERTa) — {verdict(readings['dynamic'][0])} on SST-2, "
+        f"{verdict(readings['dynamic'][1])} on RTE.** Dynamic minus static: SST-2 {describe_gap(readings['dynamic'][0])}; "
+        f"RTE {describe_gap(readings['dynamic'][1])}; held-out MLM accuracy (one pair per pretraining seed) "
+        f"{describe_gap(static_mlm)}. The static run draws one mask per sequence and S steps read the corpus about "
+        f"{result['passes']:.1f} times, so each mask is seen about that often (RoBERTa's static baseline saw each "
+        "mask 4 times over 40 epochs).",
         "",
-        "**Static vs dynamic masking.** RoBERTa found dynamic masking only marginally better (or equal) even at full "
-        "scale, where each static mask is seen 4 times over 40 epochs. Here the static run uses one mask per sequence and "
-        f"S steps read the corpus about {result['passes']:.1f} times, "
-        + ("so each mask is seen about that often; an effect this small cannot be resolved with one seed."
-           if result["passes"] >= 1.5 else "so hardly any mask is seen twice and the two runs cannot differ by design."),
+        f"**Claim: SOP helps a sentence-pair task more than NSP (ALBERT) — {verdict(readings['sop_nsp'])} on RTE.** "
+        f"SOP minus NSP: {describe_gap(readings['sop_nsp'])}. SOP minus no sentence task: "
+        f"{describe_gap(readings['sop_none'])}; NSP minus none: {describe_gap(readings['nsp_none'])}. Held out, the NSP "
+        f"head reached {heads['nsp']:.3f} and the SOP head {heads['sop']:.3f} (median over seeds): NSP's negatives come "
+        "from another document, so a change of topic gives them away, while SOP's are the same two segments swapped.",
         "",
-        "**NSP vs SOP vs none.** ALBERT's argument: NSP's negatives come from another document, so a change of topic "
-        "gives them away, while SOP's negatives are the same two segments swapped, which only discourse coherence "
-        f"reveals. Held out, the NSP head reached {sentence['nsp']:.3f} and the SOP head {sentence['sop']:.3f} "
-        f"({'NSP is the easier task here too' if sentence['nsp'] > sentence['sop'] else 'at this scale SOP was not the harder task'}"
-        f"{'; the SOP head is still at chance' if sentence['sop'] < 0.55 else ''}). "
-        "RoBERTa found that dropping NSP does not hurt downstream tasks; ALBERT that SOP helps multi-sentence tasks. RTE "
-        "is the sentence-pair task that should show it; "
-        + (f"here all four stay within two standard errors of its majority-class score {majority:.3f}, so it cannot."
-           if near_chance else f"but with {rte_dev['examples']} pairs only gaps of more than about "
-           f"{100 * gap_noise(rte_dev['examples']):.0f} points would mean anything."),
+        f"**A sentence task and SST-2.** NSP minus none on SST-2: {describe_gap(sst2_sentence['nsp'])}; SOP minus "
+        f"none: {describe_gap(sst2_sentence['sop'])}. A sentence task is also the only pretraining signal that trains "
+        "the [CLS] vector; these classifiers read the mean of the last layer instead (section 3), which MLM trains in "
+        "every row." if result["budget"]["pooling"] == "mean" else
+        f"**A sentence task and SST-2.** NSP minus none on SST-2: {describe_gap(sst2_sentence['nsp'])}; SOP minus "
+        f"none: {describe_gap(sst2_sentence['sop'])}. A sentence task is the only pretraining signal that trains the "
+        "[CLS] vector these classifiers read (section 3).",
     ]
 
 
 def render(result: dict, plots: Path) -> str:
     lines = [
-        "| pretraining | time | held-out MLM acc. | held-out NSP / SOP acc. | SST-2 dev acc. | RTE dev acc. |",
+        "| pretraining | time (median) | held-out MLM acc. | held-out NSP / SOP acc. | SST-2 dev acc. | RTE dev acc. |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    for r in result["rows"]:
-        ev = r["final_eval"]
-        lines.append(f"| {r['setup']} | {r['pretrain_seconds']:.0f} s | {held_out(ev, ('mlm_accuracy',), labelled=False)} | "
-                     f"{held_out(ev, ('nsp_accuracy', 'sop_accuracy'), labelled=False)} | {r['sst2']:.3f} | {r['rte']:.3f} |")
-    lines += ["", *notes(result), "", "Commands:", "", "```", *(c for r in result["rows"] for c in r["commands"]), "```"]
+    for setup in result["setups"].values():
+        evals = [r["final_eval"] for r in setup["runs"]]
+        median = {k: statistics.median(e[k] for e in evals) for k in evals[0] if k.startswith("eval_")
+                  and all(k in e for e in evals)}
+        seconds = statistics.median(r["seconds"] for r in setup["runs"])
+        untrained = setup["label"] == "untrained"
+        lines.append(f"| {setup['label']} | {'–' if untrained else f'{seconds:.0f} s'} | "
+                     f"{'–' if untrained else held_out(median, ('mlm_accuracy',), labelled=False)} | "
+                     f"{held_out(median, ('nsp_accuracy', 'sop_accuracy'), labelled=False)} | "
+                     f"{describe_spread(setup['scores']['sst2'])} | {describe_spread(setup['scores']['rte'])} |")
+    rte = result["dev"]["rte"]
+    lines += ["", f"Accuracies: median (range) over every pretraining × fine-tuning seed. RTE's majority class "
+                  f"({rte['majority_label']!r}) scores {rte['majority']:.3f} on its {rte['examples']} dev pairs.", "",
+              *notes(result), "", *commands_block([s for k, s in result["setups"].items() if k != "untrained"])]
     return "\n".join(lines)
