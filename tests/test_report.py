@@ -127,3 +127,17 @@ def test_the_verdict_reads_the_interval_not_the_mean():
     assert verdict(paired_gap([0.75] * 4, [0.76, 0.761, 0.759, 0.76])) == "not reproduced"
     with pytest.raises(ValueError, match="two equal lists"):
         paired_gap([0.5], [0.5])
+
+
+def test_the_summary_lists_every_measured_claim_and_skips_the_rest():
+    from types import SimpleNamespace
+
+    from bench.report.document import summary
+
+    said = SimpleNamespace(TITLE="3. Said", claims=lambda r: [("A beats B", "reproduced", "+4.0 points")])
+    stale = SimpleNamespace(TITLE="4. Stale", claims=lambda r: r["missing"])
+    quiet = SimpleNamespace(TITLE="1. Sizes")  # no claims
+    sections = {"said": said, "stale": stale, "quiet": quiet, "absent": said, "failed": said}
+    results = {"said": {}, "stale": {}, "quiet": {}, "failed": {"not_run": "no data"}}
+    assert summary(sections, results)[5:] == ["| 3 | A beats B | reproduced | +4.0 points |"]
+    assert summary({"quiet": quiet}, {"quiet": {}}) == []

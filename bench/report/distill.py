@@ -52,19 +52,31 @@ def compute(budget: Budget, runs: Path, jobs: int = 1) -> dict:
     }
 
 
+def retained(result: dict) -> tuple[list[float], str]:
+    """The student's SST-2 score over its teacher's, pair by pair, and what that says of the claim:
+    reproduced when every pair keeps RETAINED, not reproduced when none does."""
+    setups = result["setups"]
+    shares = [s / t for s, t in zip(setups["student"]["scores"]["sst2"], setups["mlm"]["scores"]["sst2"])]
+    return shares, "reproduced" if min(shares) >= RETAINED else "not reproduced" if max(shares) < RETAINED else "inconclusive"
+
+
+def claims(result: dict) -> list[tuple[str, str, str]]:
+    shares, said = retained(result)
+    return [(f"a DistilBERT student keeps {RETAINED:.0%} of its teacher's score (SST-2)", said,
+             f"student / teacher median {statistics.median(shares):.1%} (range {min(shares):.1%}–{max(shares):.1%})")]
+
+
 def notes(result: dict) -> list[str]:
     p, t, setups = result["parameters"], result["latency"], result["setups"]
     teacher, student = setups["mlm"]["scores"]["sst2"], setups["student"]["scores"]["sst2"]
-    shares = [s / t for s, t in zip(student, teacher)]
+    shares, said = retained(result)
     share = statistics.median(shares)
     over_untrained = paired_gap(teacher, setups["untrained"]["scores"]["sst2"])
     return [
-        f"**Claim: the student keeps {RETAINED:.0%} of its teacher's score — "
-        f"{'reproduced' if min(shares) >= RETAINED else 'not reproduced' if max(shares) < RETAINED else 'inconclusive'} "
-        f"at this scale.** Student / teacher on SST-2 dev, pair by pair: median {share:.1%} (range {min(shares):.1%}–"
+        f"**Claim: the student keeps {RETAINED:.0%} of its teacher's score — {said} at this scale.** Student / teacher on SST-2 dev, pair by pair: median {share:.1%} (range {min(shares):.1%}–"
         f"{max(shares):.1%}); student minus teacher {describe_gap(paired_gap(student, teacher))}. The teacher itself "
-        f"against no pretraining: {describe_gap(over_untrained)}: where that is no better than noise, a retained "
-        "share says little about distillation.",
+        f"against no pretraining: {describe_gap(over_untrained)}; a share of the teacher's score means something about "
+        "distillation only where the teacher's score owes something to pretraining.",
         "",
         f"**Size and speed** follow from the architecture and hold at any scale: {result['layers']['student']} of "
         f"{result['layers']['teacher']} layers leave {p['student'] / p['teacher']:.0%} of the parameters (the embeddings "

@@ -26,11 +26,11 @@ def budget_line(section, budget: Budget) -> str:
                    f"tokenizer trained on the same text); S = {budget.steps} steps; pretraining seeds "
                    f"{', '.join(map(str, budget.pretrain_seeds))}.")
     steps = {"SST-2": f"SST-2 on a seeded subsample of {budget.sst2_train:,} training sentences, {budget.sst2_steps} steps "
-                      f"at max length {budget.seq_len}",
-             "RTE": f"RTE on its full training set, {budget.rte_steps} steps at max length {budget.rte_max_len}"}
+                      f"of {FINETUNE_BATCH} at max length {budget.seq_len}",
+             "RTE": f"RTE on its full training set, {budget.rte_steps} steps of {FINETUNE_BATCH} at max length {budget.rte_max_len}"}
     warmup = finetune_parser().get_default("warmup")
     finetuning = (f"Fine-tuning (`python -m minibert.finetune`): "
-                  + "; ".join(f"{steps[task]} of {FINETUNE_BATCH}, scored on the full dev set" for task in section.TASKS)
+                  + "; ".join(f"{steps[task]}, scored on the full dev set" for task in section.TASKS)
                   + f"; peak lr {budget.finetune_lr:g}, {warmup:.0%} warm-up, the classifier on "
                   f"{'the mean of the last layer' if budget.pooling == 'mean' else 'the [CLS] token'} "
                   f"(`--pooling {budget.pooling}`); fine-tuning seeds "
@@ -57,6 +57,23 @@ def render_section(section, result: dict | None, plots: Path) -> list[str]:
     return [budget_line(section, budget), "", body, "", f"_Measured {when}{cost}._"]
 
 
+def summary(sections: dict, results: dict) -> list[str]:
+    """The quality claims at a glance: each section's verdicts and the numbers that decide them."""
+    rows = []
+    for name, section in sections.items():
+        result = results.get(name)
+        if hasattr(section, "claims") and result is not None and "not_run" not in result:
+            try:
+                rows += [f"| {section.TITLE.split('.')[0]} | {claim} | {said} | {numbers} |"
+                         for claim, said, numbers in section.claims(result)]
+            except KeyError:  # stored by an older version of the report: its section says so
+                continue
+    if not rows:
+        return []
+    return ["", "The quality claims at a glance (each section gives the details and the commands):", "",
+            "| § | claim | at this scale | the numbers that decide it |", "|---|---|---|---|", *rows]
+
+
 def write_document(path: Path, plots: Path, sections: dict, results: dict, budget: Budget, quick: bool) -> None:
     plots.mkdir(parents=True, exist_ok=True)
     size = count_parameters(report_config(budget))
@@ -77,9 +94,12 @@ def write_document(path: Path, plots: Path, sections: dict, results: dict, budge
         "lies on the other side) or *inconclusive* (it straddles zero) — at this scale, never for the papers' scale. "
         "The commands read data files the script writes under runs/report/ first (a seeded SST-2 subsample); the "
         "datasets themselves are in the shared/datasets folder beside the repository. Runs are cached there: a re-run "
-        "reuses every finished run and resumes an interrupted one."
+        "reuses every finished run and resumes an interrupted one. Times are wall-clock seconds of one-thread runs that "
+        "shared the machine with the report's other runs (`--jobs`), so they are noisy; the budgets are step counts "
+        "and FLOPs, which are not."
         + (" **This is a `--quick` smoke run: the budgets are far too small to mean anything.**" if quick else ""),
     ]
+    parts += summary(sections, results)
     for name, section in sections.items():
         parts += ["", f"## {section.TITLE}", "", *render_section(section, results.get(name), plots)]
     path.write_text("\n".join(parts) + "\n", encoding="utf-8")

@@ -145,8 +145,8 @@ def first_commands(setup: dict) -> list[str]:
 
 def commands_block(setups: list[dict]) -> list[str]:
     """The markdown lines that show the measured setups' commands at their first seeds."""
-    return ["Commands at the first seeds (the others change `--seed` and the folder names):", "", "```",
-            *(command for setup in setups for command in first_commands(setup)), "```"]
+    shown = dict.fromkeys(command for setup in setups for command in first_commands(setup))  # each once, in order
+    return ["Commands at the first seeds (the others change `--seed` and the folder names):", "", "```", *shown, "```"]
 
 
 def report_config(budget: Budget) -> ModelConfig:

@@ -50,6 +50,15 @@ def findings(result: dict, pooling: str) -> dict:
             "rte_majority": paired_gap(mlm["rte"], [majority] * len(mlm["rte"]))}
 
 
+def claims(result: dict) -> list[tuple[str, str, str]]:
+    """(claim, verdict, the numbers that decide it) for the summary at the top of the document."""
+    found = findings(result, result["pooling"])
+    return [("a pretrained encoder beats the same shape untrained on SST-2 (aim: ≥ 3 points)", verdict(found["sst2"]),
+             f"pretrained − untrained {describe_gap(found['sst2'])}"),
+            ("a pretrained encoder scores above RTE's majority class", verdict(found["rte_majority"]),
+             f"pretrained − majority {describe_gap(found['rte_majority'])}")]
+
+
 def plot(result: dict, plots: Path) -> None:
     """Held-out MLM accuracy against wall-clock time, one line per seed, with the two
     context-free baselines a model must beat."""
