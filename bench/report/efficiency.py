@@ -13,7 +13,7 @@ from .budget import MLM_VARIANT, SST2, Budget
 from .measure import (binary_entropy, describe_gap, describe_spread, dev_set, held_out, paired_gap, save_plot, spread,
                       standard_error, unigram_entropy, verdict)
 from .recipes import Setup, commands_block, corpus_counts, measure, mlm_run, pretrain_args, recipe, report_config
-from .runner import Runner
+from .runner import NotRun, Runner
 from .transfer import setups as transfer_setups
 
 NAME = "efficiency"
@@ -57,13 +57,16 @@ def compute(budget: Budget, runs: Path, jobs: int = 1) -> dict:
                    {"objective": "rtd", "key": f"rtd-{rtd_steps}", "steps": rtd_steps, "budget": mlm_steps * per_step["mlm"]}]
     measured = measure(runner, budget, setups, ("sst2",))
     vocab = report_config(budget).vocab_size
+    for run in (r for point in points for r in measured[point["key"]]["runs"]):
+        if run["vocab_size"] != vocab:
+            raise NotRun(f"{run['out']} has a {run['vocab_size']}-token vocabulary, not the {vocab} the FLOPs assume")
     for point in points:
         run = measured[point["key"]]
         point.update(flops=point["steps"] * per_step[point["objective"]], sst2=run["scores"]["sst2"],
                      seconds=statistics.median(r["seconds"] for r in run["runs"]), final_evals=[r["final_eval"] for r in run["runs"]])
     out = measured["untrained"]["runs"][0]["out"]
     return {"run_seconds": runner.seconds, "per_step_flops": per_step, "points": points, "sst2_dev": dev,
-            "unigram_entropy": unigram_entropy(corpus_counts(budget, runs, out)), "vocab_size": vocab,
+            "unigram_entropy": unigram_entropy(corpus_counts(budget, runs, out)),
             "untrained": measured["untrained"]["scores"]["sst2"], "setups": measured}
 
 

@@ -121,7 +121,7 @@ def paired_gap(a: list[float], b: list[float]) -> dict:
     """A against B where the i-th scores share their seeds (same pretraining and fine-tuning
     seed, so the same data order, head initialisation and masks): the mean of the paired
     differences with a 95% t-interval, and how many pairs favour A. The gap "exceeds the
-    noise" when the interval excludes zero. Pairs that share a pretraining seed are not
+    noise" when the interval excludes zero (`verdict`). Pairs that share a pretraining seed are not
     independent, so the interval is, if anything, too narrow; the count of pairs says more
     where it is close."""
     if len(a) != len(b) or len(a) < 2:
@@ -130,7 +130,7 @@ def paired_gap(a: list[float], b: list[float]) -> dict:
     mean, n = statistics.fmean(gaps), len(gaps)
     half = t_975(n - 1) * statistics.stdev(gaps) / math.sqrt(n)
     return {"mean": mean, "low": mean - half, "high": mean + half, "n": n, "ahead": sum(g > 0 for g in gaps),
-            "behind": sum(g < 0 for g in gaps), "beyond_noise": mean - half > 0 or mean + half < 0}
+            "behind": sum(g < 0 for g in gaps)}
 
 
 def verdict(gap: dict) -> str:

@@ -128,6 +128,7 @@ def measure(runner: Runner, budget: Budget, setups: list[Setup], tasks: tuple[st
     result = {setup.key: {"label": setup.label, "runs": [], "scores": {task: [] for task in tasks}} for setup in setups}
     for (setup, seed), run in zip(pairs, pretrained):
         result[setup.key]["runs"].append({"seed": seed, "finetune_commands": {task: [] for task in tasks},
+                                          "vocab_size": run["config"]["vocab_size"],
                                           **{k: run[k] for k in ("command", "out", "seconds", "final_eval", "evals")}})
     for (setup, seed, _, task, _), out in zip(jobs, tuned):
         result[setup.key]["scores"][task].append(out["accuracy"])

@@ -95,12 +95,12 @@ def render(result: dict, plots: Path) -> str:
         "| pretraining | time (median) | held-out MLM acc. | held-out NSP / SOP acc. | SST-2 dev acc. | RTE dev acc. |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    for setup in result["setups"].values():
+    for key, setup in result["setups"].items():
         evals = [r["final_eval"] for r in setup["runs"]]
         median = {k: statistics.median(e[k] for e in evals) for k in evals[0] if k.startswith("eval_")
                   and all(k in e for e in evals)}
         seconds = statistics.median(r["seconds"] for r in setup["runs"])
-        untrained = setup["label"] == "untrained"
+        untrained = key == "untrained"
         lines.append(f"| {setup['label']} | {'–' if untrained else f'{seconds:.0f} s'} | "
                      f"{'–' if untrained else held_out(median, ('mlm_accuracy',), labelled=False)} | "
                      f"{held_out(median, ('nsp_accuracy', 'sop_accuracy'), labelled=False)} | "

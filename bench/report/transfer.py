@@ -36,8 +36,12 @@ def compute(budget: Budget, runs: Path, jobs: int = 1) -> dict:
     dev = {"sst2": dev_set(SST2), "rte": dev_set(RTE)}
     poolings = (budget.pooling, *(p for p in POOLINGS if p != budget.pooling))  # the report's first, then the other
     measured = {p: measure(runner, budget, setups(runner, budget), ("sst2", "rte"), p) for p in poolings}
-    return {"by_pooling": measured, "pooling": budget.pooling, "setups": measured[budget.pooling], "dev": dev,
-            "run_seconds": runner.seconds}
+    return {"by_pooling": measured, "pooling": budget.pooling, "dev": dev, "run_seconds": runner.seconds}
+
+
+def pretraining_runs(result: dict) -> list[dict]:
+    """The pretrained encoders' runs, one per seed (the same under either pooling)."""
+    return result["by_pooling"][result["pooling"]]["mlm"]["runs"]
 
 
 def findings(result: dict, pooling: str) -> dict:
@@ -65,7 +69,7 @@ def plot(result: dict, plots: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axis = plt.subplots(figsize=(6.4, 4.2))
-    runs = result["setups"]["mlm"]["runs"]
+    runs = pretraining_runs(result)
     for run in runs:
         points = [(e["elapsed_s"] / 60, e["eval_mlm_accuracy"]) for e in run["evals"] if "eval_mlm_accuracy" in e]
         axis.plot(*zip(*points), marker="o", label=f"MLM, pretraining seed {run['seed']}")
@@ -80,7 +84,7 @@ def plot(result: dict, plots: Path) -> None:
 
 def context_note(result: dict, gap: dict) -> list[str]:
     """Did pretraining learn context (beyond the neighbour-count baseline), and did it carry over?"""
-    runs = result["setups"]["mlm"]["runs"]
+    runs = pretraining_runs(result)
     final = statistics.median(r["final_eval"]["eval_mlm_accuracy"] for r in runs)
     neighbours = [e["baseline_neighbour_accuracy"] for r in runs for e in r["evals"] if "baseline_neighbour_accuracy" in e]
     if not neighbours:
@@ -108,8 +112,8 @@ def render(result: dict, plots: Path) -> str:
     lines = ["| encoder | classifier reads | held-out MLM acc. (median) | pretraining time (median) | SST-2 dev acc. | RTE dev acc. |",
              "|---|---|---:|---:|---:|---:|"]
     for name, setups in result["by_pooling"].items():
-        for setup in setups.values():
-            trained = setup["label"] != "untrained"
+        for key, setup in setups.items():
+            trained = key != "untrained"
             mlm = statistics.median(r["final_eval"]["eval_mlm_accuracy"] for r in setup["runs"]) if trained else None
             seconds = statistics.median(r["seconds"] for r in setup["runs"])
             shown = f"{mlm:.3f} | {seconds:.0f} s" if trained else "– | –"
