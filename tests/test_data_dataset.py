@@ -166,7 +166,7 @@ def test_bad_settings_fail_before_any_work(tmp_path, settings, message):
 
 def test_too_small_corpora_fail_clearly(tmp_path):
     corpus = write_corpus(tmp_path / "corpus.txt", n_documents=1)
-    with pytest.raises(ValueError, match="too few to hold out"):
+    with pytest.raises(ValueError, match="too few to hold out.*separate documents with blank lines"):
         build_pretraining_data(corpus, data_dir=tmp_path / "data", vocab_size=400, layout="sop", batch_size=2)
     with pytest.raises(ValueError, match="cannot fill one batch"):
         build_pretraining_data(corpus, data_dir=tmp_path / "data", vocab_size=400, layout="sop", batch_size=512, eval_fraction=0)

@@ -129,7 +129,7 @@ def build_pretraining_data(
     min_eval = 2 if layout == "nsp" else 1  # NSP needs a second document to draw random segments from
     n_eval = 0 if eval_fraction == 0 else max(min_eval, round(eval_fraction * store.n_documents))
     if n_eval >= store.n_documents:
-        raise ValueError(f"the corpus has {store.n_documents} document(s): too few to hold out {eval_fraction:.0%} for evaluation; set eval_fraction=0 or add documents")
+        raise ValueError(f"the corpus has {store.n_documents} document(s): too few to hold out {eval_fraction:.0%} of them for evaluation; a blank line ends a document in a .txt corpus, so separate documents with blank lines or add text (in Python, eval_fraction=0 holds none out)")
     split = store.n_documents - n_eval
     settings = dict(layout=layout, max_length=seq_len, short_seq_prob=short_seq_prob, seed=seed)
     train_examples = _examples(store, range(0, split), settings)
