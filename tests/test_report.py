@@ -14,7 +14,7 @@ sys.path.insert(0, str(REPO))
 from bench.report import SECTIONS  # noqa: E402
 from bench.report.budget import FULL, QUICK  # noqa: E402
 from bench.report.document import budget_line  # noqa: E402
-from bench.report.measure import paired_gap, verdict  # noqa: E402
+from bench.report.measure import describe_gap, paired_gap, verdict  # noqa: E402
 from bench.report.runner import NotRun, Runner, shell  # noqa: E402
 from hypothesis import given, strategies as st  # noqa: E402
 from minibert.variants import VARIANTS  # noqa: E402
@@ -129,6 +129,20 @@ def test_the_verdict_reads_the_interval_not_the_mean():
         paired_gap([0.5], [0.5])
 
 
+def test_fine_tunings_of_one_pretrained_model_count_as_one_pretraining_seed():
+    # three pretraining seeds x three fine-tunings: every fine-tuning pair is ahead, but by how much
+    # depends on the pretraining seed, and three seeds cannot pin that down
+    a = [0.76, 0.76, 0.76, 0.70, 0.70, 0.70, 0.82, 0.82, 0.82]
+    b = [0.75, 0.751, 0.749, 0.69, 0.691, 0.689, 0.74, 0.741, 0.739]
+    pairs, seeds = paired_gap(a, b), paired_gap(a, b, per_seed=3)
+    assert seeds["mean"] == pytest.approx(pairs["mean"], abs=1e-12)
+    assert (pairs["n"], pairs["ahead"], seeds["n"], seeds["ahead"], seeds["unit"]) == (9, 9, 3, 3, "pretraining seeds")
+    assert verdict(pairs) == "reproduced" and verdict(seeds) == "inconclusive"  # nine pairs overstate the evidence
+    assert "3 of 3 pretraining seeds ahead" in describe_gap(seeds)
+    with pytest.raises(ValueError, match="a multiple of 3"):
+        paired_gap(a[:8], b[:8], per_seed=3)
+
+
 def test_the_summary_lists_every_measured_claim_and_skips_the_rest():
     from types import SimpleNamespace
 
@@ -141,3 +155,44 @@ def test_the_summary_lists_every_measured_claim_and_skips_the_rest():
     results = {"said": {}, "stale": {}, "quiet": {}, "failed": {"not_run": "no data"}}
     assert summary(sections, results)[5:] == ["| 3 | A beats B | reproduced | +4.0 points |"]
     assert summary({"quiet": quiet}, {"quiet": {}}) == []
+
+
+def test_the_fine_tuning_protocol_is_chosen_on_training_sentences_that_are_not_trained_on(tmp_path):
+    from bench.report.budget import SST2
+    from bench.report.recipes import sst2_subsample, sst2_validation
+    from bench.report.transfer import protocols
+
+    for budget in (FULL, QUICK):  # the budget's own protocol is one of those compared
+        assert (budget.sst2_lr, budget.sst2_steps) in protocols(budget)
+    if not (REPO / SST2 / "train.tsv").is_file():
+        pytest.skip("the shared datasets folder is not present beside the repository")
+    runs = tmp_path.relative_to(REPO) if tmp_path.is_relative_to(REPO) else tmp_path
+    trained = set((REPO / sst2_subsample(QUICK, runs)).read_text(encoding="utf-8").splitlines()[1:])
+    header, *held_out = (REPO / sst2_validation(QUICK, runs, size=300)).read_text(encoding="utf-8").splitlines()
+    assert header == "sentence\tlabel" and len(held_out) == 300 == len(set(held_out))
+    assert not trained & set(held_out)
+    assert all(len(row.split("\t")[0].split()) >= 10 and row.split("\t")[1] in {"0", "1"} for row in held_out)
+
+
+def test_the_protocol_reading_keeps_the_budget_s_protocol_only_within_the_noise_of_the_best():
+    from bench.report.transfer import protocol_lines
+
+    def row(lr, steps, mlm, untrained):
+        return {"lr": lr, "steps": steps, "mlm": {"accuracy": mlm, "train_loss": 0.5}, "untrained": {"accuracy": untrained, "train_loss": 0.3}}
+
+    rows = [row(3e-4, 200, 0.66, 0.70), row(1e-3, 200, 0.745, 0.73), row(1e-3, 600, 0.74, 0.72)]
+    text = "\n".join(protocol_lines({"protocol": {"examples": 1000, "rows": rows}}, 1e-3, 600))
+    assert "within one standard error (1.4 points on 1,000 sentences)" in text  # 0.5 below the best: noise
+    assert "-4.0 points there and +1.5" in text and "further from fitting" in text
+    text = "\n".join(protocol_lines({"protocol": {"examples": 1000, "rows": rows}}, 3e-4, 200))
+    assert "best protocol here is lr 0.001 for 200 steps, more than one standard error" in text
+    text = "\n".join(protocol_lines({"protocol": {"examples": 100_000, "rows": rows}}, 1e-3, 600))
+    assert "change `Budget`" in text  # the same 0.5 points on a large held-out set is beyond the noise
+
+
+def test_a_pretraining_gain_beyond_the_noise_but_below_the_aim_says_so():
+    from bench.report.transfer import against_aim
+
+    assert against_aim({"mean": 0.005, "low": 0.001, "high": 0.009}) == "reproduced, below the 3-point aim"
+    assert against_aim({"mean": 0.04, "low": 0.031, "high": 0.049}) == "reproduced"
+    assert against_aim({"mean": 0.04, "low": -0.01, "high": 0.09}) == "inconclusive"

@@ -10,7 +10,8 @@
     python bench/report.py --jobs 1            # one run at a time (default: one per core)
 
 Sections, one module each: params (parameter counts, ALBERT's ablation), latency (bert-base
-vs distilbert-base), transfer (pretrained against untrained, and which vector the classifier
+vs distilbert-base), transfer (pretrained against untrained, at S and 4S pretraining steps; the
+fine-tuning protocol, chosen on held-out training sentences; which vector the classifier
 reads), efficiency (MLM vs ELECTRA's RTD at equal pretraining FLOPs), sentence (static vs
 dynamic masking; NSP vs SOP vs no sentence task), distill (a DistilBERT student against its
 teacher). A section module has NAME, TITLE, TASKS (what it fine-tunes on), plan(budget) (what
@@ -19,8 +20,9 @@ plots) -> markdown; every number in the prose comes from the result.
 
 The quality sections repeat every pretraining over the budget's pretraining seeds and every
 fine-tuning over its fine-tuning seeds (`recipes.measure`), so that two setups' scores pair up
-seed by seed; `measure.paired_gap` turns the pairs into a mean gap with a 95% interval, and
-`measure.verdict` into reproduced / not reproduced / inconclusive.
+seed by seed; `measure.paired_gap` turns the pairs into a mean gap with a 95% interval over
+the pretraining seeds (a pretrained model's fine-tunings are averaged first: they are not
+independent), and `measure.verdict` into reproduced / not reproduced / inconclusive.
 
 Training and fine-tuning run as the user would run them — `python train.py ...` and
 `python -m minibert.finetune ...` in a subprocess (`runner`), one thread each, as many at once

@@ -10,8 +10,8 @@ import torch
 from minibert import from_pretrained
 
 from .budget import REPO, SST2, Budget
-from .measure import (count_parameters, describe_gap, describe_spread, dev_set, held_out, interleaved_latency,
-                      paired_gap, random_inputs)
+from .measure import (count_parameters, describe_gap, describe_spread, dev_set, finetune_seeds, held_out,
+                      interleaved_latency, paired_gap, random_inputs)
 from .recipes import Setup, commands_block, measure, mlm_run, pretrain_args, recipe
 from .runner import Runner
 from .transfer import setups as transfer_setups
@@ -71,10 +71,10 @@ def notes(result: dict) -> list[str]:
     teacher, student = setups["mlm"]["scores"]["sst2"], setups["student"]["scores"]["sst2"]
     shares, said = retained(result)
     share = statistics.median(shares)
-    over_untrained = paired_gap(teacher, setups["untrained"]["scores"]["sst2"])
+    over_untrained = paired_gap(teacher, setups["untrained"]["scores"]["sst2"], finetune_seeds(result))
     return [
         f"**Claim: the student keeps {RETAINED:.0%} of its teacher's score — {said} at this scale.** Student / teacher on SST-2 dev, pair by pair: median {share:.1%} (range {min(shares):.1%}–"
-        f"{max(shares):.1%}); student minus teacher {describe_gap(paired_gap(student, teacher))}. The teacher itself "
+        f"{max(shares):.1%}); student minus teacher {describe_gap(paired_gap(student, teacher, finetune_seeds(result)))}. The teacher itself "
         f"against no pretraining: {describe_gap(over_untrained)}; a share of the teacher's score means something about "
         "distillation only where the teacher's score owes something to pretraining.",
         "",

@@ -26,12 +26,13 @@ def budget_line(section, budget: Budget) -> str:
                    f"tokenizer trained on the same text); S = {budget.steps} steps; pretraining seeds "
                    f"{', '.join(map(str, budget.pretrain_seeds))}.")
     steps = {"SST-2": f"SST-2 on a seeded subsample of {budget.sst2_train:,} training sentences, {budget.sst2_steps} steps "
-                      f"of {FINETUNE_BATCH} at max length {budget.seq_len}",
-             "RTE": f"RTE on its full training set, {budget.rte_steps} steps of {FINETUNE_BATCH} at max length {budget.rte_max_len}"}
+                      f"of {FINETUNE_BATCH} at max length {budget.seq_len} and peak lr {budget.sst2_lr:g}",
+             "RTE": f"RTE on its full training set, {budget.rte_steps} steps of {FINETUNE_BATCH} at max length "
+                    f"{budget.rte_max_len} and peak lr {budget.rte_lr:g}"}
     warmup = finetune_parser().get_default("warmup")
     finetuning = (f"Fine-tuning (`python -m minibert.finetune`): "
                   + "; ".join(f"{steps[task]}, scored on the full dev set" for task in section.TASKS)
-                  + f"; peak lr {budget.finetune_lr:g}, {warmup:.0%} warm-up, the classifier on "
+                  + f"; {warmup:.0%} warm-up, the classifier on "
                   f"{'the mean of the last layer' if budget.pooling == 'mean' else 'the [CLS] token'} "
                   f"(`--pooling {budget.pooling}`); fine-tuning seeds "
                   f"{', '.join(map(str, budget.finetune_seeds))}, each applied to every pretrained model.")
@@ -90,9 +91,11 @@ def write_document(path: Path, plots: Path, sections: dict, results: dict, budge
         "context (their held-out MLM accuracy passes the neighbour-count baseline, section 3) but little more. "
         "Each quality claim is repeated over several pretraining seeds × fine-tuning seeds; setups that are compared "
         "share their seeds pair by pair, and each reading gives the mean paired gap with a 95% interval (Student's t "
-        "over the pairs) and says *reproduced* (the interval lies on the claimed side of zero), *not reproduced* (it "
+        "over the pretraining seeds, each seed's fine-tunings averaged first, since they share one pretrained model) "
+        "and says *reproduced* (the interval lies on the claimed side of zero), *not reproduced* (it "
         "lies on the other side) or *inconclusive* (it straddles zero) — at this scale, never for the papers' scale. "
-        "The commands read data files the script writes under runs/report/ first (a seeded SST-2 subsample); the "
+        "The commands read data files the script writes under runs/report/ first (a seeded SST-2 subsample, and held-out "
+        "training sentences to choose the fine-tuning protocol on); the "
         "datasets themselves are in the shared/datasets folder beside the repository. Runs are cached there: a re-run "
         "reuses every finished run and resumes an interrupted one. Times are wall-clock seconds of one-thread runs that "
         "shared the machine with the report's other runs (`--jobs`), so they are noisy; the budgets are step counts "

@@ -10,8 +10,8 @@ from pathlib import Path
 from minibert.flops import BatchShape, training_flops
 
 from .budget import MLM_VARIANT, SST2, Budget
-from .measure import (binary_entropy, describe_gap, describe_spread, dev_set, held_out, paired_gap, save_plot, spread,
-                      standard_error, unigram_entropy, verdict)
+from .measure import (binary_entropy, describe_gap, describe_spread, dev_set, finetune_seeds, held_out, paired_gap,
+                      save_plot, spread, standard_error, unigram_entropy, verdict)
 from .recipes import Setup, commands_block, corpus_counts, measure, mlm_run, pretrain_args, recipe, report_config
 from .runner import NotRun, Runner
 from .transfer import setups as transfer_setups
@@ -78,7 +78,7 @@ def by_budget(result: dict) -> dict[float, dict[str, dict]]:
 
 
 def claims(result: dict) -> list[tuple[str, str, str]]:
-    gaps = {b: paired_gap(pair["rtd"]["sst2"], pair["mlm"]["sst2"]) for b, pair in by_budget(result).items()}
+    gaps = {b: paired_gap(pair["rtd"]["sst2"], pair["mlm"]["sst2"], finetune_seeds(result)) for b, pair in by_budget(result).items()}
     verdicts = {verdict(g) for g in gaps.values()}
     return [("ELECTRA's RTD beats MLM at equal pretraining FLOPs (SST-2)",
              verdicts.pop() if len(verdicts) == 1 else "mixed across budgets",
@@ -89,12 +89,13 @@ def claims(result: dict) -> list[tuple[str, str, str]]:
 def notes(result: dict) -> list[str]:
     """What the points say, and what they cannot say at this scale."""
     budgets = by_budget(result)
-    gaps = {b: paired_gap(pair["rtd"]["sst2"], pair["mlm"]["sst2"]) for b, pair in budgets.items()}
+    f = finetune_seeds(result)
+    gaps = {b: paired_gap(pair["rtd"]["sst2"], pair["mlm"]["sst2"], f) for b, pair in budgets.items()}
     dev = result["sst2_dev"]
     readings = [f"at {b:.2g} FLOPs {describe_gap(g)}, {verdict(g)}" for b, g in gaps.items()]
     largest = max(budgets)
-    untrained = paired_gap(budgets[largest]["mlm"]["sst2"], result["untrained"])
-    rtd_untrained = paired_gap(budgets[largest]["rtd"]["sst2"], result["untrained"])
+    untrained = paired_gap(budgets[largest]["mlm"]["sst2"], result["untrained"], f)
+    rtd_untrained = paired_gap(budgets[largest]["rtd"]["sst2"], result["untrained"], f)
     auc = statistics.median(e["eval_rtd_auc"] for e in budgets[largest]["rtd"]["final_evals"] if "eval_rtd_auc" in e)
     return [
         f"**Claim: ELECTRA's RTD beats MLM at equal compute.** RTD minus MLM on SST-2 dev, paired by seed: "

@@ -73,6 +73,11 @@ def dev_set(task: Path) -> dict:
     return {"examples": len(labels), "majority_label": label, "majority": count / len(labels)}
 
 
+def dev_set_size(path: Path) -> int:
+    """How many examples a task file holds."""
+    return len(read_task(REPO / path).labels)
+
+
 def standard_error(accuracy: float, examples: int) -> float:
     """The sampling error of an accuracy measured on `examples` items (binomial)."""
     return math.sqrt(accuracy * (1 - accuracy) / examples)
@@ -112,25 +117,36 @@ def t_975(df: int) -> float:
     return T_975[max(k for k in T_975 if k <= df)] if df <= 30 else 1.96
 
 
+def finetune_seeds(result: dict) -> int:
+    """How many fine-tunings of each pretrained model a section's score lists hold in a row."""
+    return len(result["budget"]["finetune_seeds"])
+
+
 def spread(scores: list[float]) -> dict:
     """Median and range of one setup's scores over its seeds (how the cramming paper reports GLUE)."""
     return {"median": statistics.median(scores), "min": min(scores), "max": max(scores), "n": len(scores)}
 
 
-def paired_gap(a: list[float], b: list[float]) -> dict:
+def paired_gap(a: list[float], b: list[float], per_seed: int = 1) -> dict:
     """A against B where the i-th scores share their seeds (same pretraining and fine-tuning
     seed, so the same data order, head initialisation and masks): the mean of the paired
     differences with a 95% t-interval, and how many pairs favour A. The gap "exceeds the
-    noise" when the interval excludes zero (`verdict`). Pairs that share a pretraining seed are not
-    independent, so the interval is, if anything, too narrow; the count of pairs says more
-    where it is close."""
-    if len(a) != len(b) or len(a) < 2:
-        raise ValueError(f"a paired comparison needs two equal lists of at least 2 scores, got {len(a)} and {len(b)}")
-    gaps = [x - y for x, y in zip(a, b)]
+    noise" when the interval excludes zero (`verdict`).
+
+    `per_seed` = F when the lists hold F fine-tunings of each pretrained model in a row
+    (`recipes.measure`'s order). Fine-tunings of one pretrained model are not independent
+    draws of what pretraining does, so the unit is then the pretraining seed: each seed's F
+    differences are averaged first, and the interval has (number of pretraining seeds − 1)
+    degrees of freedom — wider than treating all pairs as independent, and honest about it."""
+    if len(a) != len(b) or len(a) < 2 * per_seed or len(a) % per_seed:
+        raise ValueError(f"a paired comparison needs two equal lists of at least 2 × {per_seed} scores, "
+                         f"a multiple of {per_seed}; got {len(a)} and {len(b)}")
+    pairs = [x - y for x, y in zip(a, b)]
+    gaps = [statistics.fmean(pairs[i:i + per_seed]) for i in range(0, len(pairs), per_seed)]
     mean, n = statistics.fmean(gaps), len(gaps)
     half = t_975(n - 1) * statistics.stdev(gaps) / math.sqrt(n)
     return {"mean": mean, "low": mean - half, "high": mean + half, "n": n, "ahead": sum(g > 0 for g in gaps),
-            "behind": sum(g < 0 for g in gaps)}
+            "behind": sum(g < 0 for g in gaps), "unit": "pretraining seeds" if per_seed > 1 else "pairs"}
 
 
 def verdict(gap: dict) -> str:
@@ -140,9 +156,9 @@ def verdict(gap: dict) -> str:
 
 
 def describe_gap(gap: dict) -> str:
-    """'+1.2 points (95% interval -0.3 to +2.7; 6 of 9 pairs ahead)'."""
+    """'+1.2 points (95% interval -0.3 to +2.7; 2 of 3 pretraining seeds ahead)'."""
     return (f"{100 * gap['mean']:+.1f} points (95% interval {100 * gap['low']:+.1f} to {100 * gap['high']:+.1f}; "
-            f"{gap['ahead']} of {gap['n']} pairs ahead)")
+            f"{gap['ahead']} of {gap['n']} {gap.get('unit', 'pairs')} ahead)")
 
 
 def describe_spread(scores: list[float]) -> str:

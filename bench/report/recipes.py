@@ -52,6 +52,21 @@ def sst2_subsample(budget: Budget, runs: Path) -> Path:
     return path
 
 
+def sst2_validation(budget: Budget, runs: Path, size: int = 1000, min_words: int = 10) -> Path:
+    """Held-out SST-2 training sentences, none of them in the subsample: where the report picks
+    its fine-tuning protocol (section 3), so that dev only ever scores. SST-2's training set is
+    mostly short phrases and its dev set whole sentences, so only entries of `min_words` words
+    or more are kept."""
+    subsample = set((REPO / sst2_subsample(budget, runs)).read_text(encoding="utf-8").splitlines()[1:])
+    path = runs / "data" / f"sst2-validation-{size}-not-in-{budget.sst2_train}.tsv"
+    if not (REPO / path).exists():
+        header, *rows = (REPO / SST2 / "train.tsv").read_text(encoding="utf-8").splitlines()
+        rows = [r for r in rows if r not in subsample and len(r.split("\t")[0].split()) >= min_words]
+        random.Random(SUBSAMPLE_SEED + 1).shuffle(rows)
+        (REPO / path).write_text("\n".join([header, *rows[:size]]) + "\n", encoding="utf-8")
+    return path
+
+
 def corpus(budget: Budget, runs: Path) -> Path:
     """The pretraining corpus: WikiText-2's train split, or its first N lines (the quick run).
     The tokenizer is trained on the same text."""
@@ -103,15 +118,17 @@ TASKS = {"sst2": "SST-2", "rte": "RTE"}
 
 
 def finetune(runner: Runner, budget: Budget, task: str, name: str, pretrained: dict, seed: int, pooling: str) -> dict:
-    """`python -m minibert.finetune` from a pretraining run on SST-2 (the subsample) or RTE."""
+    """`python -m minibert.finetune` from a pretraining run on SST-2 (the subsample) or RTE,
+    scored on the task's dev set."""
     if task == "sst2":
-        data, train, steps, max_len = SST2, sst2_subsample(budget, runner.runs), budget.sst2_steps, budget.seq_len
+        train, dev, steps, lr, max_len = (sst2_subsample(budget, runner.runs), SST2 / "dev.tsv", budget.sst2_steps,
+                                          budget.sst2_lr, budget.seq_len)
     else:
         need(RTE / "train.tsv", "RTE")
-        data, train, steps, max_len = RTE, RTE / "train.tsv", budget.rte_steps, budget.rte_max_len
+        train, dev, steps, lr, max_len = RTE / "train.tsv", RTE / "dev.tsv", budget.rte_steps, budget.rte_lr, budget.rte_max_len
     suffix = "" if pooling == "cls" else f"-{pooling}"
-    return runner.finetune(f"{name}-{task}{suffix}-ft{seed}", pretrained["out"], data, train, steps, budget.finetune_lr,
-                           max_len, seed, pooling)
+    return runner.finetune(f"{name}-{task}{suffix}-ft{seed}", pretrained["out"], train, dev, steps, lr, max_len, seed,
+                           pooling)
 
 
 def measure(runner: Runner, budget: Budget, setups: list[Setup], tasks: tuple[str, ...], pooling: str | None = None) -> dict:

@@ -110,14 +110,15 @@ class Runner:
         return {**record, "out": str(out), "config": run["config"], "final_eval": evals[-1] if evals else {},
                 "evals": evals}
 
-    def finetune(self, name: str, init: str, task: Path, train_file: Path, steps: int, lr: float, max_len: int,
+    def finetune(self, name: str, init: str, train_file: Path, dev_file: Path, steps: int, lr: float, max_len: int,
                  seed: int, pooling: str) -> dict:
-        """`python -m minibert.finetune` from `init` on a task; with its dev accuracy."""
+        """`python -m minibert.finetune` from `init` on a task's training and held-out files; with
+        the held-out accuracy and the last training loss."""
         out = self.runs / "finetune" / name
-        args = ["-m", "minibert.finetune", "--init", init, "--train", str(train_file), "--dev", str(task / "dev.tsv"),
+        args = ["-m", "minibert.finetune", "--init", init, "--train", str(train_file), "--dev", str(dev_file),
                 "--out", str(out), "--steps", str(steps), "--batch-size", str(FINETUNE_BATCH), "--lr", f"{lr:g}",
                 "--max-len", str(max_len), "--seed", str(seed), "--device", "cpu",
                 *(["--pooling", pooling] if pooling != "cls" else [])]  # cls: the default, left unsaid
         record = self.run(name, out, args, resumable=False)
         result = read_json_object(REPO / out / "eval.json", "delete the folder to run it again")
-        return {**record, "accuracy": result["accuracy"]}
+        return {**record, "accuracy": result["accuracy"], "train_loss": result["train_loss"]}

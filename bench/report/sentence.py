@@ -8,7 +8,7 @@ from functools import partial
 from pathlib import Path
 
 from .budget import RTE, SST2, Budget
-from .measure import describe_gap, describe_spread, dev_set, held_out, paired_gap, verdict
+from .measure import describe_gap, describe_spread, dev_set, finetune_seeds, held_out, paired_gap, verdict
 from .recipes import Setup, commands_block, corpus_passes, measure, mlm_run
 from .runner import Runner
 from .transfer import setups as transfer_setups
@@ -42,7 +42,7 @@ def compute(budget: Budget, runs: Path, jobs: int = 1) -> dict:
 
 
 def gap(result: dict, a: str, b: str, task: str) -> dict:
-    return paired_gap(result["setups"][a]["scores"][task], result["setups"][b]["scores"][task])
+    return paired_gap(result["setups"][a]["scores"][task], result["setups"][b]["scores"][task], finetune_seeds(result))
 
 
 def claims(result: dict) -> list[tuple[str, str, str]]:
