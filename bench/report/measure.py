@@ -65,17 +65,17 @@ def describe_machine(m: dict) -> str:
             f"load average {m['load_average']:.1f} when the section started")
 
 
-def dev_set(task: Path) -> dict:
-    """A task's dev set: its size and its majority class (the score of always answering it)."""
-    need(task / "dev.tsv", task.name)
-    labels = read_task(REPO / task / "dev.tsv").labels
+def labelled_set(path: Path) -> dict:
+    """A labelled task file: its size and its majority class (the score of always answering it)."""
+    labels = read_task(REPO / path).labels
     label, count = Counter(labels).most_common(1)[0]
     return {"examples": len(labels), "majority_label": label, "majority": count / len(labels)}
 
 
-def dev_set_size(path: Path) -> int:
-    """How many examples a task file holds."""
-    return len(read_task(REPO / path).labels)
+def dev_set(task: Path) -> dict:
+    """A task's dev set, as `labelled_set`."""
+    need(task / "dev.tsv", task.name)
+    return labelled_set(task / "dev.tsv")
 
 
 def standard_error(accuracy: float, examples: int) -> float:

@@ -57,9 +57,9 @@ def sst2_validation(budget: Budget, runs: Path, size: int = 1000, min_words: int
     its fine-tuning protocol (section 3), so that dev only ever scores. SST-2's training set is
     mostly short phrases and its dev set whole sentences, so only entries of `min_words` words
     or more are kept."""
-    subsample = set((REPO / sst2_subsample(budget, runs)).read_text(encoding="utf-8").splitlines()[1:])
     path = runs / "data" / f"sst2-validation-{size}-not-in-{budget.sst2_train}.tsv"
     if not (REPO / path).exists():
+        subsample = set((REPO / sst2_subsample(budget, runs)).read_text(encoding="utf-8").splitlines()[1:])
         header, *rows = (REPO / SST2 / "train.tsv").read_text(encoding="utf-8").splitlines()
         rows = [r for r in rows if r not in subsample and len(r.split("\t")[0].split()) >= min_words]
         random.Random(SUBSAMPLE_SEED + 1).shuffle(rows)

@@ -10,7 +10,8 @@ from pathlib import Path
 from minibert.heads import POOLINGS
 
 from .budget import RTE, SST2, Budget
-from .measure import describe_gap, describe_spread, dev_set, dev_set_size, finetune_seeds, paired_gap, save_plot, standard_error, verdict
+from .measure import (describe_gap, describe_spread, dev_set, finetune_seeds, labelled_set, paired_gap,
+                      save_plot, standard_error, verdict)
 from .recipes import Setup, commands_block, measure, mlm_run, sst2_subsample, sst2_validation, untrained_run
 from .runner import Runner
 
@@ -62,7 +63,7 @@ def protocol(runner: Runner, budget: Budget) -> dict:
     rows = [{"lr": lr, "steps": steps, **{key: {name: statistics.fmean(out[name] for out in outs)
                                                 for name in ("accuracy", "train_loss")} for key, outs in by_key.items()}}
             for (lr, steps), by_key in scores.items()]
-    return {"examples": dev_set_size(held_out), "rows": rows}
+    return {"examples": labelled_set(held_out)["examples"], "rows": rows}
 
 
 def compute(budget: Budget, runs: Path, jobs: int = 1) -> dict:
@@ -237,7 +238,7 @@ def render(result: dict, plots: Path) -> str:
         "",
         f"**Claim: a pretrained encoder beats the same shape untrained on SST-2 — {against_aim(found['sst2'])} at this "
         f"scale** (classifier on the {READS[pooling]}). Pretrained minus untrained: {describe_gap(found['sst2'])}; the "
-        f"aim was at least +3 points. Beside the seeds, the dev set itself samples: one standard error is "
+        f"aim was at least +{100 * AIM:.0f} points. Beside the seeds, the dev set itself samples: one standard error is "
         f"{se['sst2']:.1f} points on its {dev['sst2']['examples']} sentences.",
         "",
         f"**Claim: pretrained RTE above its majority class ({rte_dev['majority']:.3f}, always "
