@@ -159,7 +159,7 @@ def test_the_summary_lists_every_measured_claim_and_skips_the_rest():
 
 def test_the_fine_tuning_protocol_is_chosen_on_training_sentences_that_are_not_trained_on(tmp_path):
     from bench.report.budget import SST2
-    from bench.report.recipes import sst2_subsample, sst2_validation
+    from bench.report.recipes import sst2_subsample, sst2_validation, word_ngrams
     from bench.report.transfer import protocols
 
     for budget in (FULL, QUICK):  # the budget's own protocol is one of those compared
@@ -172,6 +172,22 @@ def test_the_fine_tuning_protocol_is_chosen_on_training_sentences_that_are_not_t
     assert header == "sentence\tlabel" and len(held_out) == 300 == len(set(held_out))
     assert not trained & set(held_out)
     assert all(len(row.split("\t")[0].split()) >= 10 and row.split("\t")[1] in {"0", "1"} for row in held_out)
+    seen = set().union(*(word_ngrams(row.split("\t")[0], 4) for row in trained))  # no four words in a row trained on
+    assert not any(word_ngrams(row.split("\t")[0], 4) & seen for row in held_out)
+
+
+def test_task_adaptive_pretraining_reads_sst2_training_text_without_labels_and_never_dev(tmp_path):
+    from bench.report.budget import SST2
+    from bench.report.recipes import sst2_text
+
+    if not (REPO / SST2 / "train.tsv").is_file():
+        pytest.skip("the shared datasets folder is not present beside the repository")
+    runs = tmp_path.relative_to(REPO) if tmp_path.is_relative_to(REPO) else tmp_path
+    documents = (REPO / sst2_text(QUICK, runs)).read_text(encoding="utf-8").split("\n\n")[:-1]
+    train = [row.split("\t") for row in (REPO / SST2 / "train.tsv").read_text(encoding="utf-8").splitlines()[1:]]
+    assert documents == [text for text, _ in train[:QUICK.corpus_lines]]  # one document per entry, no label column
+    dev = {row.split("\t")[0] for row in (REPO / SST2 / "dev.tsv").read_text(encoding="utf-8").splitlines()[1:]}
+    assert not dev & set(documents)
 
 
 def test_the_protocol_reading_keeps_the_budget_s_protocol_only_within_the_noise_of_the_best():
@@ -196,3 +212,29 @@ def test_a_pretraining_gain_beyond_the_noise_but_below_the_aim_says_so():
     assert against_aim({"mean": 0.005, "low": 0.001, "high": 0.009}) == "reproduced, below the 3-point aim"
     assert against_aim({"mean": 0.04, "low": 0.031, "high": 0.049}) == "reproduced"
     assert against_aim({"mean": 0.04, "low": -0.01, "high": 0.09}) == "inconclusive"
+
+
+def test_the_untrained_baseline_gets_its_own_best_protocol_and_its_own_folders(tmp_path):
+    from bench.report.budget import SST2
+    from bench.report.recipes import finetune
+    from bench.report.transfer import own_protocol
+
+    def row(lr, steps, mlm, untrained):
+        return {"lr": lr, "steps": steps, "mlm": {"accuracy": mlm}, "untrained": {"accuracy": untrained}}
+
+    chosen = {"rows": [row(3e-4, 200, 0.66, 0.70), row(3e-4, 600, 0.70, 0.68), row(1e-3, 200, 0.69, 0.71)]}
+    assert own_protocol(chosen) == (1e-3, 200)  # the untrained encoder's best, not the pretrained one's
+    if not (REPO / SST2 / "train.tsv").is_file():
+        pytest.skip("the shared datasets folder is not present beside the repository")
+
+    class Recorder:
+        runs = tmp_path.relative_to(REPO) if tmp_path.is_relative_to(REPO) else tmp_path
+
+        def finetune(self, name, init, train, dev, steps, lr, max_len, seed, pooling):
+            return name, steps, lr
+
+    run = {"out": "runs/x/untrained-seed0"}
+    assert finetune(Recorder(), QUICK, "sst2", "untrained-seed0", run, 1, "mean") == (
+        "untrained-seed0-sst2-mean-ft1", QUICK.sst2_steps, QUICK.sst2_lr)
+    assert finetune(Recorder(), QUICK, "sst2", "untrained-seed0", run, 1, "mean", (3e-4, 2)) == (
+        "untrained-seed0-sst2-mean-lr0.0003-steps2-ft1", 2, 3e-4)  # another protocol never reuses the budget's folder

@@ -12,7 +12,8 @@ from minibert.heads import POOLINGS
 from .budget import RTE, SST2, Budget
 from .measure import (describe_gap, describe_spread, dev_set, finetune_seeds, labelled_set, paired_gap,
                       save_plot, standard_error, verdict)
-from .recipes import Setup, commands_block, measure, mlm_run, sst2_subsample, sst2_validation, untrained_run
+from .recipes import (Setup, commands_block, measure, mlm_run, sst2_subsample, sst2_text, sst2_validation,
+                      untrained_run)
 from .runner import Runner
 
 READS = {"cls": "[CLS] token", "mean": "mean of the last layer"}  # `--pooling`, in words
@@ -22,11 +23,15 @@ TITLE = "3. Does pretraining help? Pretrained against untrained"
 TASKS = ("SST-2", "RTE")
 LONGER = 4  # the longer pretraining, in S: about a quarter hour per run on one thread
 AIM = 0.03  # the gap over an untrained encoder that would show pretraining clearly on SST-2
+OWN = "untrained-own-protocol"  # the untrained encoder fine-tuned with the protocol best for it (`own_protocol`)
+TEXT_OWN = "task-text-untrained-own-protocol"  # task-adaptive pretraining's untrained twin, fine-tuned so too
 
 
 def plan(budget: Budget) -> str:
     return (f"Pretrained: S steps of MLM (dynamic masking, no sentence task), and {LONGER}S steps. Untrained: the same "
-            "command for one step at lr 1e-12, so the same tokenizer, architecture and initialisation seed.")
+            "command for one step at lr 1e-12, so the same tokenizer, architecture and initialisation seed. "
+            f"Task-adaptive: the same MLM on SST-2's training text with the labels dropped, S and {LONGER}S steps, "
+            "beside its own untrained twin.")
 
 
 def setups(runner: Runner, budget: Budget) -> list[Setup]:
@@ -40,10 +45,23 @@ def longer(runner: Runner, budget: Budget) -> Setup:
     return Setup("mlm-long", f"pretrained (MLM, {LONGER}S steps)", partial(mlm_run, runner, budget, LONGER * budget.steps))
 
 
+def task_text(runner: Runner, budget: Budget) -> list[Setup]:
+    """Task-adaptive pretraining: the same MLM, S and LONGER×S steps, on SST-2's own training
+    text with the labels dropped (`sst2_text`), beside an untrained twin that shares its
+    tokenizer. Does pretraining help once the corpus speaks the task's language?"""
+    text = sst2_text(budget, runner.runs)
+    return [Setup("task-text", "pretrained on SST-2's training text (MLM, S steps)",
+                  partial(mlm_run, runner, budget, budget.steps, name=f"sst2text-{budget.steps}", data=text)),
+            Setup("task-text-long", f"pretrained on SST-2's training text (MLM, {LONGER}S steps)",
+                  partial(mlm_run, runner, budget, LONGER * budget.steps, name=f"sst2text-{LONGER * budget.steps}", data=text)),
+            Setup("task-text-untrained", "untrained (tokenizer of SST-2's training text)",
+                  partial(untrained_run, runner, budget, data=text, name="sst2text-untrained"))]
+
+
 def protocols(budget: Budget) -> list[tuple[float, int]]:
     """The SST-2 fine-tuning protocols (peak lr, steps) compared before any dev score is read:
-    the budget's and 0.3× its lr, each for its steps and a third of them."""
-    return [(lr, steps) for lr in (0.3 * budget.sst2_lr, budget.sst2_lr) for steps in (budget.sst2_steps // 3, budget.sst2_steps)]
+    each of the budget's lrs for its steps and a third of them."""
+    return [(lr, steps) for lr in budget.sst2_lrs for steps in (budget.sst2_steps // 3, budget.sst2_steps)]
 
 
 def protocol(runner: Runner, budget: Budget) -> dict:
@@ -66,6 +84,14 @@ def protocol(runner: Runner, budget: Budget) -> dict:
     return {"examples": labelled_set(held_out)["examples"], "rows": rows}
 
 
+def own_protocol(chosen: dict) -> tuple[float, int]:
+    """The protocol (peak lr, steps) under which the *untrained* encoder scored best on the
+    held-out sentences. The budget's protocol is the pretrained encoder's best; a baseline
+    fine-tuned with its rival's protocol could lose for want of its own."""
+    best = max(chosen["rows"], key=lambda row: row["untrained"]["accuracy"])
+    return best["lr"], best["steps"]
+
+
 def compute(budget: Budget, runs: Path, jobs: int = 1) -> dict:
     runner = Runner(runs, jobs)
     dev = {"sst2": dev_set(SST2), "rte": dev_set(RTE)}
@@ -73,6 +99,14 @@ def compute(budget: Budget, runs: Path, jobs: int = 1) -> dict:
     poolings = (budget.pooling, *(p for p in POOLINGS if p != budget.pooling))  # the report's first, then the other
     extra = {budget.pooling: [longer(runner, budget)]}  # under the report's pooling only (a quarter hour a run)
     measured = {p: measure(runner, budget, [*setups(runner, budget), *extra.get(p, [])], ("sst2", "rte"), p) for p in poolings}
+    measured[budget.pooling].update(measure(runner, budget, task_text(runner, budget), ("sst2",)))  # SST-2's text: SST-2 only
+    own = own_protocol(chosen)
+    if own != (budget.sst2_lr, budget.sst2_steps):  # the untrained baselines at their own best, lest the protocol handicap them
+        said = f"at the untrained encoder's best protocol (lr {own[0]:g}, {own[1]} steps)"
+        twins = [Setup(OWN, f"untrained, {said}", partial(untrained_run, runner, budget)),
+                 Setup(TEXT_OWN, f"untrained (tokenizer of SST-2's training text), {said}",
+                       partial(untrained_run, runner, budget, data=sst2_text(budget, runner.runs), name="sst2text-untrained"))]
+        measured[budget.pooling].update(measure(runner, budget, twins, ("sst2",), protocol=own))
     return {"protocol": chosen, "by_pooling": measured, "pooling": budget.pooling, "dev": dev, "run_seconds": runner.seconds}
 
 
@@ -92,6 +126,38 @@ def findings(result: dict, pooling: str, key: str = "mlm") -> dict:
             "rte_majority": paired_gap(mlm["rte"], [majority] * len(mlm["rte"]), f)}
 
 
+def own_gap(result: dict) -> dict:
+    """Pretrained (the budget's protocol) minus untrained at its own best protocol, on SST-2."""
+    setups = result["by_pooling"][result["pooling"]]
+    return paired_gap(setups["mlm"]["scores"]["sst2"], setups[OWN]["scores"]["sst2"], finetune_seeds(result))
+
+
+def own_sentence(result: dict) -> str:
+    """The main claim read once more, against the untrained encoder at its own best protocol."""
+    setups = result["by_pooling"][result["pooling"]]
+    if OWN not in setups:
+        return "The untrained encoder's best protocol on the held-out sentences is the pretrained one's too."
+    own = own_gap(result)
+    return (f"The budget's protocol was chosen for the pretrained encoder on the held-out sentences; against the untrained "
+            f"encoder fine-tuned with its own best (the row \"{setups[OWN]['label']}\"), pretrained minus untrained is "
+            f"{describe_gap(own)} ({against_aim(own)}).")
+
+
+def task_text_gaps(result: dict) -> dict:
+    """Task-adaptive pretraining's paired gaps on SST-2: each length against the untrained twin
+    that shares its tokenizer, and at S against MLM on WikiText-2 (which corpus, at equal steps)."""
+    setups, f = result["by_pooling"][result["pooling"]], finetune_seeds(result)
+    if "task-text" not in setups:
+        return {}
+    sst2 = {key: setup["scores"]["sst2"] for key, setup in setups.items()}
+    return {"S": paired_gap(sst2["task-text"], sst2["task-text-untrained"], f),
+            "long": paired_gap(sst2["task-text-long"], sst2["task-text-untrained"], f),
+            "corpus": paired_gap(sst2["task-text"], sst2["mlm"], f),
+            "twins": paired_gap(sst2["task-text-untrained"], sst2["untrained"], f),
+            "long_wikitext": paired_gap(sst2["task-text-long"], sst2["untrained"], f),
+            **({"long_own": paired_gap(sst2["task-text-long"], sst2[TEXT_OWN], f)} if TEXT_OWN in sst2 else {})}
+
+
 def against_aim(gap: dict) -> str:
     """The verdict on "pretrained beats untrained", and whether a reproduced gap reached the aim."""
     said = verdict(gap)
@@ -105,12 +171,24 @@ def claims(result: dict) -> list[tuple[str, str, str]]:
              against_aim(found["sst2"]), f"pretrained − untrained {describe_gap(found['sst2'])}"),
             ("a pretrained encoder scores above RTE's majority class", verdict(found["rte_majority"]),
              f"pretrained − majority {describe_gap(found['rte_majority'])}")]
+    if OWN in result["by_pooling"][result["pooling"]]:
+        own = own_gap(result)
+        rows.append(("the same, against the untrained encoder at its own best fine-tuning protocol", against_aim(own),
+                     f"pretrained − untrained {describe_gap(own)}"))
     if "mlm-long" in result["by_pooling"][result["pooling"]]:
         long = findings(result, result["pooling"], "mlm-long")
         rows += [(f"the same with {LONGER}× the pretraining ({LONGER}S steps): SST-2 above untrained", against_aim(long["sst2"]),
                   f"pretrained − untrained {describe_gap(long['sst2'])}"),
                  (f"the same with {LONGER}× the pretraining: RTE above its majority class", verdict(long["rte_majority"]),
                   f"pretrained − majority {describe_gap(long['rte_majority'])}")]
+    adaptive = task_text_gaps(result)
+    for name, gap in (("S", adaptive.get("S")), (f"{LONGER}S", adaptive.get("long"))):
+        if gap:
+            rows.append((f"pretrained on SST-2's own training text ({name} steps, labels dropped) beats its untrained twin "
+                         f"on SST-2 (aim: ≥ {100 * AIM:.0f} points)", against_aim(gap), f"pretrained − untrained {describe_gap(gap)}"))
+    if "long_own" in adaptive:
+        rows.append((f"the same at {LONGER}S, against the twin at the untrained encoder's best fine-tuning protocol",
+                     against_aim(adaptive["long_own"]), f"pretrained − untrained {describe_gap(adaptive['long_own'])}"))
     return rows
 
 
@@ -181,7 +259,9 @@ def protocol_lines(result: dict, budget_lr: float, budget_steps: int) -> list[st
     gaps = {name: 100 * (row["mlm"]["accuracy"] - row["untrained"]["accuracy"]) for name, row in (("short", shortest), ("best", best))}
     return ["**The fine-tuning protocol, chosen before dev was read.** The first pretraining seed's encoders, "
             "fine-tuned with every fine-tuning seed on the SST-2 subsample and scored on held-out *training* sentences "
-            "that are not in it (10 words or more, like dev's whole sentences); means over the fine-tuning seeds:", "",
+            "that share no four words in a row with it (10 words or more, like dev's whole sentences; SST-2's training "
+            "phrases are cut from the same reviews, and a held-out set that kept the overlapping ones scored 5–6 points "
+            "above dev); means over the fine-tuning seeds:", "",
             *lines, "",
             f"{choice}. At lr {shortest['lr']:g} for {shortest['steps']} steps the last train loss is {loss['mlm']:.2f} "
             f"for the pretrained encoder and {loss['untrained']:.2f} for the untrained one"
@@ -207,6 +287,25 @@ def longer_note(result: dict) -> list[str]:
             f"{describe_gap(long['rte_majority'])} ({verdict(long['rte_majority'])}).", ""]
 
 
+def task_text_note(result: dict) -> list[str]:
+    """Task-adaptive pretraining: what MLM on SST-2's own training text gives, beside WikiText-2."""
+    gaps = task_text_gaps(result)
+    if not gaps:
+        return []
+    return [f"**Pretraining on the task's own text.** Task-adaptive pretraining (Gururangan et al., 2020) runs the same "
+            "MLM on SST-2's training sentences with their labels dropped (dev is never read), with its own tokenizer and "
+            f"an untrained twin that shares it. Pretrained minus that twin on SST-2: {describe_gap(gaps['S'])} at S steps "
+            f"({against_aim(gaps['S'])}) and {describe_gap(gaps['long'])} at {LONGER}S ({against_aim(gaps['long'])}). "
+            f"At S steps, SST-2's text minus WikiText-2 as the corpus: {describe_gap(gaps['corpus'])} "
+            f"({verdict(gaps['corpus'])}); the two untrained twins, which differ only in their tokenizer, differ by "
+            f"{describe_gap(gaps['twins'])}, so against the untrained encoder with WikiText-2's tokenizer, {LONGER}S steps "
+            f"on SST-2's text gain {describe_gap(gaps['long_wikitext'])} ({against_aim(gaps['long_wikitext'])})."
+            + (f" Against its twin fine-tuned with the untrained encoder's best protocol: {describe_gap(gaps['long_own'])} "
+               f"({against_aim(gaps['long_own'])})." if "long_own" in gaps else "")
+            + " Its held-out MLM accuracy is measured on SST-2's text (whose held-out phrases share words with the "
+            "training ones), not comparable with WikiText-2's.", ""]
+
+
 def render(result: dict, plots: Path) -> str:
     plot(result, plots)
     dev, pooling = result["dev"], result["pooling"]
@@ -219,12 +318,12 @@ def render(result: dict, plots: Path) -> str:
              "|---|---|---:|---:|---:|---:|"]
     for name, setups in result["by_pooling"].items():
         for key, setup in setups.items():
-            trained = key != "untrained"
+            trained = "untrained" not in key
             mlm = statistics.median(r["final_eval"]["eval_mlm_accuracy"] for r in setup["runs"]) if trained else None
             seconds = statistics.median(r["seconds"] for r in setup["runs"])
             shown = f"{mlm:.3f} | {seconds:.0f} s" if trained else "– | –"
-            lines.append(f"| {setup['label']} | {READS[name]} | {shown} | {describe_spread(setup['scores']['sst2'])} | "
-                         f"{describe_spread(setup['scores']['rte'])} |")
+            rte = describe_spread(setup["scores"]["rte"]) if "rte" in setup["scores"] else "–"
+            lines.append(f"| {setup['label']} | {READS[name]} | {shown} | {describe_spread(setup['scores']['sst2'])} | {rte} |")
     se = {task: 100 * standard_error(0.5, dev[task]["examples"]) for task in ("sst2", "rte")}
     by = result["by_pooling"]
     switch = {key: paired_gap(by[pooling][key]["scores"]["sst2"], by[other][key]["scores"]["sst2"], finetune_seeds(result))
@@ -238,8 +337,8 @@ def render(result: dict, plots: Path) -> str:
         "",
         f"**Claim: a pretrained encoder beats the same shape untrained on SST-2 — {against_aim(found['sst2'])} at this "
         f"scale** (classifier on the {READS[pooling]}). Pretrained minus untrained: {describe_gap(found['sst2'])}; the "
-        f"aim was at least +{100 * AIM:.0f} points. Beside the seeds, the dev set itself samples: one standard error is "
-        f"{se['sst2']:.1f} points on its {dev['sst2']['examples']} sentences.",
+        f"aim was at least +{100 * AIM:.0f} points. {own_sentence(result)} Beside the seeds, the dev set itself samples: "
+        f"one standard error is {se['sst2']:.1f} points on its {dev['sst2']['examples']} sentences.",
         "",
         f"**Claim: pretrained RTE above its majority class ({rte_dev['majority']:.3f}, always "
         f"{rte_dev['majority_label']!r}) — {verdict(found['rte_majority'])} at this scale.** Pretrained minus "
@@ -249,6 +348,7 @@ def render(result: dict, plots: Path) -> str:
         *context_note(result, found["sst2"]),
         "",
         *longer_note(result),
+        *task_text_note(result),
         f"**Which vector the classifier reads.** No MLM loss reads the last layer at the [CLS] position ([CLS] is "
         "never masked), so pretraining without a sentence task leaves that vector untrained, and a classifier on it "
         f"starts from nothing pretraining learned. With the classifier on the {READS[other]} instead, pretrained minus "
