@@ -86,7 +86,7 @@ def protocol(runner: Runner, budget: Budget) -> dict:
 
 def own_protocol(chosen: dict) -> tuple[float, int]:
     """The protocol (peak lr, steps) under which the *untrained* encoder scored best on the
-    held-out sentences. The budget's protocol is the pretrained encoder's best; a baseline
+    held-out sentences. The budget's protocol was chosen for the pretrained encoder; a baseline
     fine-tuned with its rival's protocol could lose for want of its own."""
     best = max(chosen["rows"], key=lambda row: row["untrained"]["accuracy"])
     return best["lr"], best["steps"]
@@ -145,7 +145,10 @@ def own_sentence(result: dict) -> str:
 
 def task_text_gaps(result: dict) -> dict:
     """Task-adaptive pretraining's paired gaps on SST-2: each length against the untrained twin
-    that shares its tokenizer, and at S against MLM on WikiText-2 (which corpus, at equal steps)."""
+    that shares its tokenizer ("S", "long"); at S against MLM on WikiText-2 (which corpus, at
+    equal steps); the two untrained twins (which tokenizer); LONGER×S against WikiText-2's
+    untrained encoder; and, when measured, LONGER×S against its twin at the untrained encoder's
+    best protocol ("long_own")."""
     setups, f = result["by_pooling"][result["pooling"]], finetune_seeds(result)
     if "task-text" not in setups:
         return {}
