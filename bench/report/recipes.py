@@ -20,6 +20,7 @@ from typing import Callable
 
 from minibert import ModelConfig
 from minibert.data import load_tokenizer
+from minibert.data.tasks import read_task
 from minibert.variants import VARIANTS
 
 from .budget import MLM_VARIANT, REPO, RTE, SST2, THREADS, WIKITEXT, Budget
@@ -99,9 +100,9 @@ def sst2_text(budget: Budget, runs: Path) -> Path:
     need(SST2 / "train.tsv", "SST-2")
     path = runs / "data" / f"sst2-train-text{f'-first-{budget.corpus_lines}' if budget.corpus_lines else ''}.txt"
     if not (REPO / path).exists():
-        rows = (REPO / SST2 / "train.tsv").read_text(encoding="utf-8").splitlines()[1:][:budget.corpus_lines or None]
+        texts = read_task(REPO / SST2 / "train.tsv").texts[:budget.corpus_lines or None]
         (REPO / path).parent.mkdir(parents=True, exist_ok=True)
-        (REPO / path).write_text("".join(f"{row.split(chr(9))[0]}\n\n" for row in rows), encoding="utf-8")
+        (REPO / path).write_text("".join(f"{text}\n\n" for text in texts), encoding="utf-8")
     return path
 
 

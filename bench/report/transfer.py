@@ -99,13 +99,15 @@ def compute(budget: Budget, runs: Path, jobs: int = 1) -> dict:
     poolings = (budget.pooling, *(p for p in POOLINGS if p != budget.pooling))  # the report's first, then the other
     extra = {budget.pooling: [longer(runner, budget)]}  # under the report's pooling only (a quarter hour a run)
     measured = {p: measure(runner, budget, [*setups(runner, budget), *extra.get(p, [])], ("sst2", "rte"), p) for p in poolings}
-    measured[budget.pooling].update(measure(runner, budget, task_text(runner, budget), ("sst2",)))  # SST-2's text: SST-2 only
+    adaptive = task_text(runner, budget)
+    measured[budget.pooling].update(measure(runner, budget, adaptive, ("sst2",)))  # SST-2's text: SST-2 only
     own = own_protocol(chosen)
     if own != (budget.sst2_lr, budget.sst2_steps):  # the untrained baselines at their own best, lest the protocol handicap them
         said = f"at the untrained encoder's best protocol (lr {own[0]:g}, {own[1]} steps)"
-        twins = [Setup(OWN, f"untrained, {said}", partial(untrained_run, runner, budget)),
+        untrained = {setup.key: setup for setup in (*setups(runner, budget), *adaptive)}  # the same pretraining runs
+        twins = [Setup(OWN, f"untrained, {said}", untrained["untrained"].pretrain),
                  Setup(TEXT_OWN, f"untrained (tokenizer of SST-2's training text), {said}",
-                       partial(untrained_run, runner, budget, data=sst2_text(budget, runner.runs), name="sst2text-untrained"))]
+                       untrained["task-text-untrained"].pretrain)]
         measured[budget.pooling].update(measure(runner, budget, twins, ("sst2",), protocol=own))
     return {"protocol": chosen, "by_pooling": measured, "pooling": budget.pooling, "dev": dev, "run_seconds": runner.seconds}
 
