@@ -21,7 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from minibert.data import SentencePieceTokenizer
+from minibert.data.vocabulary import train_tokenizer
+from minibert.tokenizers import SentencePieceTokenizer
 from minibert.data.corpus import read_documents
 from minibert.data.storage import build_token_store
 
@@ -56,7 +57,7 @@ def in_fresh_process(step, *args):
 
 
 def train_tokenizer(corpus: Path, cache: Path, vocab_size: int) -> str:
-    SentencePieceTokenizer.train(corpus, vocab_size=vocab_size, cache_dir=cache)
+    train_tokenizer(corpus, vocab_size=vocab_size, cache_dir=cache)
     return str(next(cache.glob("spm-*.model")))
 
 

@@ -5,7 +5,7 @@
 """
 
 from .config import ModelConfig
-from .data.wordpiece import WordPieceTokenizer
+from .tokenizers.wordpiece import WordPieceTokenizer
 from .heads import (ClassifierOutput, MaskedLM, MaskedLMOutput, ReplacedTokenDetector, ReplacedTokenOutput, SequenceClassifier,
                     TokenClassifier, TokenClassifierOutput)
 from .model import Encoder, ModelOutput

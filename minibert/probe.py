@@ -33,8 +33,8 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from .data import load_tokenizer
-from .data.tokenizer import Tokenizer, join_segments
+from .tokenizers import load_tokenizer
+from .tokenizers.base import Tokenizer
 from .heads import MaskedLM, ReplacedTokenDetector
 from .pretrained import HEAD_NAMES, MissingHead, from_pretrained
 
@@ -84,8 +84,7 @@ def fill_mask(model_or_dir, text_or_texts: str | Sequence[str], top_k: int = 5, 
         raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
     model, tokenizer = load(model_or_dir, "mlm", tokenizer)
     texts, single = as_texts(text_or_texts)
-    batch = tokenizer.pad([join_segments(masked_ids(tokenizer, t), None, cls_id=tokenizer.cls_id,
-                                         sep_id=tokenizer.sep_id) for t in texts])
+    batch = tokenizer.pad([tokenizer.join(masked_ids(tokenizer, t)) for t in texts])
     masks = batch["input_ids"] == tokenizer.mask_id
     with torch.no_grad():  # the last layer and the decoder run at the masks only
         hidden = model.encoder(**batch, needed=masks).last_hidden_state[masks]  # [masks, H]

@@ -23,9 +23,9 @@ import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from minibert import fill_mask, from_pretrained
-from minibert.data import load_tokenizer
-from minibert.data.albert_tokenizer import AlbertTokenizer
-from minibert.data.tokenizer_json import normalizer_spec
+from minibert.tokenizers import load_tokenizer
+from minibert.tokenizers.albert import AlbertTokenizer
+from minibert.tokenizers.json_export import normalizer_spec
 from minibert.training.cli import main as train
 from tiny_run import strip_model_flags, tiny_args, write_corpus
 
@@ -143,7 +143,6 @@ def test_switches_come_from_tokenizer_config(albert_dir, tmp_path):
 
 
 @pytest.mark.parametrize("files, message", [
-    ({"vocab.json": "{}", "merges.txt": ""}, "byte-level BPE"),
     ({"spiece.model": "not a model"}, "spiece.model"),
     ({"spiece.model": None, "tokenizer_config.json": '{"do_lower_case": "yes"}'}, "do_lower_case must be true or false"),
 ])

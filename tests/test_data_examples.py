@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_data_support import FIRST_ID, corpus_shapes, numbered_store
+from test_data_support import FIRST_ID, PositionTokenizer, corpus_shapes, numbered_store
 
 from minibert.data.examples import LAYOUTS, build_examples, example_ids
 
@@ -18,7 +18,7 @@ def decoded_examples(shape, layout, max_length, short_seq_prob=0.1, seed=0):
     with tempfile.TemporaryDirectory() as directory:
         store = numbered_store(shape, directory)
         rows = build_examples(store, layout, max_length=max_length, short_seq_prob=short_seq_prob, seed=seed)
-        examples = [(*example_ids(store, row, cls_id=CLS, sep_id=SEP), int(row[4])) for row in rows]
+        examples = [(*example_ids(store, row, PositionTokenizer()), int(row[4])) for row in rows]
     document_of = np.repeat(np.arange(len(shape)), [sum(lengths) for lengths in shape])
     return examples, lambda ids: set(document_of[np.asarray(ids) - FIRST_ID])
 

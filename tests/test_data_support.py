@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import strategies as st
 
 from minibert.data.storage import TokenStore, build_token_store
-from minibert.data.tokenizer import Tokenizer
+from minibert.tokenizers.base import Tokenizer
 
 FIRST_ID = 5  # ids 0-4 are the special tokens
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"

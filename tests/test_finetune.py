@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minibert import Encoder, ModelConfig, save_pretrained
-from minibert.data.tasks import LabelMap, TaskData, read_task, task_of
-from minibert.data.wordpiece import WordPieceTokenizer
+from minibert.finetune.tasks import LabelMap, TaskData, read_task, task_of
+from minibert.tokenizers.wordpiece import WordPieceTokenizer
 from minibert.finetune import (
     classification_metrics, load_classifier, main, model_inputs, pearson, predict, ranks, regression_metrics, save_classifier,
     spearman,
@@ -374,7 +374,7 @@ def test_sts_b_layout_reads_as_a_regression_pair_task(tmp_path):
             ("1", "main-captions", "MSRvid", "2012test", "0004", "none", "none", "A man plays a flute.", "A man plays the flute.", "3.800")]
     data = read_task(write_tsv(tmp_path / "dev.tsv", header, rows))
     assert data.pairs == ["An air plane is taking off.", "A man plays the flute."] and task_of(data) == "regression"
-    from minibert.data.tasks import regression_targets
+    from minibert.finetune.tasks import regression_targets
 
     assert regression_targets(data) == [5.0, 3.8]
 
@@ -541,7 +541,7 @@ def test_tags_are_learned_at_each_words_first_sub_token(piece_model_dir, tmp_pat
     assert report["accuracy"] >= 0.95 and report["f1"] >= 0.9, report
     model, tokenizer, labels = load_classifier(out)
     assert type(model).__name__ == "TokenClassifier" and labels.names == ["B-NEG", "B-POS", "O"]
-    from minibert.data.tagged import read_tagged
+    from minibert.finetune.tagged import read_tagged
 
     predicted = predict(model, tokenizer, read_tagged(dev), batch_size=4, max_len=64, device="cpu")
     rows = [line.split("\t") for line in (out / "predictions.tsv").read_text().splitlines()[1:]]
@@ -553,7 +553,7 @@ def test_tags_are_learned_at_each_words_first_sub_token(piece_model_dir, tmp_pat
 @given(st.lists(st.tuples(st.sampled_from(NEUTRAL + POSITIVE), st.sampled_from(["", "s", "ly", "sly"])), min_size=1, max_size=12),
        st.integers(4, 20))
 def test_word_inputs_read_each_tag_at_the_words_first_piece(words, max_len):
-    from minibert.data.tagged import TaggedData
+    from minibert.finetune.tagged import TaggedData
     from minibert.finetune.job import word_inputs
     from minibert.heads import IGNORE_INDEX
 

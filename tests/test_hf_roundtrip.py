@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 import minibert
 from minibert import MaskedLM, ModelConfig, ReplacedTokenDetector
 from minibert.data.default_corpus import prose_paragraph
-from minibert.data.sentencepiece_tokenizer import SentencePieceTokenizer, load_tokenizer
+from minibert.data.vocabulary import train_tokenizer
+from minibert.tokenizers import SentencePieceTokenizer, load_tokenizer
 from minibert.objectives.kd import student_config
 from minibert.training.cli import main
 from minibert.variants import VARIANTS
@@ -44,7 +45,7 @@ def real_tokenizer(tmp_path_factory):
     paragraphs = manual_paragraphs()
     corpus = root / "manual.txt"
     corpus.write_text("\n\n".join(paragraphs[::2]) + "\n", encoding="utf-8")
-    ours = SentencePieceTokenizer.train(corpus, vocab_size=2000, cache_dir=root / "cache", max_sentences=3000)
+    ours = train_tokenizer(corpus, vocab_size=2000, cache_dir=root / "cache", max_sentences=3000)
     for name, value in ours.hugging_face_files().items():
         (root / name).write_text(json.dumps(value), encoding="utf-8")
     return ours, transformers.AutoTokenizer.from_pretrained(root), paragraphs[1::2]
@@ -191,7 +192,7 @@ def test_rotary_variants_roformer_cannot_hold_are_refused_naming_the_fix(variant
 
 def test_a_bpe_tokenizer_is_refused_before_anything_is_written(corpus, tmp_path):
     text, cache = corpus
-    bpe = SentencePieceTokenizer.train(text, vocab_size=400, model_type="bpe", cache_dir=cache)
+    bpe = train_tokenizer(text, vocab_size=400, model_type="bpe", cache_dir=cache)
     model = MaskedLM(ModelConfig(**{**VARIANTS["bert"].model_fields, "vocab_size": bpe.vocab_size, "max_positions": 32}))
     with pytest.raises(ValueError, match="only a unigram SentencePiece model .*model_type='unigram'"):
         minibert.save_pretrained(model, tmp_path / "hf", format="hf", tokenizer=bpe)

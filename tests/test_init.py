@@ -95,7 +95,7 @@ def test_step0_scores_what_the_loaded_minibert_checkpoint_scores(bert_run, corpu
 def test_step0_scores_what_a_hugging_face_checkpoint_scores(corpus, tmp_path, capsys):
     """A random BertForMaskedLM saved with its WordPiece vocab.txt; transformers is the oracle."""
     transformers = pytest.importorskip("transformers")
-    from minibert.data.wordpiece import WordPieceTokenizer
+    from minibert.tokenizers.wordpiece import WordPieceTokenizer
 
     tokenizer = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", *WORDS])
     config = transformers.BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
@@ -121,7 +121,7 @@ def test_step0_scores_what_a_hugging_face_checkpoint_scores(corpus, tmp_path, ca
 def test_step0_scores_what_a_hugging_face_checkpoint_with_sentencepiece_scores(bert_run, corpus, tmp_path):
     """A minibert model exported in Hugging Face's format with its tokenizer.model beside it."""
     transformers = pytest.importorskip("transformers")
-    from minibert.data import load_tokenizer
+    from minibert.tokenizers import load_tokenizer
 
     hf = save_pretrained(from_pretrained(bert_run, head="mlm"), tmp_path / "hf", format="hf", tokenizer=load_tokenizer(bert_run))
     out = tmp_path / "continued"

@@ -250,7 +250,7 @@ def test_hf_export_then_load_is_the_identity_or_a_clear_error(
 
 
 def test_export_with_a_wordpiece_vocabulary(tmp_path):
-    from minibert.data.wordpiece import WordPieceTokenizer
+    from minibert.tokenizers.wordpiece import WordPieceTokenizer
 
     tokenizer = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "##s"])
     save_pretrained(Encoder(tiny()), tmp_path, format="hf", tokenizer=tokenizer)

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from minibert.data.wordpiece import WordPieceTokenizer, basic_tokenize
+from minibert.tokenizers.wordpiece import WordPieceTokenizer, basic_tokenize
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from minibert import Encoder, ModelConfig
-from minibert.data.tasks import read_task
+from minibert.finetune.tasks import read_task
 
 from .budget import REPO
 from .recipes import need

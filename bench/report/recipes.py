@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Callable
 
 from minibert import ModelConfig
-from minibert.data import load_tokenizer
-from minibert.data.tasks import read_task
+from minibert.tokenizers import load_tokenizer
+from minibert.finetune.tasks import read_task
 from minibert.variants import VARIANTS
 
 from .budget import MLM_VARIANT, REPO, RTE, SST2, THREADS, WIKITEXT, Budget

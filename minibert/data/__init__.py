@@ -5,10 +5,9 @@ Read in this order — each step consumes what the previous one produced:
 1. `corpus.py`         text files -> a stream of documents, each a list of sentences
                        (`default_corpus.py`: the English prose shipped with CPython,
                        used when no corpus is given).
-2. `sentencepiece_tokenizer.py`  learn a subword vocabulary from that corpus, with the
-                       special tokens [PAD] [UNK] [CLS] [SEP] [MASK] at ids 0-4. All
-                       tokenizers share the interface of `tokenizer.py` (which also owns
-                       the [CLS] A [SEP] B [SEP] layout and truncation).
+2. `vocabulary.py`     learn a subword vocabulary from that corpus, with the special
+                       tokens [PAD] [UNK] [CLS] [SEP] [MASK] at ids 0-4 (the tokenizers
+                       themselves, and their one interface, live in `minibert/tokenizers/`).
 3. `storage.py`        tokenize once, in parallel and streaming, into flat token arrays
                        on disk, read back with np.memmap (any corpus size, flat memory).
 4. `examples.py`       cut the arrays into examples of one layout: NSP pairs (BERT),
@@ -25,15 +24,11 @@ only call a training run needs.
 
 from .masking import mask_tokens
 from .pipeline import PretrainingData, build_pretraining_data
-from .sentencepiece_tokenizer import SentencePieceTokenizer, load_tokenizer
-from .tokenizer import SPECIAL_TOKENS, Tokenizer
+from .vocabulary import train_tokenizer
 
 __all__ = [
-    "SPECIAL_TOKENS",
     "PretrainingData",
-    "SentencePieceTokenizer",
-    "Tokenizer",
     "build_pretraining_data",
-    "load_tokenizer",
     "mask_tokens",
+    "train_tokenizer",
 ]

@@ -22,12 +22,12 @@ import torch
 from .examples import NO_LABEL, example_ids
 from .masking import IGNORE_INDEX, check_mask_options, mask_tokens
 from .storage import TokenStore
-from .tokenizer import Tokenizer
+from ..tokenizers.base import Tokenizer
 
 
 def example_features(store: TokenStore, row, tokenizer: Tokenizer) -> dict[str, np.ndarray | int]:
     """One example row -> input_ids, token_type_ids, special_tokens_mask, sentence_label."""
-    ids, segments = example_ids(store, row, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id)
+    ids, segments = example_ids(store, row, tokenizer)
     special = (ids[:, None] == list(tokenizer.special_ids)).any(axis=1)
     return {"input_ids": ids, "token_type_ids": segments, "special_tokens_mask": special, "sentence_label": int(row[4])}
 

@@ -29,7 +29,7 @@ import torch
 from .batching import MaskingRecipe, collate, example_features
 from .static_masks import StaticMasks
 from .storage import TokenStore
-from .tokenizer import Tokenizer
+from ..tokenizers.base import Tokenizer
 
 
 class PretrainingBatches:

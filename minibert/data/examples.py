@@ -16,7 +16,7 @@ imported NSP/SOP heads keep their meaning: 1 always means "B is not A's continua
 An example is stored as five integers — spans of the flat token array, not copies of
 tokens: (a_start, a_end, b_start, b_end, sentence_label), with b_start = -1 when there is
 no segment B and sentence_label = -1 when the layout has none. `example_ids` turns a row
-into model input; segment ids and special tokens come from `join_segments`, truncation
+into model input; segment ids and special tokens come from the tokenizer's `join`, truncation
 from `truncate_pair` (applied to token positions, which keeps the spans contiguous).
 
 With probability `short_seq_prob` (BERT: 0.1) an example aims at a random shorter length,
@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from .storage import TokenStore
-from .tokenizer import join_segments, truncate_pair
+from ..tokenizers.base import Tokenizer, truncate_pair
 
 LAYOUTS = ("nsp", "sop", "full_sentences")
 NO_LABEL = -1
@@ -43,8 +43,13 @@ def build_examples(
     documents: range | None = None,
     short_seq_prob: float = 0.1,
     seed: int = 0,
+    specials: tuple[int, int] = (2, 3),
 ) -> np.ndarray:
-    """Cut the documents in `documents` (default: all) into examples -> int64 [n, 5], one example per row."""
+    """Cut the documents in `documents` (default: all) into examples -> int64 [n, 5], one example per row.
+
+    `specials`: how many special tokens the tokenizer's `join` adds to one segment and to a pair
+    (BERT: 2 and 3; RoBERTa's <s> A </s></s> B </s>: 2 and 4), so that every example fits `max_length`.
+    """
     if layout not in LAYOUTS:
         raise ValueError(f"layout={layout!r} is not one of {LAYOUTS}")
     if max_length < 8:
@@ -52,22 +57,22 @@ def build_examples(
     documents = range(store.n_documents) if documents is None else documents
     rng = np.random.default_rng(seed)
     if layout == "full_sentences":
-        examples = _packed_examples(store, documents, max_length - 2, short_seq_prob, rng)
+        examples = _packed_examples(store, documents, max_length - specials[0], short_seq_prob, rng)
     else:
         if layout == "nsp" and len(documents) < 2:
             raise ValueError(f"NSP draws its random segment from another document, but only {len(documents)} document is available; use a larger corpus or layout='sop'")
-        examples = [example for d in documents for example in _pair_examples(store, d, documents, layout, max_length - 3, short_seq_prob, rng)]
+        examples = [example for d in documents for example in _pair_examples(store, d, documents, layout, max_length - specials[1], short_seq_prob, rng)]
     if not examples:
         raise ValueError(f"the {len(documents)} documents yield no {layout} example; use a larger corpus")
     return np.array(examples, dtype=np.int64).reshape(-1, 5)
 
 
-def example_ids(store: TokenStore, row, *, cls_id: int, sep_id: int) -> tuple[np.ndarray, np.ndarray]:
-    """One example row -> (input_ids, token_type_ids) laid out by `join_segments`."""
+def example_ids(store: TokenStore, row, tokenizer: Tokenizer) -> tuple[np.ndarray, np.ndarray]:
+    """One example row -> (input_ids, token_type_ids) laid out by the tokenizer's `join`."""
     a_start, a_end, b_start, b_end, _ = (int(x) for x in row)
-    ids_a = store.tokens_between(a_start, a_end, sep_id).tolist()
-    ids_b = None if b_start < 0 else store.tokens_between(b_start, b_end, sep_id).tolist()
-    ids, segments = join_segments(ids_a, ids_b, cls_id=cls_id, sep_id=sep_id)
+    ids_a = store.tokens_between(a_start, a_end, tokenizer.sep_id).tolist()
+    ids_b = None if b_start < 0 else store.tokens_between(b_start, b_end, tokenizer.sep_id).tolist()
+    ids, segments = tokenizer.join(ids_a, ids_b)
     return np.array(ids, dtype=np.int64), np.array(segments, dtype=np.int64)
 
 

@@ -4,7 +4,7 @@
 step that was already done for the same inputs (see `cache.py`):
 
     corpus files (or the default corpus)      corpus.py, default_corpus.py
-      -> tokenizer, trained or reused          sentencepiece_tokenizer.py
+      -> tokenizer, trained or reused          vocabulary.py
       -> flat token arrays on disk             storage.py
       -> examples of the chosen layout         examples.py
       -> static masks, if asked for            static_masks.py
@@ -34,10 +34,10 @@ from .dataset import PretrainingBatches
 from .default_corpus import default_corpus_path
 from .examples import LAYOUTS, build_examples
 from .masking import check_mask_options
-from .sentencepiece_tokenizer import MIN_VOCAB_SIZE, MODEL_TYPES, SentencePieceTokenizer, has_tokenizer, load_tokenizer
+from ..tokenizers import Tokenizer, has_tokenizer, load_tokenizer
+from .vocabulary import MIN_VOCAB_SIZE, MODEL_TYPES, train_tokenizer
 from .static_masks import build_static_masks, StaticMasks
 from .storage import FORMAT_VERSION, TokenStore, build_token_store
-from .tokenizer import Tokenizer
 
 MASKINGS = ("static", "dynamic")
 STATIC_DUPE_FACTOR = 10  # BERT: the corpus stored 10 times, each copy with its own masks
@@ -131,7 +131,8 @@ def build_pretraining_data(
     if n_eval >= store.n_documents:
         raise ValueError(f"the corpus has {store.n_documents} document(s): too few to hold out {eval_fraction:.0%} of them for evaluation; a blank line ends a document in a .txt corpus, so separate documents with blank lines or add text (in Python, eval_fraction=0 holds none out)")
     split = store.n_documents - n_eval
-    settings = dict(layout=layout, max_length=seq_len, short_seq_prob=short_seq_prob, seed=seed)
+    settings = dict(layout=layout, max_length=seq_len, short_seq_prob=short_seq_prob, seed=seed,
+                    specials=(tokenizer.num_special(pair=False), tokenizer.num_special(pair=True)))
     train_examples = _examples(store, range(0, split), settings)
     static = None
     if masking == "static":
@@ -172,7 +173,7 @@ def _check_settings(*, vocab_size, tokenizer_model, seq_len, layout, masking, du
 def _tokenizer(files, tokenizer_dir, vocab_size, model_type, data_dir) -> Tokenizer:
     if tokenizer_dir is not None and has_tokenizer(tokenizer_dir):
         return load_tokenizer(tokenizer_dir)
-    tokenizer = SentencePieceTokenizer.train(files, vocab_size=vocab_size, model_type=model_type, cache_dir=data_dir)
+    tokenizer = train_tokenizer(files, vocab_size=vocab_size, model_type=model_type, cache_dir=data_dir)
     if tokenizer_dir is not None:
         tokenizer.save(tokenizer_dir)
     return tokenizer

@@ -24,7 +24,7 @@ import torch
 from .batching import MaskingRecipe, collate, example_features
 from .masking import IGNORE_INDEX
 from .storage import ArrayWriter, TokenStore, open_array
-from .tokenizer import Tokenizer
+from ..tokenizers.base import Tokenizer
 
 COPIES_PER_CHUNK = 1024
 

@@ -29,7 +29,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from ..files import read_json_object
-from .tokenizer import Tokenizer
+from ..tokenizers.base import Tokenizer
 
 CHUNK_CHARACTERS = 1 << 20  # documents are sent to workers in chunks of about 1 MB of text
 FORMAT_VERSION = 1  # part of the cache key: bump when the files below change

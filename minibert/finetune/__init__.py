@@ -16,6 +16,7 @@ first sub-token). OUT receives
     metrics.jsonl                                            the training loop's log, as in pretraining
     predictions.tsv                                          prediction and gold label per dev example (per word)
 
+    tasks.py       the task files: columns, labels, train/dev (tagged.py: a tag per word)
     cli.py         the command line, and the table of a --tasks run
     job.py         one task: data, the model, the training loop, predictions, outputs
     scores.py      accuracy, F1, MCC; Pearson, Spearman; entity F1

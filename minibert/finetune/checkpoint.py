@@ -19,10 +19,9 @@ from typing import NamedTuple
 import torch
 
 from ..config import ModelConfig
-from ..data import load_tokenizer
-from ..data.sentencepiece_tokenizer import TOKENIZER_FILES
-from ..data.tasks import LabelMap
-from ..data.tokenizer import Tokenizer
+from ..tokenizers.load import load_tokenizer, tokenizer_file_names
+from .tasks import LabelMap
+from ..tokenizers.base import Tokenizer
 from ..heads import SequenceClassifier, TokenClassifier
 from ..pretrained import FORMAT_KEY, FORMAT_VERSION
 from ..files import write_json
@@ -30,7 +29,7 @@ from ..pretrained.checkpoint import CONFIG_FILE, SAFETENSORS_FILE, load_tensors,
 
 HEADS = {"classifier": SequenceClassifier, "token_classifier": TokenClassifier}  # as named in config.json
 LABELS_FILE = "labels.json"
-STALE_FILES = (*TOKENIZER_FILES, "tokenizer_config.json")  # an earlier model's tokenizer, if any
+STALE_FILES = tokenizer_file_names()  # an earlier model's tokenizer, if any
 
 
 class Classifier(NamedTuple):

@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..data import tagged, tasks
+from . import tagged, tasks
 from ..heads import POOLINGS
 from ..pretrained.checkpoint import SAFETENSORS_FILE
 from ..training.cli import Parser, report_errors

@@ -21,10 +21,10 @@ import torch
 from torch import nn
 
 from ..config import ModelConfig
-from ..data import load_tokenizer
-from ..data.tagged import TaggedData, is_tagged, read_tagged
-from ..data.tasks import LabelMap, TaskData, read_task, regression_targets, task_of
-from ..data.tokenizer import Tokenizer, join_segments
+from ..tokenizers import load_tokenizer
+from .tagged import TaggedData, is_tagged, read_tagged
+from .tasks import LabelMap, TaskData, read_task, regression_targets, task_of
+from ..tokenizers.base import Tokenizer
 from ..heads import IGNORE_INDEX, SequenceClassifier, TokenClassifier
 from ..model import Encoder
 from ..pretrained import from_pretrained
@@ -182,11 +182,11 @@ def word_inputs(tokenizer: Tokenizer, data: TaggedData, rows: list[int], max_len
         ids, first = [], []
         for word in data.words[row]:
             pieces = tokenizer.tokenize_to_ids(word) or [tokenizer.unk_id]  # a word of only stripped characters
-            if len(ids) + len(pieces) > max_len - 2:  # room for [CLS] and [SEP]
+            if len(ids) + len(pieces) > max_len - tokenizer.num_special(pair=False):  # room for [CLS] and [SEP]
                 break
             first.append(1 + len(ids))
             ids += pieces
-        encoded.append(join_segments(ids, None, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id))
+        encoded.append(tokenizer.join(ids))
         starts.append(first)
     inputs = tokenizer.pad(encoded)
     if tags is not None:

@@ -14,7 +14,7 @@ from typing import Sequence
 
 import torch
 
-from ..data.tasks import LabelMap
+from .tasks import LabelMap
 
 
 def dev_scores(task: str, predicted: list, gold: list, labels: LabelMap | None) -> dict:

@@ -20,8 +20,8 @@ import torch
 from torch import nn
 
 from ..config import ModelConfig
-from ..data.sentencepiece_tokenizer import SentencePieceTokenizer
-from ..data.tokenizer_json import CONFIG_FILE as TOKENIZER_CONFIG_FILE
+from ..tokenizers import SentencePieceTokenizer
+from ..tokenizers.json_export import CONFIG_FILE as TOKENIZER_CONFIG_FILE
 from ..heads import MaskedLM, ReplacedTokenDetector
 from ..model import Encoder
 from ..files import write_json

@@ -30,8 +30,8 @@ import torch
 from torch import nn
 
 from ..config import ModelConfig
-from ..data import load_tokenizer
-from ..data.tokenizer import Tokenizer
+from ..tokenizers import load_tokenizer
+from ..tokenizers.base import Tokenizer
 from ..heads import MaskedLM
 from ..pretrained import HEAD_NAMES, MissingHead, from_pretrained, head_of
 from ..variants import Variant

@@ -226,7 +226,7 @@ def check_same_run(path: Path, record: dict) -> None:
 
 def load_teacher(path: str, seq_len: int):
     """DistilBERT's teacher: any checkpoint with an MLM head, and the vocabulary it reads."""
-    from ..data import load_tokenizer
+    from ..tokenizers import load_tokenizer
 
     if not Path(path).is_dir():
         raise FileNotFoundError(f"--teacher {path} is not a directory; {TEACHER_HINT}")

@@ -31,7 +31,7 @@ from typing import Iterator
 
 import sentencepiece as spm
 
-from .tokenizer import SPECIAL_TOKENS
+from .base import SPECIAL_TOKENS
 
 TOKENIZER_FILE = "tokenizer.json"
 CONFIG_FILE = "tokenizer_config.json"

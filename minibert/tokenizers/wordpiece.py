@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..files import read_flags, write_atomic, write_json
-from .tokenizer import SPECIAL_TOKENS, Tokenizer
+from .base import SPECIAL_TOKENS, Tokenizer
 
 VOCAB_FILE = "vocab.txt"
 CONFIG_FILE = "tokenizer_config.json"  # Hugging Face's name, so a saved directory loads there too

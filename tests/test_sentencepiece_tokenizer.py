@@ -5,7 +5,8 @@ import random
 
 import pytest
 
-from minibert.data import SPECIAL_TOKENS, SentencePieceTokenizer, load_tokenizer
+from minibert.data.vocabulary import train_tokenizer
+from minibert.tokenizers import SPECIAL_TOKENS, SentencePieceTokenizer, load_tokenizer
 
 WORDS = "the a model learns to predict hidden words from their context while reading many sentences of plain text".split()
 
@@ -26,7 +27,7 @@ def cache(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tokenizer(corpus, cache):
-    return SentencePieceTokenizer.train(corpus, vocab_size=400, cache_dir=cache)
+    return train_tokenizer(corpus, vocab_size=400, cache_dir=cache)
 
 
 def test_special_tokens_sit_at_fixed_ids(tokenizer):
@@ -52,9 +53,9 @@ def test_word_starts_mark_pieces_that_begin_words(tokenizer):
 
 def test_training_is_cached_by_corpus_and_settings(corpus, cache, tokenizer):
     files = sorted(cache.iterdir())
-    again = SentencePieceTokenizer.train(corpus, vocab_size=400, cache_dir=cache)
+    again = train_tokenizer(corpus, vocab_size=400, cache_dir=cache)
     assert sorted(cache.iterdir()) == files and again.tokenize_to_ids("hidden words") == tokenizer.tokenize_to_ids("hidden words")
-    bpe = SentencePieceTokenizer.train(corpus, vocab_size=400, model_type="bpe", cache_dir=cache)
+    bpe = train_tokenizer(corpus, vocab_size=400, model_type="bpe", cache_dir=cache)
     assert len(list(cache.iterdir())) == len(files) + 1 and bpe.decode(bpe.tokenize_to_ids("plain text")) == "plain text"
 
 
@@ -74,8 +75,8 @@ def test_load_tokenizer_opens_a_wordpiece_vocabulary(tmp_path):
 
 def test_bad_settings_and_missing_files_fail_clearly(corpus, tmp_path):
     with pytest.raises(ValueError, match="vocab_size=100 is too small"):
-        SentencePieceTokenizer.train(corpus, vocab_size=100, cache_dir=tmp_path)
+        train_tokenizer(corpus, vocab_size=100, cache_dir=tmp_path)
     with pytest.raises(ValueError, match="model_type='word'"):
-        SentencePieceTokenizer.train(corpus, model_type="word", cache_dir=tmp_path)
+        train_tokenizer(corpus, model_type="word", cache_dir=tmp_path)
     with pytest.raises(FileNotFoundError, match="no tokenizer in"):
         load_tokenizer(tmp_path)

@@ -2,7 +2,7 @@
 
 Two kinds of SentencePiece vocabulary reach minibert: the ones we train ourselves
 (`sentencepiece_tokenizer.py`) and the `spiece.model` of released ALBERT checkpoints
-(`albert_tokenizer.py`). They differ in where the special tokens sit and in how text is
+(`albert.py`). They differ in where the special tokens sit and in how text is
 prepared before SentencePiece sees it; decoding, display, word starts and pickling are the
 same, and live here.
 """
@@ -14,7 +14,7 @@ from typing import Sequence
 import sentencepiece as spm
 import torch
 
-from .tokenizer import Tokenizer
+from .base import Tokenizer
 
 WORD_START = "▁"  # SentencePiece's mark of a piece that begins a word (a space before it)
 

@@ -5,12 +5,13 @@ A BERT-family model only ever sees integer ids laid out as
     [CLS] segment A [SEP]                    (one text)
     [CLS] segment A [SEP] segment B [SEP]    (a pair; segment ids 0 ... 0 1 ... 1)
 
-How a text becomes ids differs between families (WordPiece for BERT checkpoints,
-SentencePiece for the models we pretrain ourselves), but the layout above does not.
-So a concrete tokenizer implements only three things — `tokenize_to_ids`,
-`decode_ids` and `vocab_size` — and inherits everything about special tokens,
-segment ids, truncation and batching from this file. Those rules live here and
-nowhere else.
+or, in RoBERTa's spelling, `<s> A </s>` and `<s> A </s></s> B </s>` (one segment type).
+How a text becomes ids differs between families (WordPiece for BERT, SentencePiece for
+ALBERT and the models we pretrain ourselves, byte-level BPE for RoBERTa), but the role of
+each special token does not. So a concrete tokenizer implements only three things —
+`tokenize_to_ids`, `decode_ids` and `vocab_size` (and `join`, if its layout is not BERT's) —
+and inherits everything about special tokens, truncation and batching from this file.
+Those rules live here and nowhere else.
 """
 
 from __future__ import annotations
@@ -88,6 +89,15 @@ class Tokenizer:
         """One token as the vocabulary writes it, for display ("cat", "##s", "[SEP]")."""
         return self.decode_ids([token_id])
 
+    def join(self, ids_a: Sequence[int], ids_b: Sequence[int] | None = None) -> tuple[list[int], list[int]]:
+        """One or two segments laid out with this family's special tokens -> (ids, segment_ids).
+        BERT's layout ([CLS] A [SEP] B [SEP], `join_segments`) unless a tokenizer says otherwise."""
+        return join_segments(ids_a, ids_b, cls_id=self.cls_id, sep_id=self.sep_id)
+
+    def num_special(self, pair: bool) -> int:
+        """How many special tokens `join` adds to one text (BERT: 2) or a pair (BERT: 3)."""
+        return len(self.join([], [] if pair else None)[0])
+
     # --- shared behaviour --------------------------------------------------------
     def check_fits(self, vocab_size: int, where: str, fix: str = "they are not one checkpoint") -> None:
         """A model with `vocab_size` embeddings must have a row for every id made here;
@@ -108,15 +118,15 @@ class Tokenizer:
     def encode_pair(
         self, text_a: str, text_b: str | None, max_length: int | None = None
     ) -> tuple[list[int], list[int]]:
-        """[CLS] a [SEP] b [SEP] and its segment ids, longest-first truncated."""
+        """`join`'s layout of a and b ([CLS] a [SEP] b [SEP]) and its segment ids, longest-first truncated."""
         ids_a = self.tokenize_to_ids(text_a)
         ids_b = None if text_b is None else self.tokenize_to_ids(text_b)
         if max_length is not None:
-            n_special = 2 if ids_b is None else 3
+            n_special = self.num_special(pair=ids_b is not None)
             if max_length < n_special:
                 raise ValueError(f"max_length={max_length} leaves no room for the {n_special} special tokens; use at least {n_special}")
             ids_a, ids_b = truncate_pair(ids_a, ids_b, max_length - n_special)
-        return join_segments(ids_a, ids_b, cls_id=self.cls_id, sep_id=self.sep_id)
+        return self.join(ids_a, ids_b)
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
         """Ids -> text. Padding and [CLS]/[SEP]/[MASK] are dropped unless asked for."""

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .corpus import json_objects
+from ..data.corpus import json_objects
 
 FORMATS = (".tsv", ".csv", ".jsonl")
 TEXT_COLUMNS = (("sentence1", "sentence2"), ("sentence",), ("text",))  # the first set a file has wins

@@ -1,0 +1,78 @@
+"""Step 2 of the pipeline: a subword vocabulary learned from the corpus (SentencePiece).
+
+`train_tokenizer` learns minibert's own tokenizer (`minibert.tokenizers.SentencePieceTokenizer`:
+the five special tokens at ids 0-4, byte fallback) from the corpus a run pretrains on.
+
+Training is cached: the model file is named by a hash of the corpus bytes and every
+setting, so a second run with the same inputs reuses it in milliseconds. Training reads
+a random sample of at most `max_sentences` sentences (SentencePiece's own reservoir
+sample, seeded): 50k sentences — a few MB of text — are plenty for a vocabulary of a
+few thousand pieces, and keep training to seconds and memory bounded for any corpus.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+from typing import Sequence
+
+import sentencepiece as spm
+
+from ..files import publish_file
+from ..tokenizers import SPECIAL_TOKENS, SentencePieceTokenizer
+from .cache import DEFAULT_DATA_DIR, fingerprint
+from .corpus import PathLike, corpus_files, corpus_fingerprint, read_documents
+
+MODEL_TYPES = ("unigram", "bpe")
+MIN_VOCAB_SIZE = len(SPECIAL_TOKENS) + 256 + 64  # specials + byte pieces + room for characters
+
+
+def train_tokenizer(
+    paths: PathLike | Sequence[PathLike],
+    *,
+    vocab_size: int = 8000,
+    model_type: str = "unigram",
+    cache_dir: str | Path = DEFAULT_DATA_DIR,
+    max_sentences: int = 50_000,
+    seed: int = 0,
+) -> SentencePieceTokenizer:
+    """Learn a vocabulary from the corpus at `paths`, or reuse the cached one.
+
+    `vocab_size` is an upper bound: on a tiny corpus SentencePiece may stop earlier.
+    """
+    if model_type not in MODEL_TYPES:
+        raise ValueError(f"model_type={model_type!r} is not one of {MODEL_TYPES}")
+    if vocab_size < MIN_VOCAB_SIZE:
+        raise ValueError(f"vocab_size={vocab_size} is too small: 5 special tokens + 256 byte pieces need at least {MIN_VOCAB_SIZE}")
+    files = corpus_files(paths)
+    key = fingerprint(corpus_fingerprint(files), vocab_size, model_type, max_sentences, seed, spm.__version__)
+    path = Path(cache_dir) / f"spm-{model_type}-{vocab_size}-{key}.model"
+    if not path.exists():
+        publish_file(lambda tmp: tmp.write_bytes(_train_model_proto(files, vocab_size, model_type, max_sentences, seed)), path)
+    return SentencePieceTokenizer(path.read_bytes())
+
+
+def _train_model_proto(files: list[Path], vocab_size: int, model_type: str, max_sentences: int, seed: int) -> bytes:
+    model = io.BytesIO()
+    spm.set_random_generator_seed(seed)
+    sentences = (sentence for document in read_documents(files) for sentence in document)
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=sentences,
+            model_writer=model,
+            vocab_size=vocab_size,
+            model_type=model_type,
+            hard_vocab_limit=False,  # a tiny corpus yields a smaller vocabulary instead of failing
+            pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
+            pad_piece=SPECIAL_TOKENS[0], unk_piece=SPECIAL_TOKENS[1],
+            user_defined_symbols=list(SPECIAL_TOKENS[2:]),  # [CLS] [SEP] [MASK] -> ids 2, 3, 4
+            byte_fallback=True,
+            input_sentence_size=max_sentences,
+            shuffle_input_sentence=True,
+            num_threads=os.cpu_count() or 1,
+            minloglevel=2,
+        )
+    except RuntimeError as error:
+        raise ValueError(f"SentencePiece training failed on {files[0]}...: {error}") from None
+    return model.getvalue()

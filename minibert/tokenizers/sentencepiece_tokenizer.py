@@ -1,0 +1,57 @@
+"""minibert's own tokenizer: a SentencePiece model learned from the pretraining corpus.
+
+The models we pretrain ourselves get their own vocabulary, learned from their own corpus
+(`minibert/data/vocabulary.py` trains it), as ALBERT's did: a SentencePiece *unigram* model
+(or BPE). Two settings make it fit the rest of minibert:
+
+* the special tokens sit at fixed ids — [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4 — so
+  the masking and padding code never has to look them up;
+* byte fallback: a character never seen in training is spelled as its UTF-8 bytes
+  (<0xE2> <0x98> <0x83>) instead of collapsing to [UNK], so no character is lost.
+
+A checkpoint folder keeps it as `tokenizer.model`; exported to Hugging Face it becomes a
+`tokenizer.json` (json_export.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..files import write_atomic
+from .base import SPECIAL_TOKENS
+from .json_export import hugging_face_files
+from .sentencepiece_backed import SentencePieceBacked
+
+
+class SentencePieceTokenizer(SentencePieceBacked):
+    """A trained SentencePiece model behind minibert's `Tokenizer` interface."""
+
+    pad_id, unk_id, cls_id, sep_id, mask_id = range(len(SPECIAL_TOKENS))
+    FILE_NAME = "tokenizer.model"
+
+    def __init__(self, model_proto: bytes):
+        super().__init__(model_proto)
+        pieces = tuple(self._sp.id_to_piece(i) for i in range(len(SPECIAL_TOKENS)))
+        if pieces != SPECIAL_TOKENS:
+            raise ValueError(f"SentencePiece model has {pieces} at ids 0-4, not {SPECIAL_TOKENS}; train it with minibert.data.vocabulary.train_tokenizer")
+
+    def tokenize_to_ids(self, text: str) -> list[int]:
+        return self._sp.encode(text)
+
+    # --- saving, loading ------------------------------------------------------------
+    def save(self, directory: str | Path) -> Path:
+        """Write `tokenizer.model` into `directory` (e.g. a checkpoint folder), atomically."""
+        return write_atomic(Path(directory) / self.FILE_NAME, self._model_proto)
+
+    def hugging_face_files(self) -> dict[str, dict]:
+        """file name -> JSON of tokenizer.json, tokenizer_config.json and special_tokens_map.json,
+        which `transformers.AutoTokenizer` loads (json_export.py); a one-line error for a
+        model they cannot describe (BPE). `save_pretrained(format="hf")` writes them."""
+        return hugging_face_files(self._model_proto)
+
+    @classmethod
+    def load(cls, directory: str | Path) -> "SentencePieceTokenizer":
+        path = Path(directory) / cls.FILE_NAME
+        if not path.is_file():
+            raise FileNotFoundError(f"no {cls.FILE_NAME} in {directory}; save a tokenizer there first")
+        return cls(path.read_bytes())
