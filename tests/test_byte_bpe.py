@@ -14,6 +14,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from minibert import fill_mask
 from minibert.data.default_corpus import prose_paragraph
 from minibert.finetune.tasks import read_task
 from minibert.tokenizers import ByteLevelBPETokenizer, load_tokenizer
@@ -275,3 +276,34 @@ def test_bad_files_are_one_line_errors(small, tmp_path, case):
         load_tokenizer(tmp_path)
     message = str(error.value)
     assert "\n" not in message and named in message and str(tmp_path) in message
+
+
+# --- fill-mask ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def roberta_dir(small, tmp_path_factory):
+    """A tiny random RobertaForMaskedLM over the small vocabulary, saved as transformers saves it."""
+    config = transformers.RobertaConfig(
+        vocab_size=small.ours.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+        max_position_embeddings=64 + 2, initializer_range=0.5, pad_token_id=1, bos_token_id=0, eos_token_id=2)
+    torch.manual_seed(0)
+    directory = tmp_path_factory.mktemp("hf_roberta")
+    transformers.RobertaForMaskedLM(config).eval().save_pretrained(directory)
+    small.ours.save(directory)
+    return directory
+
+
+def test_fill_mask_equals_the_transformers_pipeline(roberta_dir):
+    texts = ["The cat sat on the <mask> today.", "<mask> is the first word.", "It ends with a <mask>.",
+             "Two <mask> in one <mask>, and [MASK] too."]
+    pipe = transformers.pipeline("fill-mask", model=str(roberta_dir), tokenizer=str(roberta_dir), device="cpu")
+    ours = fill_mask(roberta_dir, texts, top_k=5)
+    for text, masks in zip(texts, ours):
+        reference = pipe(text.replace("[MASK]", "<mask>"), top_k=5)
+        reference = [reference] if isinstance(reference[0], dict) else reference
+        assert len(masks) == len(reference) == text.count("<mask>") + text.count("[MASK]")
+        for candidates, expected in zip(masks, reference):
+            assert [c.token_id for c in candidates] == [e["token"] for e in expected]
+            torch.testing.assert_close(torch.tensor([c.score for c in candidates]),
+                                       torch.tensor([e["score"] for e in expected]), atol=1e-5, rtol=0)
