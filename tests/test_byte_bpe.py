@@ -14,7 +14,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from minibert import fill_mask
+from minibert import fill_mask, from_pretrained, save_pretrained
 from minibert.data.default_corpus import prose_paragraph
 from minibert.finetune.tasks import read_task
 from minibert.tokenizers import ByteLevelBPETokenizer, load_tokenizer
@@ -307,3 +307,11 @@ def test_fill_mask_equals_the_transformers_pipeline(roberta_dir):
             assert [c.token_id for c in candidates] == [e["token"] for e in expected]
             torch.testing.assert_close(torch.tensor([c.score for c in candidates]),
                                        torch.tensor([e["score"] for e in expected]), atol=1e-5, rtol=0)
+
+
+def test_save_pretrained_writes_a_tokenizer_transformers_reads(roberta_dir, tmp_path):
+    tokenizer = load_tokenizer(roberta_dir)
+    save_pretrained(from_pretrained(roberta_dir, head="mlm"), tmp_path, format="hf", tokenizer=tokenizer)
+    text = "Written again: the <mask> sat on the mat, didn't it?"
+    auto = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+    assert auto(text)["input_ids"] == load_tokenizer(tmp_path).encode(text) == tokenizer.encode(text)
