@@ -185,7 +185,9 @@ class ByteLevelBPETokenizer(Tokenizer):
         self.vocab = dict(vocab)
         self.merges = [tuple(pair) for pair in merges]
         for rank, pair in enumerate(self.merges):
-            if len(pair) != 2 or "".join(pair) not in self.vocab:
+            if len(pair) != 2 or not all(isinstance(part, str) and part for part in pair):
+                raise ValueError(f"merge {rank} is {pair!r}; each merge must be two non-empty pieces, (left, right)")
+            if "".join(pair) not in self.vocab:
                 raise ValueError(f"merge {rank} {' '.join(pair)!r} makes {''.join(pair)!r}, which the vocabulary lacks; "
                                  f"the merges and the vocabulary are not one tokenizer's")
         self.specials = {"cls_token": cls_token, "sep_token": sep_token, "pad_token": pad_token,
