@@ -138,14 +138,19 @@ def load(model_or_dir, head: str, tokenizer: Tokenizer | None) -> tuple[nn.Modul
 
 def masked_ids(tokenizer: Tokenizer, text: str) -> list[int]:
     """The text's token ids with [MASK] (or <mask>) as the mask id: each stretch between masks
-    is tokenized on its own, so a mask stands for whole pieces."""
-    pieces = MASK_PATTERN.split(text)
+    is tokenized on its own, so a mask stands for whole pieces. The whitespace before a mask
+    goes with it and the stretch after keeps its leading space (RoBERTa's " sat" is "Ġsat"),
+    as the tokenizer itself treats its typed mask token (`Tokenizer.text_before_mask`)."""
+    pieces = MASK_PATTERN.split(text)  # stretch, mask, stretch, ..., stretch
     if len(pieces) == 1:
         raise ValueError(f"no mask in {text!r}: write [MASK] where the model should fill in a word, "
                          f"e.g. \"The [MASK] sat on the mat.\"")
     ids: list[int] = []
-    for piece in pieces:
-        ids.extend([tokenizer.mask_id] if piece in MASK_SPELLINGS else tokenizer.tokenize_to_ids(piece))
+    for n, piece in enumerate(pieces):
+        if n % 2:
+            ids.append(tokenizer.mask_id)
+        else:
+            ids.extend(tokenizer.tokenize_to_ids(piece if n == len(pieces) - 1 else tokenizer.text_before_mask(piece)))
     return ids
 
 

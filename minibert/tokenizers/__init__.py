@@ -9,13 +9,15 @@ Read in this order:
    `sentencepiece_tokenizer.py`  minibert's own (`tokenizer.model`, learned by
                               `minibert/data/vocabulary.py`); `albert.py` a released ALBERT's
                               (`spiece.model`).
-4. `json_export.py`           our SentencePiece model as a Hugging Face `tokenizer.json`.
-5. `load.py`                  `load_tokenizer(folder)`: the one loader every command uses, and
+4. `byte_bpe.py`              RoBERTa's byte-level BPE (`vocab.json` + `merges.txt`).
+5. `json_export.py`           our SentencePiece model as a Hugging Face `tokenizer.json`.
+6. `load.py`                  `load_tokenizer(folder)`: the one loader every command uses, and
                               the order in which it looks for each layout.
 """
 
 from .albert import AlbertTokenizer
 from .base import SPECIAL_TOKENS, Tokenizer
+from .byte_bpe import ByteLevelBPETokenizer
 from .load import TOKENIZER_FILES, has_tokenizer, load_tokenizer
 from .sentencepiece_tokenizer import SentencePieceTokenizer
 from .wordpiece import WordPieceTokenizer
@@ -23,6 +25,7 @@ from .wordpiece import WordPieceTokenizer
 __all__ = [
     "SPECIAL_TOKENS",
     "AlbertTokenizer",
+    "ByteLevelBPETokenizer",
     "SentencePieceTokenizer",
     "TOKENIZER_FILES",
     "Tokenizer",

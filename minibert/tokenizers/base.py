@@ -89,6 +89,12 @@ class Tokenizer:
         """One token as the vocabulary writes it, for display ("cat", "##s", "[SEP]")."""
         return self.decode_ids([token_id])
 
+    def text_before_mask(self, text: str) -> str:
+        """`text` as it is tokenized when a mask token follows it: the mask takes the whitespace
+        before it along (RoBERTa's <mask> and ALBERT's [MASK] are declared so, "lstrip"), so that
+        a mask stands for a word with its space. Tokenizers that drop whitespace lose nothing."""
+        return text.rstrip()
+
     def join(self, ids_a: Sequence[int], ids_b: Sequence[int] | None = None) -> tuple[list[int], list[int]]:
         """One or two segments laid out with this family's special tokens -> (ids, segment_ids).
         BERT's layout ([CLS] A [SEP] B [SEP], `join_segments`) unless a tokenizer says otherwise."""

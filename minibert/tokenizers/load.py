@@ -15,6 +15,7 @@ from typing import Callable
 
 from .albert import FILE_NAME as ALBERT_FILE, AlbertTokenizer
 from .base import Tokenizer
+from .byte_bpe import MERGES_FILE, VOCAB_FILE as BPE_VOCAB_FILE, ByteLevelBPETokenizer
 from .sentencepiece_tokenizer import SentencePieceTokenizer
 from .wordpiece import VOCAB_FILE as WORDPIECE_FILE, WordPieceTokenizer
 
@@ -23,6 +24,7 @@ from .wordpiece import VOCAB_FILE as WORDPIECE_FILE, WordPieceTokenizer
 TOKENIZER_FILES: dict[tuple[str, ...], tuple[str, Callable[[Path], Tokenizer]]] = {
     (SentencePieceTokenizer.FILE_NAME,): ("SentencePiece, minibert's own", SentencePieceTokenizer.load),
     (ALBERT_FILE,): ("SentencePiece, a released ALBERT's", AlbertTokenizer.load),  # switches from its tokenizer_config.json
+    (BPE_VOCAB_FILE, MERGES_FILE): ("byte-level BPE, RoBERTa's", ByteLevelBPETokenizer.load),  # specials from tokenizer_config.json
     (WORDPIECE_FILE,): ("WordPiece", WordPieceTokenizer.from_file),  # casing from its tokenizer_config.json
 }
 
