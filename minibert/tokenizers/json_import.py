@@ -48,12 +48,14 @@ import torch
 
 from ..files import parse_json_object, write_atomic
 from .base import Tokenizer
+from .byte_bpe import ByteLevelBPETokenizer, byte_to_char, char_to_byte, pretokenizer
 from .charsmap import CharsMap
 from .unigram import Unigram
 from .wordpiece import FAST_TOKENIZER_CJK_RANGES, clean_text, separate_cjk, split_punctuation, strip_accents, wordpiece
 
 FILE_NAME = "tokenizer.json"
-COMPANION_FILES = ("tokenizer_config.json", "special_tokens_map.json")  # special-token spellings, kept as they are
+# Files that only accompany a layout (settings, special-token spellings) in Hugging Face folders.
+COMPANION_FILES = ("tokenizer_config.json", "special_tokens_map.json")
 FIX = "fix it, or save the tokenizer again with transformers"
 ROLES = ("pad", "unk", "cls", "sep", "mask")
 CONVENTIONAL = {"pad": ("[PAD]", "<pad>"), "unk": ("[UNK]", "<unk>"), "cls": ("[CLS]", "<s>"),
@@ -126,11 +128,17 @@ class Spec:
         return [Spec(part, kind, self.where) for part in self.require(key, list)]
 
 
-def build(table: dict[str, Callable], value, kind: str, where: str):
+def build(table: dict[str, tuple[Callable, str]], value, kind: str, where: str):
+    """The component `value` describes, made by its type's builder in `table` (type -> (builder,
+    the settings it reads)). An unknown type or setting is refused: it would tokenize differently."""
     spec = Spec(value, kind, where)
     if spec.type not in table:
         raise Unsupported(f"{where}: the {kind} {spec.type!r} is not supported (supported: {', '.join(table)})")
-    return table[spec.type](spec)
+    builder, keys = table[spec.type]
+    unknown = sorted(set(spec.value) - {"type", *keys.split()})
+    if unknown:
+        raise Unsupported(f"{where}: the {kind} {spec.type} setting {unknown[0]!r} is not supported (only {keys or 'none'})")
+    return builder(spec)
 
 
 # --- 2. normalizers: text -> text ------------------------------------------------------------
@@ -201,14 +209,14 @@ def unicode_form(form: str) -> Callable[[Spec], Callable[[str], str]]:
     return lambda spec: lambda text: unicodedata.normalize(form, text)
 
 
-NORMALIZERS: dict[str, Callable[[Spec], Callable[[str], str]]] = {
-    "BertNormalizer": bert_normalizer,
-    "Lowercase": lambda spec: lowercase,
-    **{form: unicode_form(form) for form in ("NFD", "NFKD", "NFC", "NFKC")},
-    "StripAccents": lambda spec: strip_marks,
-    "Replace": replace_normalizer,
-    "Precompiled": precompiled_normalizer,
-    "Sequence": sequence_normalizer,
+NORMALIZERS: dict[str, tuple[Callable[[Spec], Callable[[str], str]], str]] = {
+    "BertNormalizer": (bert_normalizer, "clean_text handle_chinese_chars strip_accents lowercase"),
+    "Lowercase": (lambda spec: lowercase, ""),
+    **{form: (unicode_form(form), "") for form in ("NFD", "NFKD", "NFC", "NFKC")},
+    "StripAccents": (lambda spec: strip_marks, ""),
+    "Replace": (replace_normalizer, "pattern content"),
+    "Precompiled": (precompiled_normalizer, "precompiled_charsmap"),
+    "Sequence": (sequence_normalizer, "normalizers"),
 }
 
 
@@ -276,9 +284,16 @@ def metaspace_pre_tokenizer(spec: Spec):
 
 
 def byte_level_pre_tokenizer(spec: Spec):
-    from .byte_bpe import byte_level_pre_tokenizer as build_byte_level  # the BPE family's own rules
-    return build_byte_level(add_prefix_space=spec.get("add_prefix_space", True, (True, False)),
-                            use_regex=spec.get("use_regex", True, (True, False)))
+    """GPT-2's pre-tokenization (byte_bpe.py's pattern), with a space put first if
+    add_prefix_space. The words stay text here; the byte-level BPE model spells their bytes."""
+    prefix = spec.get("add_prefix_space", True, (True, False))
+    use_regex = spec.get("use_regex", True, (True, False))
+
+    def pre_tokenize(text: str) -> list[tuple[int, str]]:
+        if prefix and not text.startswith(" "):
+            text = " " + text
+        return [(m.start(), m.group()) for m in pretokenizer().finditer(text)] if use_regex else [(0, text)]
+    return pre_tokenize
 
 
 def sequence_pre_tokenizer(spec: Spec):
@@ -304,13 +319,15 @@ def on_each_split(pre_tokenize) -> Callable[[list[Split]], list[Split]]:
     return apply
 
 
-PRE_TOKENIZERS: dict[str, Callable[[Spec], Callable[[list[Split]], list[Split]]]] = {
-    "BertPreTokenizer": lambda spec: on_each_split(bert_pre_tokenizer(spec)),
-    "WhitespaceSplit": lambda spec: on_each_split(whitespace_split),
-    "Whitespace": lambda spec: on_each_split(whitespace_pre_tokenizer(spec)),
-    "Metaspace": lambda spec: on_each_split(metaspace_pre_tokenizer(spec)),
-    "ByteLevel": lambda spec: on_each_split(byte_level_pre_tokenizer(spec)),
-    "Sequence": sequence_pre_tokenizer,
+BYTE_LEVEL_KEYS = "add_prefix_space trim_offsets use_regex"
+METASPACE_KEYS = "replacement prepend_scheme add_prefix_space split str_rep"
+PRE_TOKENIZERS: dict[str, tuple[Callable[[Spec], Callable[[list[Split]], list[Split]]], str]] = {
+    "BertPreTokenizer": (lambda spec: on_each_split(bert_pre_tokenizer(spec)), ""),
+    "WhitespaceSplit": (lambda spec: on_each_split(whitespace_split), ""),
+    "Whitespace": (lambda spec: on_each_split(whitespace_pre_tokenizer(spec)), ""),
+    "Metaspace": (lambda spec: on_each_split(metaspace_pre_tokenizer(spec)), METASPACE_KEYS),
+    "ByteLevel": (lambda spec: on_each_split(byte_level_pre_tokenizer(spec)), BYTE_LEVEL_KEYS),
+    "Sequence": (sequence_pre_tokenizer, "pretokenizers"),
 }
 
 
@@ -318,14 +335,17 @@ PRE_TOKENIZERS: dict[str, Callable[[Spec], Callable[[list[Split]], list[Split]]]
 
 
 class Model:
-    """A vocabulary (token -> id) and how a word becomes ids; `word_mark` says how a piece
-    that begins a word looks (`begins_word`)."""
+    """A vocabulary (token -> id), how a word becomes ids, and how a piece that begins a word
+    looks (`begins_word`)."""
 
     vocab: dict[str, int]
     unk_token: str | None
 
     def __call__(self, word: str) -> list[int]:
         raise NotImplementedError
+
+    def use_specials(self, spellings: dict[str, str]) -> None:
+        """Told the special tokens' spellings (role_token -> token) once they are known."""
 
     def begins_word(self, piece: str) -> bool:
         raise NotImplementedError
@@ -369,23 +389,29 @@ class UnigramModel(Model):
 
 
 class BPEModel(Model):
-    """Byte-level BPE (RoBERTa): byte_bpe.py's merges over GPT-2's byte alphabet."""
+    """Byte-level BPE (RoBERTa): a word's UTF-8 bytes in GPT-2's alphabet, merged by rank —
+    byte_bpe.py's `ByteLevelBPETokenizer` over the file's vocab and merges does it."""
 
     def __init__(self, spec: Spec):
-        from .byte_bpe import BytePairMerges  # noqa: the BPE family's own merging
-        self.vocab = vocabulary(spec)
-        for key, allowed in (("dropout", (None,)), ("continuing_subword_prefix", ("",)), ("end_of_word_suffix", ("",)),
-                             ("byte_fallback", (False,))):
-            spec.get(key, allowed[0], allowed)
-        merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in spec.require("merges", list)]
+        self.vocab, self.where = vocabulary(spec), spec.where
+        for key, allowed in (("dropout", None), ("continuing_subword_prefix", ""), ("end_of_word_suffix", ""),
+                             ("byte_fallback", False), ("ignore_merges", False)):
+            spec.get(key, allowed, (allowed,))
+        self.merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in spec.require("merges", list)]
         self.unk_token = spec.get("unk_token")
-        self.merge = BytePairMerges(self.vocab, merges)
+        self.bpe: ByteLevelBPETokenizer | None = None
+
+    def use_specials(self, spellings: dict[str, str]) -> None:
+        try:
+            self.bpe = ByteLevelBPETokenizer(self.vocab, self.merges, **spellings)
+        except ValueError as error:
+            raise ValueError(f"{self.where}: {error}") from None
 
     def __call__(self, word: str) -> list[int]:
-        return self.merge(word)
+        return self.bpe.word_ids(word)
 
     def begins_word(self, piece: str) -> bool:
-        return piece.startswith("Ġ")
+        return piece.startswith(byte_to_char()[ord(" ")])
 
 
 def vocabulary(spec: Spec) -> dict[str, int]:
@@ -395,7 +421,11 @@ def vocabulary(spec: Spec) -> dict[str, int]:
     return vocab
 
 
-MODELS: dict[str, Callable[[Spec], Model]] = {"WordPiece": WordPieceModel, "Unigram": UnigramModel, "BPE": BPEModel}
+MODELS: dict[str, tuple[Callable[[Spec], Model], str]] = {
+    "WordPiece": (WordPieceModel, "unk_token continuing_subword_prefix max_input_chars_per_word vocab"),
+    "Unigram": (UnigramModel, "unk_id vocab byte_fallback"),
+    "BPE": (BPEModel, "dropout unk_token continuing_subword_prefix end_of_word_suffix fuse_unk byte_fallback ignore_merges vocab merges"),
+}
 
 
 # --- 5. post-processors: the layout of one text or a pair ----------------------------------------
@@ -443,12 +473,12 @@ def sequence_processing(spec: Spec) -> tuple[Template, Template] | None:
     return layouts[0] if layouts else None
 
 
-POST_PROCESSORS: dict[str, Callable[[Spec], tuple[Template, Template] | None]] = {
-    "TemplateProcessing": template_processing,
-    "BertProcessing": bert_processing,
-    "RobertaProcessing": roberta_processing,
-    "ByteLevel": lambda spec: None,  # only moves character offsets; no ids
-    "Sequence": sequence_processing,
+POST_PROCESSORS: dict[str, tuple[Callable[[Spec], tuple[Template, Template] | None], str]] = {
+    "TemplateProcessing": (template_processing, "single pair special_tokens"),
+    "BertProcessing": (bert_processing, "sep cls"),
+    "RobertaProcessing": (roberta_processing, "sep cls trim_offsets add_prefix_space"),
+    "ByteLevel": (lambda spec: None, BYTE_LEVEL_KEYS),  # only moves character offsets; no ids
+    "Sequence": (sequence_processing, "processors"),
 }
 
 
@@ -489,7 +519,7 @@ def byte_fallback_decoder(spec: Spec):
     """Runs of <0xNN> tokens -> the text their bytes spell (U+FFFD per byte if they spell none)."""
     def decode(tokens: list[str]) -> list[str]:
         out = []
-        for is_byte, group in itertools.groupby(tokens, lambda t: re.fullmatch(r"<0x[0-9A-F]{2}>", t) is not None):
+        for is_byte, group in itertools.groupby(tokens, lambda t: re.fullmatch(r"<0x[0-9A-Fa-f]{2}>", t) is not None):
             group = list(group)
             if not is_byte:
                 out.extend(group)
@@ -521,8 +551,14 @@ def replace_decoder(spec: Spec):
 
 
 def byte_level_decoder(spec: Spec):
-    from .byte_bpe import decode_byte_level  # GPT-2's byte alphabet back to text
-    return lambda tokens: [decode_byte_level("".join(tokens))]
+    """GPT-2's byte alphabet back to bytes (a token with a character outside it, such as an
+    added token, is taken as its own UTF-8), the bytes read as UTF-8."""
+    to_byte = char_to_byte()
+
+    def decode(tokens: list[str]) -> list[str]:
+        data = b"".join(b"".join(to_byte[c] for c in t) if all(c in to_byte for c in t) else t.encode("utf-8") for t in tokens)
+        return [data.decode("utf-8", errors="replace")]
+    return decode
 
 
 def sequence_decoder(spec: Spec):
@@ -535,15 +571,15 @@ def sequence_decoder(spec: Spec):
     return decode
 
 
-DECODERS: dict[str, Callable[[Spec], Callable[[list[str]], list[str]]]] = {
-    "WordPiece": wordpiece_decoder,
-    "Metaspace": metaspace_decoder,
-    "ByteLevel": byte_level_decoder,
-    "ByteFallback": byte_fallback_decoder,
-    "Fuse": lambda spec: lambda tokens: ["".join(tokens)],
-    "Strip": strip_decoder,
-    "Replace": replace_decoder,
-    "Sequence": sequence_decoder,
+DECODERS: dict[str, tuple[Callable[[Spec], Callable[[list[str]], list[str]]], str]] = {
+    "WordPiece": (wordpiece_decoder, "prefix cleanup"),
+    "Metaspace": (metaspace_decoder, METASPACE_KEYS),
+    "ByteLevel": (byte_level_decoder, BYTE_LEVEL_KEYS),
+    "ByteFallback": (byte_fallback_decoder, ""),
+    "Fuse": (lambda spec: lambda tokens: ["".join(tokens)], ""),
+    "Strip": (strip_decoder, "content start stop"),
+    "Replace": (replace_decoder, "pattern content"),
+    "Sequence": (sequence_decoder, "decoders"),
 }
 
 
@@ -620,6 +656,10 @@ class JsonTokenizer(Tokenizer):
         if not isinstance(spec.get("model"), dict):
             raise ValueError(f"{source}: no \"model\" object; a tokenizer.json describes its model (WordPiece, Unigram or BPE)")
         self.model = build(MODELS, spec["model"], "model", source)
+        if isinstance(self.model, BPEModel) != ("ByteLevel" in pre_tokenizer_types(spec["pre_tokenizer"])):
+            raise Unsupported(f"{source}: only byte-level BPE is supported: a BPE model with a ByteLevel pre_tokenizer, "
+                              f"and ByteLevel with no other model (got {spec['model'].get('type')} with "
+                              f"{json.dumps(spec['pre_tokenizer'])[:60]})")
         self.normalize = (lambda text: text) if spec["normalizer"] is None else build(NORMALIZERS, spec["normalizer"], "normalizer", source)
         self.pre_tokenize = (lambda splits: splits) if spec["pre_tokenizer"] is None else build(PRE_TOKENIZERS, spec["pre_tokenizer"], "pre_tokenizer", source)
         layout = None if spec["post_processor"] is None else build(POST_PROCESSORS, spec["post_processor"], "post_processor", source)
@@ -630,6 +670,7 @@ class JsonTokenizer(Tokenizer):
         self.id_to_token.update((i, t["content"]) for i, t in self.added.tokens.items())
         self.token_to_id = {token: i for i, token in self.id_to_token.items()}
         self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = self.roles(spec, source)
+        self.model.use_specials({f"{role}_token": self.id_to_token[getattr(self, f"{role}_id")] for role in ROLES})
 
     # --- special tokens' roles -----------------------------------------------------------------
     def roles(self, spec: dict, source: str) -> list[int]:
@@ -680,6 +721,12 @@ class JsonTokenizer(Tokenizer):
                         ids.extend(self.model(word))
                 first = False
         return ids
+
+    def text_before_mask(self, text: str) -> str:
+        """What a typed mask token leaves of the text before it: the whitespace goes too if
+        the mask is declared with lstrip (RoBERTa's <mask>, a released ALBERT's [MASK])."""
+        mask = self.added.tokens.get(self.mask_id, {})
+        return text.rstrip("".join(WHITE_SPACE)) if mask.get("lstrip") else text
 
     def join(self, ids_a: Sequence[int], ids_b: Sequence[int] | None = None) -> tuple[list[int], list[int]]:
         """The post-processor's layout: [CLS] A [SEP] (B [SEP]) or <s> A </s></s> B </s>."""
@@ -736,6 +783,14 @@ class JsonTokenizer(Tokenizer):
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["files"])
+
+
+def pre_tokenizer_types(value) -> list[str]:
+    """The types of a pre_tokenizer spec, a Sequence's parts included."""
+    if not isinstance(value, dict):
+        return []
+    parts = value.get("pretokenizers") if value.get("type") == "Sequence" else None
+    return [value.get("type"), *(t for part in parts or [] for t in pre_tokenizer_types(part))]
 
 
 def spelling(value) -> str | None:

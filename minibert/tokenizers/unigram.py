@@ -15,7 +15,8 @@ read by transformers), not just "a" best segmentation:
 * Ties keep the first candidate found: positions are visited left to right and, from one
   position, shorter pieces before longer, and a later candidate replaces an earlier one only
   if it scores strictly higher.
-* Consecutive unknown characters are fused into one unknown piece. With byte fallback (and
+* Consecutive unknown nodes are fused into one unknown piece — and a vocabulary piece whose id
+  is the unknown id ("<unk>" typed as text) counts as one of them. With byte fallback (and
   the 256 pieces <0x00>..<0xFF> in the vocabulary) an unknown piece is spelled as its UTF-8
   bytes instead; otherwise it becomes the unknown id.
 * Every vocabulary entry takes part in the search, special pieces and byte pieces too (the
@@ -45,8 +46,8 @@ class Unigram:
     def segment(self, text: str) -> list[str]:
         """The best segmentation of `text` into strings: pieces, and fused runs of unknown characters."""
         n = len(text)
-        best: list[tuple[float, int, bool] | None] = [None] * (n + 1)  # end -> (score, start, unknown?)
-        best[0] = (0.0, 0, False)
+        best: list[tuple[float, int, int | None] | None] = [None] * (n + 1)  # end -> (score, start, id)
+        best[0] = (0.0, 0, None)
         for start in range(n):
             so_far = best[start][0]
             has_single = False
@@ -57,17 +58,17 @@ class Unigram:
                 has_single |= end == start + 1
                 score = so_far + self.scores[piece_id]
                 if best[end] is None or score > best[end][0]:
-                    best[end] = (score, start, False)
+                    best[end] = (score, start, piece_id)
             if not has_single:
                 score = so_far + self.unk_score
                 if best[start + 1] is None or score > best[start + 1][0]:
-                    best[start + 1] = (score, start, True)
+                    best[start + 1] = (score, start, self.unk_id)
         pieces: list[str] = []
         unknown_run = ""
         end = n
         while end > 0:
-            _, start, unknown = best[end]
-            if unknown:
+            _, start, piece_id = best[end]
+            if piece_id == self.unk_id:
                 unknown_run = text[start:end] + unknown_run
             else:
                 if unknown_run:
