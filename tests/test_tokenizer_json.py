@@ -281,9 +281,11 @@ def test_our_exported_tokenizer_json_reads_back_with_our_ids(tmp_path, datasets_
     ours = train_tokenizer(corpus, vocab_size=2000, cache_dir=tmp_path / "cache", max_sentences=3000)
     read = JsonTokenizer({name: json.dumps(value) for name, value in ours.hugging_face_files().items()})
     texts = [line for line in (datasets_dir / "wikitext-2" / "valid.txt").read_text(encoding="utf-8").splitlines() if line.strip()]
-    texts = texts[:1500] + manual_text()[1::2][:1000]
-    differ = [text for text in texts if read.encode(text) != ours.encode(text)]
-    assert len(differ) <= len(texts) // 1000, differ[:3]
+    texts = list(dict.fromkeys(texts[:1500] + manual_text()[1::2][:1000]))
+    differ = [(ours.encode(text), read.encode(text)) for text in texts if read.encode(text) != ours.encode(text)]
+    for want, got in differ:  # a tie: the same pieces in another order ("=====" as == === or === ==)
+        assert sorted(want) == sorted(got) and "".join(map(ours.piece, want)) == "".join(map(ours.piece, got))
+    assert len(differ) <= len(texts) // 100, len(differ)  # measured: 7 of 2387 here (runs of "=" in the manual)
     for text in ("[MASK] sat", "the [MASK].", "x\u2028y  z", "☃ é"):
         assert read.encode(text) == ours.encode(text)
 

@@ -12,8 +12,9 @@ Read in this order:
 4. `byte_bpe.py`              RoBERTa's byte-level BPE (`vocab.json` + `merges.txt`).
 5. `json_export.py`           our SentencePiece model as a Hugging Face `tokenizer.json`;
    `json_import.py`           any `tokenizer.json` of the family read (WordPiece, Unigram,
-                              byte-level BPE), with `charsmap.py` (SentencePiece's character
-                              map) and `unigram.py` (the unigram model's Viterbi search).
+                              byte-level BPE): `json_components.py` its steps on text,
+                              `charsmap.py` SentencePiece's character map, `unigram.py` the
+                              unigram model's Viterbi search.
 6. `load.py`                  `load_tokenizer(folder)`: the one loader every command uses, and
                               the order in which it looks for each layout.
 """
