@@ -45,11 +45,20 @@ def read_json_object(path: Path, fix: str) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"no {path.name} in {path.parent}; {fix}")
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
         raise ValueError(f"{path} is not valid JSON ({error}); {fix}") from None
+    return parse_json_object(text, path, fix)
+
+
+def parse_json_object(text: str, source: str | Path, fix: str) -> dict:
+    """The JSON object that `text` (read from `source`) holds; a one-line ValueError otherwise."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{source} is not valid JSON ({error}); {fix}") from None
     if not isinstance(value, dict):
-        raise ValueError(f"{path} must hold a JSON object, got {type(value).__name__}; {fix}")
+        raise ValueError(f"{source} must hold a JSON object, got {type(value).__name__}; {fix}")
     return value
 
 

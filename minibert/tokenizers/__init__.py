@@ -10,7 +10,11 @@ Read in this order:
                               `minibert/data/vocabulary.py`); `albert.py` a released ALBERT's
                               (`spiece.model`).
 4. `byte_bpe.py`              RoBERTa's byte-level BPE (`vocab.json` + `merges.txt`).
-5. `json_export.py`           our SentencePiece model as a Hugging Face `tokenizer.json`.
+5. `json_export.py`           our SentencePiece model as a Hugging Face `tokenizer.json`;
+   `json_import.py`           any `tokenizer.json` of the family read (WordPiece, Unigram,
+                              byte-level BPE): `json_components.py` its steps on text,
+                              `charsmap.py` SentencePiece's character map, `unigram.py` the
+                              unigram model's Viterbi search.
 6. `load.py`                  `load_tokenizer(folder)`: the one loader every command uses, and
                               the order in which it looks for each layout.
 """
@@ -18,6 +22,7 @@ Read in this order:
 from .albert import AlbertTokenizer
 from .base import SPECIAL_TOKENS, Tokenizer
 from .byte_bpe import ByteLevelBPETokenizer
+from .json_import import JsonTokenizer
 from .load import TOKENIZER_FILES, has_tokenizer, load_tokenizer
 from .sentencepiece_tokenizer import SentencePieceTokenizer
 from .wordpiece import WordPieceTokenizer
@@ -25,6 +30,7 @@ from .wordpiece import WordPieceTokenizer
 __all__ = [
     "SPECIAL_TOKENS",
     "AlbertTokenizer",
+    "JsonTokenizer",
     "ByteLevelBPETokenizer",
     "SentencePieceTokenizer",
     "TOKENIZER_FILES",

@@ -4,8 +4,10 @@ Every command that reads a folder (`fill-mask`, `detect`, `--init`, `finetune --
 `save_pretrained`, `info`) calls `load_tokenizer`, so a layout that works in one works in all.
 A folder may hold several layouts at once (transformers writes `tokenizer.json` beside the
 files of the older, "slow" tokenizers); the first one found in `TOKENIZER_FILES`' order wins:
-minibert's own `tokenizer.model` (its exact vocabulary), then `tokenizer.json` (self-contained,
-and what transformers' AutoTokenizer itself prefers), then the per-family files.
+minibert's own `tokenizer.model` (its exact vocabulary; the folders we export hold it and a
+`tokenizer.json` written from it, json_export.py), then `tokenizer.json` (self-contained, what
+transformers' AutoTokenizer itself prefers, and the only file transformers 5 writes;
+json_import.py), then the per-family files of the older, "slow" tokenizers.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Callable
 from .albert import FILE_NAME as ALBERT_FILE, AlbertTokenizer
 from .base import Tokenizer
 from .byte_bpe import MERGES_FILE, VOCAB_FILE as BPE_VOCAB_FILE, ByteLevelBPETokenizer
+from .json_import import COMPANION_FILES, FILE_NAME as JSON_FILE, JsonTokenizer
 from .sentencepiece_tokenizer import SentencePieceTokenizer
 from .wordpiece import VOCAB_FILE as WORDPIECE_FILE, WordPieceTokenizer
 
@@ -23,14 +26,11 @@ from .wordpiece import VOCAB_FILE as WORDPIECE_FILE, WordPieceTokenizer
 # in the order `load_tokenizer` looks for them.
 TOKENIZER_FILES: dict[tuple[str, ...], tuple[str, Callable[[Path], Tokenizer]]] = {
     (SentencePieceTokenizer.FILE_NAME,): ("SentencePiece, minibert's own", SentencePieceTokenizer.load),
+    (JSON_FILE,): ("tokenizer.json, the tokenizers library's", JsonTokenizer.load),  # special-token names from tokenizer_config.json
     (ALBERT_FILE,): ("SentencePiece, a released ALBERT's", AlbertTokenizer.load),  # switches from its tokenizer_config.json
     (BPE_VOCAB_FILE, MERGES_FILE): ("byte-level BPE, RoBERTa's", ByteLevelBPETokenizer.load),  # specials from tokenizer_config.json
     (WORDPIECE_FILE,): ("WordPiece", WordPieceTokenizer.from_file),  # casing from its tokenizer_config.json
 }
-
-
-# Files that only accompany a layout (settings, special-token spellings) in Hugging Face folders.
-COMPANION_FILES = ("tokenizer_config.json", "special_tokens_map.json")
 
 
 def tokenizer_file_names() -> tuple[str, ...]:

@@ -54,6 +54,9 @@ CJK_RANGES = (
     (0xF900, 0xFAFF),
     (0x2F800, 0x2FA1F),
 )
+# The `tokenizers` library (what a tokenizer.json runs on) starts the sixth block at U+2B920,
+# so the 256 ideographs U+2B820-U+2B91F stay inside words there.
+FAST_TOKENIZER_CJK_RANGES = tuple((0x2B920, hi) if lo == 0x2B820 else (lo, hi) for lo, hi in CJK_RANGES)
 
 SPECIAL_TOKEN_PATTERN = re.compile("(" + "|".join(re.escape(t) for t in SPECIAL_TOKENS) + ")")
 
@@ -62,12 +65,13 @@ SPECIAL_TOKEN_PATTERN = re.compile("(" + "|".join(re.escape(t) for t in SPECIAL_
 
 
 def is_whitespace(char: str) -> bool:
-    """Space separators (category Zs, e.g. the no-break space) and tab/newline/return.
+    """Space separators (category Zs, e.g. the no-break space), the line and paragraph
+    separators U+2028 U+2029, and tab/newline/return.
 
     Tabs and newlines are control characters to Unicode, but in text they mean
     "a gap between words", so they count as whitespace, not as noise to delete.
     """
-    return char in " \t\n\r" or unicodedata.category(char) == "Zs"
+    return char in " \t\n\r" or unicodedata.category(char) in ("Zs", "Zl", "Zp")
 
 
 def is_control(char: str) -> bool:
@@ -91,10 +95,10 @@ def is_punctuation(char: str) -> bool:
     return unicodedata.category(char).startswith("P")
 
 
-def is_cjk(char: str) -> bool:
+def is_cjk(char: str, ranges: tuple[tuple[int, int], ...] = CJK_RANGES) -> bool:
     """True for a CJK ideograph: Chinese is written without spaces, so each character is a word."""
     cp = ord(char)
-    return any(lo <= cp <= hi for lo, hi in CJK_RANGES)
+    return any(lo <= cp <= hi for lo, hi in ranges)
 
 
 def clean_text(text: str) -> str:
@@ -111,9 +115,9 @@ def clean_text(text: str) -> str:
     return "".join(out)
 
 
-def separate_cjk(text: str) -> str:
+def separate_cjk(text: str, ranges: tuple[tuple[int, int], ...] = CJK_RANGES) -> str:
     """Put spaces around every CJK ideograph so that whitespace splitting makes it a word of its own."""
-    return "".join(f" {char} " if is_cjk(char) else char for char in text)
+    return "".join(f" {char} " if is_cjk(char, ranges) else char for char in text)
 
 
 def strip_accents(word: str) -> str:
@@ -146,8 +150,7 @@ def basic_tokenize(text: str, lowercase: bool) -> list[str]:
     """Text -> words, the input WordPiece expects: clean, separate CJK, split on whitespace, normalise case, split punctuation.
 
     Lowercasing and accent stripping come after the whitespace split and before the
-    punctuation split, as in the original; str.split also treats the Unicode line
-    and paragraph separators (U+2028, U+2029) as gaps.
+    punctuation split, as in the original.
     """
     words = []
     for word in separate_cjk(clean_text(text)).split():
@@ -160,20 +163,22 @@ def basic_tokenize(text: str, lowercase: bool) -> list[str]:
 # --- WordPiece: word -> pieces ---------------------------------------------------
 
 
-def wordpiece(word: str, vocab: dict[str, int], unk_token: str) -> list[str]:
+def wordpiece(word: str, vocab: dict[str, int], unk_token: str, continuation: str = CONTINUATION,
+              max_chars: int = MAX_WORD_CHARS) -> list[str]:
     """Cut one word into vocabulary pieces, greedy longest-match-first.
 
     At each position take the longest vocabulary entry that matches (with the `##`
     prefix after the first piece). There is no backtracking: if some position has
     no match at all, the whole word becomes [UNK] — as does any word longer than
-    100 characters, which is almost always noise (URLs, hashes, base64).
+    100 characters, which is almost always noise (URLs, hashes, base64). A
+    tokenizer.json may choose another prefix and length limit.
     """
-    if len(word) > MAX_WORD_CHARS:
+    if len(word) > max_chars:
         return [unk_token]
     pieces = []
     start = 0
     while start < len(word):
-        prefix = CONTINUATION if start > 0 else ""
+        prefix = continuation if start > 0 else ""
         for end in range(len(word), start, -1):
             piece = prefix + word[start:end]
             if piece in vocab:
