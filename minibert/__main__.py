@@ -49,13 +49,19 @@ def run(args: argparse.Namespace) -> None:
             for number, candidates in enumerate(masks, 1):
                 print(f"  mask {number} of {len(masks)}:")
                 for candidate in candidates:
-                    print(f"    {candidate.score:.4f}  {candidate.token}")
+                    print(f"    {candidate.score:.4f}  {shown(candidate)}")
     else:
         for text, judgements in zip(args.texts, detect_replaced(args.checkpoint, args.texts)):
             print(text)
             for judgement in judgements:
                 mark = "  <- replaced" if judgement.replaced else ""
-                print(f"  {judgement.probability:.4f}  {judgement.token}{mark}")
+                print(f"  {judgement.probability:.4f}  {shown(judgement)}{mark}")
+
+
+def shown(token) -> str:
+    """A token as the text it stands for ("string", not "▁string"); its piece where that
+    text is blank (the lone "▁" of SentencePiece, a space)."""
+    return token.text if token.text.strip() else token.token
 
 
 def main(argv: list[str] | None = None) -> int:

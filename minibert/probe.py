@@ -52,19 +52,22 @@ NEEDS = {
 
 @dataclass(frozen=True)
 class Candidate:
-    """One proposal for a mask: the token, its id and its probability."""
+    """One proposal for a mask: its id, the vocabulary's piece ("▁string", "##ing"), the text
+    it stands for ("string", "##ing": the fill-mask pipeline's `token_str`) and its probability."""
 
     token_id: int
     token: str
+    text: str
     score: float
 
 
 @dataclass(frozen=True)
 class Judgement:
-    """One token of a text as the discriminator sees it."""
+    """One token of a text as the discriminator sees it (piece and text as in `Candidate`)."""
 
     token_id: int
     token: str
+    text: str
     probability: float  # that the token was replaced
 
     @property
@@ -90,7 +93,7 @@ def fill_mask(model_or_dir, text_or_texts: str | Sequence[str], top_k: int = 5, 
         hidden = model.encoder(**batch, needed=masks).last_hidden_state[masks]  # [masks, H]
         probabilities = model.predict(hidden).float().softmax(-1)  # [masks, V]
     scores, ids = probabilities.topk(min(top_k, probabilities.shape[-1]))
-    candidates = [[Candidate(int(i), tokenizer.piece(int(i)), float(s)) for s, i in zip(row_s, row_i)]
+    candidates = [[Candidate(*spellings(tokenizer, i), float(s)) for s, i in zip(row_s, row_i)]
                   for row_s, row_i in zip(scores, ids)]
     per_text = list(split(candidates, masks.sum(1).tolist()))
     return per_text[0] if single else per_text
@@ -110,7 +113,7 @@ def detect_replaced(model_or_dir, text_or_texts: str | Sequence[str], tokenizer:
         probabilities = model(**batch).logits.float().sigmoid()
     shown = batch["attention_mask"].bool()
     shown &= (batch["input_ids"] != tokenizer.cls_id) & (batch["input_ids"] != tokenizer.sep_id)
-    per_text = [[Judgement(int(i), tokenizer.piece(int(i)), float(p)) for i, p in zip(ids[row_shown], probs[row_shown])]
+    per_text = [[Judgement(*spellings(tokenizer, i), float(p)) for i, p in zip(ids[row_shown], probs[row_shown])]
                 for ids, probs, row_shown in zip(batch["input_ids"], probabilities, shown)]
     return per_text[0] if single else per_text
 
@@ -134,6 +137,12 @@ def load(model_or_dir, head: str, tokenizer: Tokenizer | None) -> tuple[nn.Modul
     tokenizer.check_fits(model.config.vocab_size, str(model_or_dir) if isinstance(model_or_dir, (str, Path)) else "tokenizer=",
                          "pass the tokenizer the model was trained with")
     return model, tokenizer
+
+
+def spellings(tokenizer: Tokenizer, token_id) -> tuple[int, str, str]:
+    """(id, piece, text) of one token."""
+    token_id = int(token_id)
+    return token_id, tokenizer.piece(token_id), tokenizer.token_text(token_id)
 
 
 def masked_ids(tokenizer: Tokenizer, text: str) -> list[int]:

@@ -86,7 +86,13 @@ class Tokenizer:
         raise NotImplementedError
 
     def piece(self, token_id: int) -> str:
-        """One token as the vocabulary writes it, for display ("cat", "##s", "[SEP]")."""
+        """One token as the vocabulary writes it ("▁cat", "##s", "[SEP]")."""
+        return self.decode_ids([token_id])
+
+    def token_text(self, token_id: int) -> str:
+        """One token as the text it stands for ("cat" for SentencePiece's "▁cat"; a WordPiece
+        continuation stays "##s"): what transformers' `tokenizer.decode([id])` shows, e.g. as
+        the fill-mask pipeline's `token_str`. The piece is the vocabulary's view, this the reader's."""
         return self.decode_ids([token_id])
 
     def join(self, ids_a: Sequence[int], ids_b: Sequence[int] | None = None) -> tuple[list[int], list[int]]:
