@@ -16,10 +16,10 @@ ELECTRA's discriminator never predicts tokens, so it cannot fill a mask; its own
 is "which of these tokens were replaced?", one sigmoid per token (`detect_replaced`).
 
 The mask is written "[MASK]" in the text (the spelling of minibert's WordPiece and
-SentencePiece vocabularies); "<mask>", RoBERTa's spelling, is accepted too. The text is cut
-at each mask and the pieces tokenized apart, so a mask replaces whole pieces exactly as in
-pretraining (SentencePiece would otherwise give the space before "[MASK]" a piece of its
-own). Scores are the softmax over the whole vocabulary at each mask, as in
+SentencePiece vocabularies); "<mask>", RoBERTa's spelling, is accepted too. Every tokenizer
+reads the mask as one token that absorbs the space before it, so a mask replaces whole pieces
+exactly as in pretraining ("a new [MASK]." is ▁a ▁new [MASK] ., not ▁a ▁new ▁ [MASK] ▁ .), and
+as the tokenizer.json minibert exports does in transformers' pipeline. Scores are the softmax over the whole vocabulary at each mask, as in
 transformers' fill-mask pipeline, whose token ids and scores these equal.
 """
 
@@ -146,16 +146,12 @@ def spellings(tokenizer: Tokenizer, token_id) -> tuple[int, str, str]:
 
 
 def masked_ids(tokenizer: Tokenizer, text: str) -> list[int]:
-    """The text's token ids with [MASK] (or <mask>) as the mask id: each stretch between masks
-    is tokenized on its own, so a mask stands for whole pieces."""
-    pieces = MASK_PATTERN.split(text)
-    if len(pieces) == 1:
+    """The text's token ids with [MASK] (or <mask>) as the mask id. The tokenizer reads the
+    mask as one token that takes the place of a whole word, the space before it included."""
+    if not MASK_PATTERN.search(text):
         raise ValueError(f"no mask in {text!r}: write [MASK] where the model should fill in a word, "
                          f"e.g. \"The [MASK] sat on the mat.\"")
-    ids: list[int] = []
-    for piece in pieces:
-        ids.extend([tokenizer.mask_id] if piece in MASK_SPELLINGS else tokenizer.tokenize_to_ids(piece))
-    return ids
+    return tokenizer.tokenize_to_ids(MASK_PATTERN.sub(tokenizer.piece(tokenizer.mask_id), text))
 
 
 def as_texts(text_or_texts: str | Sequence[str]) -> tuple[list[str], bool]:
