@@ -2,11 +2,13 @@
 
     python -m minibert fill-mask DIR "The [MASK] sat on the mat." [--top-k 5]
     python -m minibert detect DIR "The cat ate on the mat."
+    python -m minibert info DIR
 
 DIR is a minibert checkpoint (what `python train.py` leaves in checkpoints/<variant>) or a
-Hugging Face BERT-family directory with its vocab.txt. The work is done by minibert/probe.py;
-this file only parses and prints. Bad input is one line on stderr and exit status 2, through
-the same handler as `python train.py` (`--debug` shows the traceback).
+Hugging Face BERT-family directory with its vocab.txt. The work is done by minibert/probe.py
+(fill-mask, detect) and minibert/info.py (info); this file only parses and prints. Bad input
+is one line on stderr and exit status 2, through the same handler as `python train.py`
+(`--debug` shows the traceback).
 """
 
 from __future__ import annotations
@@ -32,30 +34,47 @@ def build_parser() -> argparse.ArgumentParser:
         description="Print each token with the discriminator's probability that it was replaced; "
                     "tokens above 0.5 are marked.",
     )
-    for command in (fill, detect):
+    info = commands.add_parser(
+        "info", help="what a checkpoint folder holds: family, architecture, parameters, tokenizer, heads",
+        description="One line per fact about a checkpoint folder, read from its config and tensor names (no weights are loaded).",
+    )
+    for command in (fill, detect, info):
         command.add_argument("checkpoint", metavar="DIR", help="minibert checkpoint or Hugging Face directory")
-        command.add_argument("texts", nargs="+", metavar="TEXT", help="one or more texts")
+        if command is not info:
+            command.add_argument("texts", nargs="+", metavar="TEXT", help="one or more texts")
         command.add_argument("--debug", action="store_true", help="show the traceback of an error")
     return parser
 
 
 def run(args: argparse.Namespace) -> None:
+    from .info import describe
     from .probe import detect_replaced, fill_mask
 
-    if args.command == "fill-mask":
+    if args.command == "info":
+        facts = describe(args.checkpoint)
+        width = max(map(len, facts)) + 2
+        for fact, text in facts.items():
+            print(f"{fact:<{width}}{text}")
+    elif args.command == "fill-mask":
         results = fill_mask(args.checkpoint, args.texts, top_k=args.top_k)
         for text, masks in zip(args.texts, results):
             print(text)
             for number, candidates in enumerate(masks, 1):
                 print(f"  mask {number} of {len(masks)}:")
                 for candidate in candidates:
-                    print(f"    {candidate.score:.4f}  {candidate.token}")
+                    print(f"    {candidate.score:.4f}  {shown(candidate)}")
     else:
         for text, judgements in zip(args.texts, detect_replaced(args.checkpoint, args.texts)):
             print(text)
             for judgement in judgements:
                 mark = "  <- replaced" if judgement.replaced else ""
-                print(f"  {judgement.probability:.4f}  {judgement.token}{mark}")
+                print(f"  {judgement.probability:.4f}  {shown(judgement)}{mark}")
+
+
+def shown(token) -> str:
+    """A token as the text it stands for ("string", not "▁string"); its piece where that
+    text is blank (the lone "▁" of SentencePiece, a space)."""
+    return token.text if token.text.strip() else token.token
 
 
 def main(argv: list[str] | None = None) -> int:

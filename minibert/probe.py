@@ -16,10 +16,10 @@ ELECTRA's discriminator never predicts tokens, so it cannot fill a mask; its own
 is "which of these tokens were replaced?", one sigmoid per token (`detect_replaced`).
 
 The mask is written "[MASK]" in the text (the spelling of minibert's WordPiece and
-SentencePiece vocabularies); "<mask>", RoBERTa's spelling, is accepted too. The text is cut
-at each mask and the pieces tokenized apart, so a mask replaces whole pieces exactly as in
-pretraining (SentencePiece would otherwise give the space before "[MASK]" a piece of its
-own). Scores are the softmax over the whole vocabulary at each mask, as in
+SentencePiece vocabularies); "<mask>", RoBERTa's spelling, is accepted too. Every tokenizer
+reads the mask as one token that absorbs the space before it, so a mask replaces whole pieces
+exactly as in pretraining ("a new [MASK]." is ▁a ▁new [MASK] ., not ▁a ▁new ▁ [MASK] ▁ .), and
+as the tokenizer.json minibert exports does in transformers' pipeline. Scores are the softmax over the whole vocabulary at each mask, as in
 transformers' fill-mask pipeline, whose token ids and scores these equal.
 """
 
@@ -52,19 +52,22 @@ NEEDS = {
 
 @dataclass(frozen=True)
 class Candidate:
-    """One proposal for a mask: the token, its id and its probability."""
+    """One proposal for a mask: its id, the vocabulary's piece ("▁string", "##ing"), the text
+    it stands for ("string", "##ing": the fill-mask pipeline's `token_str`) and its probability."""
 
     token_id: int
     token: str
+    text: str
     score: float
 
 
 @dataclass(frozen=True)
 class Judgement:
-    """One token of a text as the discriminator sees it."""
+    """One token of a text as the discriminator sees it (piece and text as in `Candidate`)."""
 
     token_id: int
     token: str
+    text: str
     probability: float  # that the token was replaced
 
     @property
@@ -90,7 +93,7 @@ def fill_mask(model_or_dir, text_or_texts: str | Sequence[str], top_k: int = 5, 
         hidden = model.encoder(**batch, needed=masks).last_hidden_state[masks]  # [masks, H]
         probabilities = model.predict(hidden).float().softmax(-1)  # [masks, V]
     scores, ids = probabilities.topk(min(top_k, probabilities.shape[-1]))
-    candidates = [[Candidate(int(i), tokenizer.piece(int(i)), float(s)) for s, i in zip(row_s, row_i)]
+    candidates = [[Candidate(*spellings(tokenizer, i), float(s)) for s, i in zip(row_s, row_i)]
                   for row_s, row_i in zip(scores, ids)]
     per_text = list(split(candidates, masks.sum(1).tolist()))
     return per_text[0] if single else per_text
@@ -110,7 +113,7 @@ def detect_replaced(model_or_dir, text_or_texts: str | Sequence[str], tokenizer:
         probabilities = model(**batch).logits.float().sigmoid()
     shown = batch["attention_mask"].bool()
     shown &= (batch["input_ids"] != tokenizer.cls_id) & (batch["input_ids"] != tokenizer.sep_id)
-    per_text = [[Judgement(int(i), tokenizer.piece(int(i)), float(p)) for i, p in zip(ids[row_shown], probs[row_shown])]
+    per_text = [[Judgement(*spellings(tokenizer, i), float(p)) for i, p in zip(ids[row_shown], probs[row_shown])]
                 for ids, probs, row_shown in zip(batch["input_ids"], probabilities, shown)]
     return per_text[0] if single else per_text
 
@@ -136,22 +139,19 @@ def load(model_or_dir, head: str, tokenizer: Tokenizer | None) -> tuple[nn.Modul
     return model, tokenizer
 
 
+def spellings(tokenizer: Tokenizer, token_id) -> tuple[int, str, str]:
+    """(id, piece, text) of one token."""
+    token_id = int(token_id)
+    return token_id, tokenizer.piece(token_id), tokenizer.token_text(token_id)
+
+
 def masked_ids(tokenizer: Tokenizer, text: str) -> list[int]:
-    """The text's token ids with [MASK] (or <mask>) as the mask id: each stretch between masks
-    is tokenized on its own, so a mask stands for whole pieces. The whitespace before a mask
-    goes with it and the stretch after keeps its leading space (RoBERTa's " sat" is "Ġsat"),
-    as the tokenizer itself treats its typed mask token (`Tokenizer.text_before_mask`)."""
-    pieces = MASK_PATTERN.split(text)  # stretch, mask, stretch, ..., stretch
-    if len(pieces) == 1:
+    """The text's token ids with [MASK] (or <mask>) as the mask id. The tokenizer reads the
+    mask as one token that takes the place of a whole word, the space before it included."""
+    if not MASK_PATTERN.search(text):
         raise ValueError(f"no mask in {text!r}: write [MASK] where the model should fill in a word, "
                          f"e.g. \"The [MASK] sat on the mat.\"")
-    ids: list[int] = []
-    for n, piece in enumerate(pieces):
-        if n % 2:
-            ids.append(tokenizer.mask_id)
-        else:
-            ids.extend(tokenizer.tokenize_to_ids(piece if n == len(pieces) - 1 else tokenizer.text_before_mask(piece)))
-    return ids
+    return tokenizer.tokenize_to_ids(MASK_PATTERN.sub(tokenizer.piece(tokenizer.mask_id), text))
 
 
 def as_texts(text_or_texts: str | Sequence[str]) -> tuple[list[str], bool]:

@@ -61,9 +61,12 @@ def test_fill_mask_equals_the_transformers_pipeline(hf_dir):
         assert len(masks) == len(reference) == text.count("[MASK]")
         for candidates, expected in zip(masks, reference):
             assert [c.token_id for c in candidates] == [e["token"] for e in expected]
-            assert [c.token for c in candidates] == [e["token_str"] for e in expected]
+            assert [c.text for c in candidates] == [e["token_str"] for e in expected]
+            assert [c.token for c in candidates] == [pipe.tokenizer.convert_ids_to_tokens(e["token"]) for e in expected]
             torch.testing.assert_close(torch.tensor([c.score for c in candidates]),
                                        torch.tensor([e["score"] for e in expected]), atol=1e-5, rtol=0)
+    tokenizer = load_tokenizer(hf_dir)  # every token's text as the pipeline shows it ("##s" stays "##s")
+    assert [tokenizer.token_text(i) for i in range(len(VOCAB))] == [pipe.tokenizer.decode([i]) for i in range(len(VOCAB))]
     single = fill_mask(hf_dir, TEXTS[0], top_k=4)  # one text: not nested
     assert [[c.token_id for c in m] for m in single] == [[c.token_id for c in m] for m in ours[0]]
 
@@ -87,6 +90,7 @@ def test_fill_mask_on_a_trained_sentencepiece_checkpoint(trained):
     assert [c.token_id for c in candidates] == expected.tolist()
     torch.testing.assert_close(torch.tensor([c.score for c in candidates]), scores, atol=1e-6, rtol=0)
     assert [c.token for c in candidates] == [tokenizer.piece(i) for i in expected.tolist()]  # ▁cat, not cat
+    assert [c.text for c in candidates] == [tokenizer.piece(i).removeprefix("▁") for i in expected.tolist()]  # cat
 
 
 def test_detect_gives_every_token_a_probability(trained):

@@ -49,23 +49,35 @@ def from_pretrained(path: str | Path, head: str | None = None) -> nn.Module:
     ReplacedTokenDetector ("rtd"), in eval mode, with float32 parameters."""
     if head not in HEADS:
         raise ValueError(f"head must be None, 'mlm' or 'rtd'; got {head!r}")
+    directory = checkpoint_directory(path)
+    stored_config = read_json(directory / CONFIG_FILE)
+    with open_tensors(directory) as tensors:
+        config, name_of, tolerated = read_plan(directory, stored_config, head, tensors)
+        with torch.device("meta"):  # shapes only: the checkpoint's tensors become the parameters
+            model = HEADS[head](config)
+        load_tensors(model, {ours: name_of(ours) for ours in model.state_dict()}, tensors, tolerated)
+    return model.eval()
+
+
+def checkpoint_directory(path: str | Path) -> Path:
+    """`path` if it is a directory; otherwise a one-line error that says what belongs there."""
     directory = Path(path)
     if not directory.is_dir():
         raise FileNotFoundError(
             f"no checkpoint directory at {directory}; pass a directory holding {CONFIG_FILE} and {SAFETENSORS_FILE} "
             f"(python train.py --variant V leaves one in checkpoints/V)"
         )
-    stored_config = read_json(directory / CONFIG_FILE)
-    with open_tensors(directory) as tensors:
-        plan = own_plan if FORMAT_KEY in stored_config else reference_plan
-        try:
-            config, name_of, tolerated = plan(stored_config, head, tensors)
-        except ValueError as error:
-            raise type(error)(f"{directory / CONFIG_FILE}: {error}") from None
-        with torch.device("meta"):  # shapes only: the checkpoint's tensors become the parameters
-            model = HEADS[head](config)
-        load_tensors(model, {ours: name_of(ours) for ours in model.state_dict()}, tensors, tolerated)
-    return model.eval()
+    return directory
+
+
+def read_plan(directory: Path, stored: dict, head: str | None, tensors: TensorFile) -> CheckpointPlan:
+    """The plan of minibert's own format or of a Hugging Face family, as config.json says;
+    an error names the config.json it comes from."""
+    plan = own_plan if FORMAT_KEY in stored else reference_plan
+    try:
+        return plan(stored, head, tensors)
+    except ValueError as error:
+        raise type(error)(f"{directory / CONFIG_FILE}: {error}") from None
 
 
 def reference_plan(stored: dict, head: str | None, tensors: TensorFile) -> CheckpointPlan:

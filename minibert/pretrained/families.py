@@ -130,7 +130,7 @@ BERT = Family(
     fixed={**LEARNED, "position_offset": 0},
     requires=BERT_REQUIRES,
     tied=BERT_TIED,
-    other_heads=("cls.seq_relationship",),  # next-sentence prediction
+    other_heads={"cls.seq_relationship": "next-sentence prediction (NSP)"},
 )
 
 ROBERTA = Family(
@@ -159,7 +159,7 @@ ALBERT = Family(
     share_key="num_hidden_groups",
     always_projects=True,
     tied=("predictions.decoder.weight", "predictions.decoder.bias"),
-    other_heads=("sop_classifier",),  # sentence-order prediction
+    other_heads={"sop_classifier": "sentence-order prediction (SOP)"},
 )
 
 DISTILBERT = Family(

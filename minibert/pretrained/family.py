@@ -46,7 +46,7 @@ class Family:
     always_projects: bool = False  # HF builds the E -> H projection even when E == H
     # Tensors of task checkpoints we tolerate without loading them:
     tied: tuple[str, ...] = ()  # decoder copies of the word embeddings (and of the MLM bias)
-    other_heads: tuple[str, ...] = ()  # pretraining heads minibert does not load
+    other_heads: dict[str, str] = field(default_factory=dict)  # pretraining heads minibert does not load -> what they are
     # Tensors the reference stores but that follow from the config: written on export, not loaded.
     computed: dict[str, Callable[[ModelConfig], torch.Tensor]] = field(default_factory=dict)
 

@@ -86,14 +86,14 @@ class Tokenizer:
         raise NotImplementedError
 
     def piece(self, token_id: int) -> str:
-        """One token as the vocabulary writes it, for display ("cat", "##s", "[SEP]")."""
+        """One token as the vocabulary writes it ("▁cat", "##s", "[SEP]")."""
         return self.decode_ids([token_id])
 
-    def text_before_mask(self, text: str) -> str:
-        """`text` as it is tokenized when a mask token follows it: the mask takes the whitespace
-        before it along (RoBERTa's <mask> and ALBERT's [MASK] are declared so, "lstrip"), so that
-        a mask stands for a word with its space. Tokenizers that drop whitespace lose nothing."""
-        return text.rstrip()
+    def token_text(self, token_id: int) -> str:
+        """One token as the text it stands for ("cat" for SentencePiece's "▁cat"; a WordPiece
+        continuation stays "##s"): what transformers' `tokenizer.decode([id])` shows, e.g. as
+        the fill-mask pipeline's `token_str`. The piece is the vocabulary's view, this the reader's."""
+        return self.decode_ids([token_id])
 
     def join(self, ids_a: Sequence[int], ids_b: Sequence[int] | None = None) -> tuple[list[int], list[int]]:
         """One or two segments laid out with this family's special tokens -> (ids, segment_ids).

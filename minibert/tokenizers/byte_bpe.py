@@ -232,10 +232,6 @@ class ByteLevelBPETokenizer(Tokenizer):
                     ids.extend(self.word_ids(word))
         return ids
 
-    def text_before_mask(self, text: str) -> str:
-        """The text without the whitespace the mask's lstrip takes (Unicode's, not str.isspace's)."""
-        return text.rstrip(WHITESPACE)
-
     def word_ids(self, word: str) -> list[int]:
         """One pre-tokenized word -> its pieces' ids; remembered, since words repeat."""
         ids = self.cache.get(word)

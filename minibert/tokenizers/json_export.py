@@ -14,13 +14,18 @@ no dependency on `tokenizers` or `protobuf`:
 * [CLS] [SEP] [MASK]: SentencePiece matches them inside the normalized text (they are
   user-defined pieces), so they are "normalized" added tokens here too. [PAD] and [UNK] are
   special tokens as well (SentencePiece spells the literal text "[PAD]" out instead);
+* [MASK] absorbs the space before it, as our tokenizer's does (sentencepiece_tokenizer.py),
+  so that transformers' fill-mask pipeline reads "a new [MASK]." as minibert's fill-mask does.
+  It is a normalizer step (▁[MASK] -> [MASK]), not the added token's `lstrip` that ALBERT's
+  tokenizer.json uses: `lstrip` matches [MASK] in the raw text and normalizes the stretches
+  between masks apart, which would prefix the text after a mask with ▁ ("[MASK]." -> [MASK] ▁ .);
 * post-processor: `Tokenizer.encode_pair`'s layout, [CLS] A [SEP] B [SEP] with segment ids.
 
 Two libraries' Viterbi searches can still part ways where two segmentations made of the
 same pieces in another order score exactly the same ("1999" as 1·99·9 or 1·9·99): each
 library breaks that tie its own way. On real English text that is about one line in 40,000
-(tests/test_hf_roundtrip.py measures it). A text that is nothing but one special token
-("[MASK]") gets no ▁ before it, where SentencePiece puts one.
+(tests/test_hf_roundtrip.py measures it). A text that is nothing but [CLS] or [SEP] gets no ▁
+before it, where SentencePiece puts one.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ CONFIG_FILE = "tokenizer_config.json"
 SPECIAL_TOKENS_FILE = "special_tokens_map.json"
 ROLES = ("pad_token", "unk_token", "cls_token", "sep_token", "mask_token")  # SPECIAL_TOKENS' order
 MATCHED_IN_TEXT = SPECIAL_TOKENS[2:]  # the user-defined pieces [CLS] [SEP] [MASK]
+MASK = SPECIAL_TOKENS[4]
 UNIGRAM, NORMALIZER_SPEC, TRAINER_SPEC, MODEL_TYPE = 1, 3, 2, 3  # protobuf field numbers / enum values
 
 
@@ -96,6 +102,7 @@ def normalizers(charsmap: bytes) -> list[dict]:
         # with these steps too, so a text that is exactly [CLS], [SEP] or [MASK] gets none:
         # otherwise the token would only match as "▁[MASK]".
         {"type": "Replace", "pattern": {"Regex": rf"\A(?!{alone}|\z)"}, "content": "▁"},
+        {"type": "Replace", "pattern": {"String": "▁" + MASK}, "content": MASK},  # [MASK] absorbs the space before it
     ]
 
 

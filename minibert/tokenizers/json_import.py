@@ -349,12 +349,6 @@ class JsonTokenizer(Tokenizer):
                 first = False
         return ids
 
-    def text_before_mask(self, text: str) -> str:
-        """What a typed mask token leaves of the text before it: the whitespace goes too if
-        the mask is declared with lstrip (RoBERTa's <mask>, a released ALBERT's [MASK])."""
-        mask = self.added.tokens.get(self.mask_id, {})
-        return text.rstrip("".join(WHITE_SPACE)) if mask.get("lstrip") else text
-
     def join(self, ids_a: Sequence[int], ids_b: Sequence[int] | None = None) -> tuple[list[int], list[int]]:
         """The post-processor's layout: [CLS] A [SEP] (B [SEP]) or <s> A </s></s> B </s>."""
         ids, segments = [], []

@@ -37,6 +37,12 @@ class SentencePieceBacked(Tokenizer):
         """The piece itself, ▁ included: decoding "▁" alone would show nothing."""
         return self._sp.id_to_piece(int(token_id))
 
+    def token_text(self, token_id: int) -> str:
+        """"cat" for "▁cat", "" for "▁"; a special token is its spelling ("[PAD]", which
+        SentencePiece would decode to nothing), as in transformers' `decode([id])`."""
+        token_id = int(token_id)
+        return self.piece(token_id) if token_id in self.special_ids | {self.unk_id} else self._sp.decode([token_id])
+
     @property
     def word_starts(self) -> torch.Tensor:
         """Bool [vocab_size]: True for pieces that begin a word (SentencePiece marks them ▁)

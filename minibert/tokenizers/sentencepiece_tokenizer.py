@@ -7,7 +7,11 @@ The models we pretrain ourselves get their own vocabulary, learned from their ow
 * the special tokens sit at fixed ids — [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4 — so
   the masking and padding code never has to look them up;
 * byte fallback: a character never seen in training is spelled as its UTF-8 bytes
-  (<0xE2> <0x98> <0x83>) instead of collapsing to [UNK], so no character is lost.
+  (<0xE2> <0x98> <0x83>) instead of collapsing to [UNK], so no character is lost;
+* a [MASK] typed in a text absorbs the space before it (what Hugging Face calls `lstrip`, as
+  ALBERT's and RoBERTa's masks do): "a new [MASK]." is ▁a ▁new [MASK] . — the ids of
+  "a new list." with the word ▁list masked, as pretraining masks it — where SentencePiece alone
+  would give the space a piece of its own (▁a ▁new ▁ [MASK] .), one the model never saw before a mask.
 
 A checkpoint folder keeps it as `tokenizer.model`; exported to Hugging Face it becomes a
 `tokenizer.json` (json_export.py).
@@ -34,9 +38,12 @@ class SentencePieceTokenizer(SentencePieceBacked):
         pieces = tuple(self._sp.id_to_piece(i) for i in range(len(SPECIAL_TOKENS)))
         if pieces != SPECIAL_TOKENS:
             raise ValueError(f"SentencePiece model has {pieces} at ids 0-4, not {SPECIAL_TOKENS}; train it with minibert.data.vocabulary.train_tokenizer")
+        # A space before [MASK] becomes what SentencePiece prefixes to "[MASK]" alone: ▁ (or its bytes).
+        self._space_before_mask = self._sp.encode(SPECIAL_TOKENS[self.mask_id])[:-1]
 
     def tokenize_to_ids(self, text: str) -> list[int]:
-        return self._sp.encode(text)
+        ids = self._sp.encode(text)
+        return ids if self.mask_id not in ids else without_space_before(ids, self.mask_id, self._space_before_mask)
 
     # --- saving, loading ------------------------------------------------------------
     def save(self, directory: str | Path) -> Path:
@@ -55,3 +62,13 @@ class SentencePieceTokenizer(SentencePieceBacked):
         if not path.is_file():
             raise FileNotFoundError(f"no {cls.FILE_NAME} in {directory}; save a tokenizer there first")
         return cls(path.read_bytes())
+
+
+def without_space_before(ids: list[int], token_id: int, space: list[int]) -> list[int]:
+    """`ids` with the `space` ids dropped wherever they come right before `token_id`."""
+    kept: list[int] = []
+    for i in ids:
+        if i == token_id and space and kept[-len(space):] == space:
+            del kept[-len(space):]
+        kept.append(i)
+    return kept
