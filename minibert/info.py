@@ -3,7 +3,7 @@
     family        albert (Hugging Face format, AlbertForPreTraining)
     architecture  layers 12, hidden 768, heads 12, embedding size 128 (projected to 768), ...
     parameters    11,683,584 in the encoder (embeddings, layers, pooler); heads not counted
-    tokenizer     SentencePiece, a released ALBERT's (spiece.model), 30,000 tokens
+    tokenizer     SentencePiece, 30,000 tokens (spiece.model)
     heads         masked-LM head, sentence-order prediction (SOP)
 
 One line per fact, read from config.json and the tensors' *names*: no weight is read (the
@@ -28,7 +28,7 @@ from .pretrained import FORMAT_KEY, HEAD_NAMES, checkpoint_directory, export_fam
 from .pretrained.checkpoint import CONFIG_FILE, open_tensors, read_json
 from .pretrained.families import FAMILIES
 from .pretrained.family import inside
-from .tokenizers.load import TOKENIZER_FILES, find_layout, load_tokenizer
+from .tokenizers.load import find_layout, load_tokenizer
 from .training.outdir import GENERATOR_DIR
 
 RUN_FILE = "run.json"  # what `python train.py` was asked, beside the model it left
@@ -141,6 +141,6 @@ def tokenizer(directory: Path, config: ModelConfig) -> str:
     names = find_layout(directory)
     if names is None:
         return "none"
-    vocab_size = load_tokenizer(directory).vocab_size
-    fits = "" if vocab_size <= config.vocab_size else f"; more than the model's {config.vocab_size:,} embeddings: not its tokenizer"
-    return f"{TOKENIZER_FILES[names][0]} ({' + '.join(names)}), {vocab_size:,} tokens{fits}"
+    loaded = load_tokenizer(directory)
+    fits = "" if loaded.vocab_size <= config.vocab_size else f"; more than the model's {config.vocab_size:,} embeddings: not its tokenizer"
+    return f"{loaded.kind}, {loaded.vocab_size:,} tokens ({' + '.join(names)}){fits}"

@@ -155,8 +155,13 @@ def test_ids_equal_transformers(checkpoint):
 def test_info_names_the_family_and_tokenizer(checkpoint, capsys):
     family, layout, directory = checkpoint
     assert minibert_main(["info", str(directory)]) == 0
-    printed = capsys.readouterr().out
-    assert family in printed.lower()
+    facts = dict(line.split(None, 1) for line in capsys.readouterr().out.splitlines() if line.strip())
+    assert facts["family"].startswith(family)
+    kind = {"roberta": "byte-level BPE", "albert": "Unigram" if layout == "today" else "SentencePiece"}.get(family, "WordPiece")
+    files = {"roberta": "vocab.json + merges.txt", "albert": "spiece.model"}.get(family, "vocab.txt")
+    assert facts["tokenizer"] == f"{kind}, {len(oracle_tokenizer(directory))} tokens ({'tokenizer.json' if layout == 'today' else files})"
+    backbone = hf_model(family, len(oracle_tokenizer(directory))).base_model
+    assert facts["parameters"].startswith(f"{sum(p.numel() for p in backbone.parameters()):,} in the encoder")
 
 
 def test_fill_mask_agrees_with_the_pipeline(checkpoint):

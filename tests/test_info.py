@@ -112,8 +112,8 @@ def test_a_hugging_face_folder(family, hf_dirs, capsys):
     assert re.fullmatch(rf"{count:,} in the encoder \(embeddings, layers(, pooler)?\); heads not counted", facts["parameters"])
     assert ("pooler" in facts["parameters"]) == (family in ("bert", "albert"))
     expected_tokenizer = {
-        "wordpiece": f"WordPiece (vocab.txt), {len(WORDPIECE)} tokens",
-        "spiece": f"SentencePiece, a released ALBERT's (spiece.model), {c['vocab_size']} tokens",
+        "wordpiece": f"WordPiece, {len(WORDPIECE)} tokens (vocab.txt)",
+        "spiece": f"SentencePiece, {c['vocab_size']} tokens (spiece.model)",
         None: "none",
     }[tokenizer]
     assert facts["tokenizer"] == expected_tokenizer
@@ -144,7 +144,7 @@ def test_a_minibert_run_and_its_roformer_export(run, tmp_path, capsys):
         f"(up to {config.max_length} tokens), intermediate 64, vocabulary {config.vocab_size}, post-LN")
     assert facts["parameters"] == f"{sum(p.numel() for p in encoder.parameters()):,} in the encoder (embeddings, layers, pooler); heads not counted"
     tokenizer = load_tokenizer(run)
-    assert facts["tokenizer"] == f"SentencePiece, minibert's own (tokenizer.model), {tokenizer.vocab_size} tokens"
+    assert facts["tokenizer"] == f"SentencePiece, {tokenizer.vocab_size} tokens (tokenizer.model)"
     assert facts["heads"] == "masked-LM head"
     assert facts["exports as"].startswith("no Hugging Face family (rotary positions export only as roformer, and share_layers='all'")
 

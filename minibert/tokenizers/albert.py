@@ -38,6 +38,8 @@ DEFAULTS = {"do_lower_case": True, "keep_accents": False, "remove_space": True}
 class AlbertTokenizer(SentencePieceBacked):
     """A released ALBERT `spiece.model` behind minibert's `Tokenizer` interface."""
 
+    kind = "SentencePiece"
+
     def __init__(self, model_proto: bytes, do_lower_case: bool = True, keep_accents: bool = False, remove_space: bool = True):
         super().__init__(model_proto)
         self.do_lower_case, self.keep_accents, self.remove_space = do_lower_case, keep_accents, remove_space

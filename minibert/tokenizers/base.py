@@ -66,6 +66,7 @@ class Tokenizer:
     `vocab_size`.
     """
 
+    kind = "a tokenizer"  # what splits the text, for display: "WordPiece", "byte-level BPE", ...
     pad_id: int
     unk_id: int
     cls_id: int

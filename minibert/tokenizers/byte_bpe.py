@@ -165,6 +165,8 @@ class ByteLevelBPETokenizer(Tokenizer):
     cls_token ... mask_token: the special tokens' spellings (RoBERTa's by default).
     """
 
+    kind = "byte-level BPE"
+
     def __init__(
         self,
         vocab: dict[str, int],

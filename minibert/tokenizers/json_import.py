@@ -68,6 +68,7 @@ class Model:
 
     vocab: dict[str, int]
     unk_token: str | None
+    kind: str  # for display
 
     def __call__(self, word: str) -> list[int]:
         raise NotImplementedError
@@ -80,6 +81,8 @@ class Model:
 
 
 class WordPieceModel(Model):
+    kind = "WordPiece"
+
     def __init__(self, spec: Spec):
         self.vocab = vocabulary(spec)
         self.unk_token = spec.require("unk_token", str)
@@ -96,6 +99,8 @@ class WordPieceModel(Model):
 
 
 class UnigramModel(Model):
+    kind = "Unigram"
+
     def __init__(self, spec: Spec):
         pieces = spec.require("vocab", list)
         if not all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) and isinstance(p[1], (int, float))
@@ -119,6 +124,8 @@ class UnigramModel(Model):
 class BPEModel(Model):
     """Byte-level BPE (RoBERTa): a word's UTF-8 bytes in GPT-2's alphabet, merged by rank —
     byte_bpe.py's `ByteLevelBPETokenizer` over the file's vocab and merges does it."""
+
+    kind = "byte-level BPE"
 
     def __init__(self, spec: Spec):
         self.vocab, self.where = vocabulary(spec), spec.where
@@ -283,6 +290,7 @@ class JsonTokenizer(Tokenizer):
         if not isinstance(spec.get("model"), dict):
             raise ValueError(f"{source}: no \"model\" object; a tokenizer.json describes its model (WordPiece, Unigram or BPE)")
         self.model = build(MODELS, spec["model"], "model", source)
+        self.kind = self.model.kind
         if isinstance(self.model, BPEModel) != ("ByteLevel" in pre_tokenizer_types(spec["pre_tokenizer"])):
             raise Unsupported(f"{source}: only byte-level BPE is supported: a BPE model with a ByteLevel pre_tokenizer, "
                               f"and ByteLevel with no other model (got {spec['model'].get('type')} with "

@@ -25,11 +25,11 @@ from .wordpiece import VOCAB_FILE as WORDPIECE_FILE, WordPieceTokenizer
 # file names that must all be present -> (what they are, how to open the folder that holds them),
 # in the order `load_tokenizer` looks for them.
 TOKENIZER_FILES: dict[tuple[str, ...], tuple[str, Callable[[Path], Tokenizer]]] = {
-    (SentencePieceTokenizer.FILE_NAME,): ("SentencePiece, minibert's own", SentencePieceTokenizer.load),
-    (JSON_FILE,): ("tokenizer.json, the tokenizers library's", JsonTokenizer.load),  # special-token names from tokenizer_config.json
-    (ALBERT_FILE,): ("SentencePiece, a released ALBERT's", AlbertTokenizer.load),  # switches from its tokenizer_config.json
-    (BPE_VOCAB_FILE, MERGES_FILE): ("byte-level BPE, RoBERTa's", ByteLevelBPETokenizer.load),  # specials from tokenizer_config.json
-    (WORDPIECE_FILE,): ("WordPiece", WordPieceTokenizer.from_file),  # casing from its tokenizer_config.json
+    (SentencePieceTokenizer.FILE_NAME,): ("minibert's own SentencePiece", SentencePieceTokenizer.load),
+    (JSON_FILE,): ("the tokenizers library's, as transformers 5 saves every family", JsonTokenizer.load),  # special-token names from tokenizer_config.json
+    (ALBERT_FILE,): ("a released ALBERT's SentencePiece", AlbertTokenizer.load),  # switches from its tokenizer_config.json
+    (BPE_VOCAB_FILE, MERGES_FILE): ("RoBERTa's byte-level BPE", ByteLevelBPETokenizer.load),  # specials from tokenizer_config.json
+    (WORDPIECE_FILE,): ("BERT's WordPiece, also DistilBERT's and ELECTRA's", WordPieceTokenizer.from_file),  # casing from its tokenizer_config.json
 }
 
 

@@ -32,6 +32,7 @@ class SentencePieceTokenizer(SentencePieceBacked):
 
     pad_id, unk_id, cls_id, sep_id, mask_id = range(len(SPECIAL_TOKENS))
     FILE_NAME = "tokenizer.model"
+    kind = "SentencePiece"
 
     def __init__(self, model_proto: bytes):
         super().__init__(model_proto)

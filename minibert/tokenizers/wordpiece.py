@@ -201,6 +201,8 @@ class WordPieceTokenizer(Tokenizer):
     (bert-base-uncased) want `lowercase=True`, cased ones `lowercase=False`.
     """
 
+    kind = "WordPiece"
+
     def __init__(self, vocab: Sequence[str], lowercase: bool = True):
         if not isinstance(lowercase, bool):
             raise TypeError(f"lowercase must be True or False, got {lowercase!r}")
