@@ -5,7 +5,7 @@
 """
 
 from .config import ModelConfig
-from .tokenizers.wordpiece import WordPieceTokenizer
+from .tokenizers import WordPieceTokenizer, load_tokenizer
 from .heads import (ClassifierOutput, MaskedLM, MaskedLMOutput, ReplacedTokenDetector, ReplacedTokenOutput, SequenceClassifier,
                     TokenClassifier, TokenClassifierOutput)
 from .model import Encoder, ModelOutput
@@ -14,4 +14,4 @@ from .probe import detect_replaced, fill_mask
 
 __all__ = ["ModelConfig", "Encoder", "ModelOutput", "MaskedLM", "ReplacedTokenDetector", "SequenceClassifier",
            "TokenClassifier", "MaskedLMOutput", "ReplacedTokenOutput", "ClassifierOutput", "TokenClassifierOutput",
-           "from_pretrained", "save_pretrained", "WordPieceTokenizer", "fill_mask", "detect_replaced"]
+           "from_pretrained", "save_pretrained", "WordPieceTokenizer", "load_tokenizer", "fill_mask", "detect_replaced"]

@@ -1,6 +1,6 @@
 """Tokens per second of minibert's byte-level BPE against transformers' RoBERTa tokenizers.
 
-Usage: python bench/tokenizers.py [--lines N]
+Usage: python bench/tokenizer_speed.py [--lines N]
 Learns a RoBERTa-sized vocabulary (up to 50k pieces, with the `tokenizers` library) from
 WikiText-2's training text, or from the default corpus when the shared datasets are absent,
 then tokenizes WikiText-2 valid (or the default corpus's first lines) with, side by side:
