@@ -37,8 +37,7 @@ def corpus(tmp_path_factory):
 @settings(max_examples=40, deadline=None)
 @given(steps=st.integers(1, 500), warmup=st.floats(0.0, 1.0))
 def test_schedule_warms_up_linearly_then_decays_to_zero(steps, warmup):
-    s = Settings(steps=steps, warmup=warmup, lr=1.0)
-    lrs = [learning_rate(step, steps, s) for step in range(steps + 1)]
+    lrs = [learning_rate(step, steps, peak=1.0, warmup=warmup) for step in range(steps + 1)]
     peak = max(range(steps + 1), key=lambda i: lrs[i])
     assert all(a <= b + 1e-12 for a, b in zip(lrs[:peak], lrs[1:peak + 1]))  # rises
     assert all(a >= b - 1e-12 for a, b in zip(lrs[peak:], lrs[peak + 1:]))  # then falls
@@ -69,7 +68,7 @@ def test_plateau_warning_fires_once_late_in_the_run_and_only_at_the_plateau(caps
 
 def test_no_weight_decay_on_biases_and_layernorm():
     model = MaskedLM(ModelConfig(vocab_size=40, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32))
-    decay, no_decay = build_optimizer(model, Settings(weight_decay=0.1)).param_groups
+    decay, no_decay = build_optimizer(model, lr=1e-3, weight_decay=0.1).param_groups
     norms = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.LayerNorm)}
     biases = {id(p) for n, p in model.named_parameters() if n.endswith("bias")}
     assert {id(p) for p in no_decay["params"]} == norms | biases and no_decay["weight_decay"] == 0.0

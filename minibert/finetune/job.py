@@ -232,7 +232,8 @@ def train_task(model, tokenizer, data: TaskData | TaggedData, targets: list, loo
     objective = TaskLoss(model)
     out.mkdir(parents=True, exist_ok=True)
     (out / METRICS_FILE).unlink(missing_ok=True)  # a new run: its own log
-    record = train(objective, build_optimizer(objective, loop), [batches], None, loop, Progress(), dist=Distributed(),
+    optimizer = build_optimizer(objective, lr=loop.lr, weight_decay=loop.weight_decay)
+    record = train(objective, optimizer, [batches], None, loop, Progress(), dist=Distributed(),
                    device=device, log=MetricsLog(out / METRICS_FILE))
     return record.get("loss", math.nan)  # NaN if every step of the last window was skipped
 

@@ -103,7 +103,7 @@ def train(module, optimizer, streams, eval_batches, settings: LoopSettings, prog
     with tqdm(total=total, initial=min(total, round(progress.fraction(settings) * total)), disable=not dist.is_main,
               unit=unit, dynamic_ncols=True) as bar:
         while not progress.finished(settings):
-            lr = learning_rate(*progress.position(settings), settings)
+            lr = learning_rate(*progress.position(settings), peak=settings.lr, warmup=settings.warmup)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             if not train_step(ddp, optimizer, streams, settings, dist, amp, window):

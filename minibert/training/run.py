@@ -108,7 +108,7 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
             print(loaded, flush=True)
     pretrainer = pretrainer.to(device)
     loop = LoopSettings.of(settings)  # what the loop and the optimizer read of this run
-    optimizer = build_optimizer(pretrainer, loop)
+    optimizer = build_optimizer(pretrainer, lr=loop.lr, weight_decay=loop.weight_decay)
     progress, log = Progress(), MetricsLog(out / "metrics.jsonl")
     record = {"settings": settings.to_dict(), "model_overrides": model_overrides, "config": config.to_dict()}
 
