@@ -231,7 +231,7 @@ class Encoder(nn.Module):
     def last_layer_at(self, token_index: torch.Tensor, x: torch.Tensor, *attention_inputs) -> torch.Tensor:
         """The last layer, computed for the tokens at `token_index` only: [tokens, H] -> [needed, H].
 
-        Why: a loss often reads a few positions (15% for masked-LM, one for NSP), and the
+        Why: a loss often reads a few positions (the masked share for masked-LM, one for NSP), and the
         last layer's output anywhere else would be thrown away — for a 4-layer model that is
         about a sixth of the encoder's matmul FLOPs. Attention still reads every token (its
         keys and values); the output projection, the feed-forward and the LayerNorms run on
