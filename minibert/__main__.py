@@ -3,6 +3,7 @@
     python -m minibert fill-mask DIR "The [MASK] sat on the mat." [--top-k 5]
     python -m minibert detect DIR "The cat ate on the mat."
     python -m minibert info DIR
+    python -m minibert attention DIR "The cat sat on the mat." [--layer L] [--head H] --out FILE.png
 
 DIR is a minibert checkpoint (what `python train.py` leaves in checkpoints/<variant>) or a
 Hugging Face BERT-family directory with its vocab.txt. The work is done by minibert/probe.py
@@ -43,13 +44,37 @@ def build_parser() -> argparse.ArgumentParser:
         if command is not info:
             command.add_argument("texts", nargs="+", metavar="TEXT", help="one or more texts")
         command.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    add_attention_command(commands)
     return parser
+
+
+def add_attention_command(commands) -> None:
+    """`attention`: one layer's attention probabilities as heatmaps (minibert/look_inside.py)."""
+    attention = commands.add_parser(
+        "attention", help="draw where each token attends: a heatmap per head, tokens on both axes (needs matplotlib)",
+        description="Draw one layer's attention probabilities, a heatmap per head (or one head), into a PNG.",
+    )
+    attention.add_argument("checkpoint", metavar="DIR", help="minibert checkpoint or Hugging Face directory")
+    attention.add_argument("text", metavar="TEXT", help="the text to look at")
+    attention.add_argument("--layer", type=int, default=-1, metavar="L", help="which layer, from 0 (default: the last)")
+    attention.add_argument("--head", type=int, metavar="H", help="only this head, from 0 (default: every head)")
+    attention.add_argument("--out", required=True, metavar="FILE", help="the picture to write (.png)")
+    attention.add_argument("--debug", action="store_true", help="show the traceback of an error")
+
+
+def draw(args: argparse.Namespace) -> None:
+    from .look_inside import attention_maps, draw_attention
+
+    tokens, probs = attention_maps(args.checkpoint, args.text)
+    print(f"wrote {draw_attention(tokens, probs, args.out, args.layer, args.head, title=args.text)}")
 
 
 def run(args: argparse.Namespace) -> None:
     from .info import describe
     from .probe import detect_replaced, fill_mask
 
+    if args.command == "attention":
+        return draw(args)
     if args.command == "info":
         facts = describe(args.checkpoint)
         width = max(map(len, facts)) + 2

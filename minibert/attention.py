@@ -8,7 +8,7 @@ Every token of a sequence looks at every other real token of the same sequence
     output = probs V
 
 Backends compute exactly that:
-- "naive":  the four lines above in plain torch, for reading;
+- "naive":  the four lines above in plain torch, for reading (`--reference` runs it);
 - "sdpa":   torch's fused `scaled_dot_product_attention` (same math, fewer passes over memory);
 - "triton": our FlashAttention kernel on packed tokens (minibert.kernels), CUDA or
             TRITON_INTERPRET=1; it needs no padding at all.
@@ -157,16 +157,22 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
 # dropout_p is already 0.0 outside training.
 
 
-def naive_attention(q, k, v, key_mask, dropout_p: float) -> torch.Tensor:
-    """Attention written out step by step: the version to read first."""
+def attention_probs(q, k, key_mask) -> torch.Tensor:
+    """How much each query position attends to each key: softmax(Q Kᵀ / √d) over the real keys.
+    q, k [B, heads, T, d] -> probabilities [B, heads, Tq, Tk], each row summing to 1."""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # [B, heads, Tq, Tk]
     if key_mask is not None:
         # Padding keys get the most negative finite score: exp() of it is exactly 0, and a
         # row with no real key at all becomes uniform instead of 0/0 = NaN.
         scores = scores.masked_fill(~key_mask[:, None, None, :], torch.finfo(scores.dtype).min)
-    probs = scores.float().softmax(dim=-1).to(q.dtype)  # softmax in fp32 even under bf16/fp16
+    return scores.float().softmax(dim=-1).to(q.dtype)  # softmax in fp32 even under bf16/fp16
+
+
+def naive_attention(q, k, v, key_mask, dropout_p: float) -> torch.Tensor:
+    """Attention written out step by step: the version to read first (and `--reference`'s)."""
+    probs = attention_probs(q, k, key_mask)  # [B, heads, Tq, Tk]
     probs = F.dropout(probs, dropout_p) if dropout_p > 0 else probs
-    return probs @ v
+    return probs @ v  # [B, heads, Tq, d]: each query's weighted sum of the values
 
 
 def sdpa_attention(q, k, v, key_mask, dropout_p: float) -> torch.Tensor:
@@ -198,7 +204,8 @@ class SelfAttention(nn.Module):
         super().__init__()
         self.num_heads = config.num_heads
         self.head_dim = config.head_dim
-        self.backend = config.attention_backend
+        # --reference reads and debugs the textbook math: the naive backend, whatever was asked
+        self.backend = "naive" if config.reference else config.attention_backend
         self.dropout_p = config.attention_dropout
         self.qkv = nn.Linear(config.hidden_size, 3 * config.hidden_size)
         self.out = nn.Linear(config.hidden_size, config.hidden_size)
@@ -213,12 +220,11 @@ class SelfAttention(nn.Module):
     def context(self, x: torch.Tensor, layout: TokenLayout | None = None, key_mask: torch.Tensor | None = None,
                 rotary: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """Attention before the output projection: x [..., H] -> the heads' outputs, concatenated, [..., H]."""
-        qkv = self.qkv(x).unflatten(-1, (3, self.num_heads, self.head_dim))  # [..., H] -> [..., 3, heads, d]
-        if rotary is not None:
-            q, k, v = qkv.unbind(-3)
-            qkv = torch.stack((rotate(q, *rotary), rotate(k, *rotary), v), dim=-3)
+        qkv = self.heads(x, rotary)  # [..., 3, heads, d]
         dropout_p = self.dropout_p if self.training else 0.0
         backend = resolve_backend(self.backend)
+        if backend == "triton" and layout is None and key_mask is not None:
+            backend = "sdpa"  # a padded grid (looking inside, output_attentions): the kernel wants packed tokens
         if backend == "triton":
             context = self._triton(qkv, layout, dropout_p)
         elif layout is None:
@@ -226,6 +232,21 @@ class SelfAttention(nn.Module):
         else:
             context = self._bucketed(qkv, layout, backend, dropout_p)
         return context.flatten(-2)  # [..., heads, d] -> [..., H]
+
+    def heads(self, x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """x [..., H] -> queries, keys and values per head [..., 3, heads, d] (rotated, with `rotary`)."""
+        qkv = self.qkv(x).unflatten(-1, (3, self.num_heads, self.head_dim))  # [..., H] -> [..., 3, heads, d]
+        if rotary is not None:
+            q, k, v = qkv.unbind(-3)
+            qkv = torch.stack((rotate(q, *rotary), rotate(k, *rotary), v), dim=-3)
+        return qkv
+
+    def probabilities(self, x: torch.Tensor, key_mask: torch.Tensor | None = None,
+                      rotary: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """The attention probabilities, for looking inside: grid x [B, T, H] -> [B, heads, T, T]
+        (before dropout). Computed apart from `forward`, because the fused kernels never hold them."""
+        q, k, _ = (t.transpose(1, 2) for t in self.heads(x, rotary).unbind(2))  # each [B, heads, T, d]
+        return attention_probs(q, k, key_mask)
 
     def _bucketed(self, qkv: torch.Tensor, layout: TokenLayout, backend: str, dropout_p: float) -> torch.Tensor:
         """Packed tokens: pad each length bucket on its own, attend, unpad."""

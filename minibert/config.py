@@ -79,6 +79,13 @@ class ModelConfig:
     attention_backend: str = "auto"
     # Run the layers on the real tokens only (gathered once by the attention mask).
     unpad: bool = True
+    # The textbook path, to read and debug with (`--reference`): padded batches, the naive
+    # attention (scores, mask, softmax, dropout, weighted sum), every layer at every position
+    # and a plain F.cross_entropy over the masked positions. Same weights and the same loss
+    # and gradients as the fast path (tests/test_reference.py), only slower
+    # (docs/throughput.md). Off, the fast path: unpadding, SDPA in length buckets, the last
+    # layer only where a loss reads, the fused vocabulary loss.
+    reference: bool = False
     # Standard deviation of the initial weights (BERT: N(0, 0.02)).
     initializer_range: float = 0.02
 

@@ -11,6 +11,7 @@ A task model is an `Encoder` plus one head: `MaskedLM`, `ReplacedTokenDetector`,
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -134,7 +135,14 @@ class ClassificationHead(nn.Module):
 
 
 def pooled_or_first(output: ModelOutput) -> torch.Tensor:
-    return output.pooler_output if output.pooler_output is not None else output.last_hidden_state[:, 0]
+    """[B, H]: the pooled vector, or the first position's state (computed whenever a pooler or a
+    sentence-level `needed` asks for position 0)."""
+    return output.pooler_output if output.pooler_output is not None else output.needed_hidden_state[:, 0]
+
+
+def encoder_fields(output: ModelOutput) -> dict:
+    """The encoder's fields, carried into a task model's output (which adds logits and loss)."""
+    return {f.name: getattr(output, f.name) for f in dataclasses.fields(ModelOutput)}
 
 
 def cls_position(input_ids: torch.Tensor) -> torch.Tensor:
@@ -172,32 +180,48 @@ class MaskedLM(EncoderWithHead):
         return self.head(hidden, self.embedding_table)
 
     def masked_lm_loss(self, hidden: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Sparse prediction: run the vocabulary projection only where a label exists.
+        """The masked-LM loss: mean cross-entropy of the prediction at each labelled position.
 
-        With a 30k vocabulary the decoder is most of a small model's compute, yet only ~15% of
-        positions carry a label. Selecting those rows first gives the same loss for a fraction
-        of the FLOPs. The decoder and the softmax cross-entropy then run fused, a vocabulary
-        chunk at a time (`fused_cross_entropy`), instead of as separate passes over the
-        [labelled, V] logits. hidden [B, T, H], labels [B, T] -> (loss, logits at the labelled
-        positions [labelled, V], their labels [labelled]).
+        The ONE place it is computed: `forward(labels=...)` and the pretraining objective
+        (objectives/mlm.py) both call it. hidden [B, T, H] (exact at the labelled positions),
+        labels [B, T] -> (loss, logits at the labelled positions [labelled, V], in row-major
+        order, and their labels [labelled]).
+
+        The reference path (`config.reference`) is the textbook: logits at every position, then
+        `F.cross_entropy` with the unlabelled positions ignored. The fast path predicts sparsely:
+        with a 30k vocabulary the decoder is most of a small model's compute, yet only the
+        masked share of positions (`--mask-prob`) carries a label, so it selects those rows
+        first — the same loss for a fraction of the FLOPs — and runs the decoder and the
+        softmax cross-entropy fused, a vocabulary chunk at a time (`fused_cross_entropy`),
+        instead of as separate passes over the [labelled, V] logits.
         """
         labelled = labels != IGNORE_INDEX
         targets = labels[labelled]  # [labelled]
-        features = self.head.features(hidden[labelled])  # [B, T, H] -> [labelled, E]
         if not targets.numel():  # nothing to predict: a zero loss that still reaches every weight
-            logits = F.linear(features, self.embedding_table, self.head.bias)
+            logits = self.predict(hidden[labelled])
             return logits.sum() * 0.0, logits, targets
+        if self.config.reference:
+            logits = self.predict(hidden)  # [B, T, H] -> [B, T, V]: every position
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE_INDEX)
+            return loss, logits[labelled].detach(), targets
+        features = self.head.features(hidden[labelled])  # [B, T, H] -> [labelled, E]
         loss, logits = linear_cross_entropy(features, self.embedding_table, self.head.bias, targets)
         return loss, logits, targets
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> MaskedLMOutput:
+        """Logits at every position; with `labels`, the masked-LM loss instead (`masked_lm_loss`).
+
+        This is the interface for a loop of your own (as transformers' BertForMaskedLM).
+        `python train.py` reaches the same `masked_lm_loss` through objectives/mlm.py instead,
+        because there one encoder pass over the batch serves every objective (MLM and NSP/SOP).
+        """
         if labels is None:
             out = self.encoder(input_ids, attention_mask, token_type_ids)
-            return MaskedLMOutput(out.last_hidden_state, out.pooler_output, logits=self.predict(out.last_hidden_state))
+            return MaskedLMOutput(**encoder_fields(out), logits=self.predict(out.last_hidden_state))
         # the loss reads the labelled positions only: the last layer computes just those
         out = self.encoder(input_ids, attention_mask, token_type_ids, needed=labels != IGNORE_INDEX)
-        loss, labelled_logits, _ = self.masked_lm_loss(out.last_hidden_state, labels)
-        return MaskedLMOutput(out.last_hidden_state, out.pooler_output, labelled_logits=labelled_logits, loss=loss)
+        loss, labelled_logits, _ = self.masked_lm_loss(out.needed_hidden_state, labels)
+        return MaskedLMOutput(**encoder_fields(out), labelled_logits=labelled_logits, loss=loss)
 
 
 class ReplacedTokenDetector(EncoderWithHead):
@@ -210,7 +234,7 @@ class ReplacedTokenDetector(EncoderWithHead):
         out = self.encoder(input_ids, attention_mask, token_type_ids)
         logits = self.head(out.last_hidden_state)  # [B, T]
         loss = None if labels is None else replaced_token_loss(logits, labels, attention_mask)
-        return ReplacedTokenOutput(out.last_hidden_state, out.pooler_output, logits=logits, loss=loss)
+        return ReplacedTokenOutput(**encoder_fields(out), logits=logits, loss=loss)
 
 
 POOLINGS = ("cls", "mean")  # how a SequenceClassifier turns the tokens into one vector
@@ -260,7 +284,7 @@ class SequenceClassifier(EncoderWithHead):
             loss = F.mse_loss(logits.float().squeeze(-1), labels.float())
         else:
             loss = F.cross_entropy(logits.float(), labels)
-        return ClassifierOutput(out.last_hidden_state, out.pooler_output, logits=logits, loss=loss)
+        return ClassifierOutput(**encoder_fields(out), logits=logits, loss=loss)
 
 
 class TokenClassifier(EncoderWithHead):
@@ -275,8 +299,8 @@ class TokenClassifier(EncoderWithHead):
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> TokenClassifierOutput:
         needed = None if labels is None else labels != IGNORE_INDEX
         out = self.encoder(input_ids, attention_mask, token_type_ids, needed=needed)
-        logits = self.head(out.last_hidden_state)  # [B, T, H] -> [B, T, num_labels]
+        logits = self.head(out.needed_hidden_state)  # [B, T, H] -> [B, T, num_labels]
         loss = None
         if labels is not None:
             loss = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
-        return TokenClassifierOutput(out.last_hidden_state, out.pooler_output, logits=logits, loss=loss)
+        return TokenClassifierOutput(**encoder_fields(out), logits=logits, loss=loss)

@@ -6,8 +6,12 @@
               ─► last_hidden_state  (─► pooler: tanh(Linear) of the first token)
 
 BERT, RoBERTa, ALBERT, DistilBERT and ELECTRA are all this encoder with different
-`ModelConfig` values. Padding is removed once at the start ("unpadding"): the layers run
-on the real tokens only and the result is scattered back into the padded grid at the end.
+`ModelConfig` values. Two speed tricks live in `Encoder.forward`, each in one place:
+padding is removed once at the start ("unpadding": the layers run on the real tokens only
+and the result is scattered back into the padded grid at the end), and with `needed` the
+last layer runs only where a loss reads (`Encoder.last_layer_at`). `ModelConfig.reference`
+(`python train.py --reference`) turns both off: the padded grid, every layer at every
+position, the naive attention — the textbook path, for reading and debugging.
 """
 
 from __future__ import annotations
@@ -31,11 +35,28 @@ ACTIVATIONS = {
 
 @dataclass
 class ModelOutput:
-    """What the Encoder returns: last_hidden_state [B, T, H] and, with a pooler, pooler_output
-    [B, H]. Each task model's output (heads.py) adds its own `logits` and `loss` to these."""
+    """What the Encoder returns. Each task model's output (heads.py) adds its own `logits` and
+    `loss` to these.
+
+    last_hidden_state    [B, T, H], the last layer at every position. None when the caller
+                         passed `needed` on the fast path: the last layer then ran at the
+                         needed positions only, and its output is in needed_hidden_state.
+    needed_hidden_state  [B, T, H], what a caller that passed `needed` reads: exact at the
+                         needed positions, ZERO elsewhere on the fast path (sparse); the same
+                         tensor as last_hidden_state when every position was computed
+                         (`needed` None, the reference path, looking inside).
+    pooler_output        [B, H], tanh(Linear) of the first position, with a pooler.
+    hidden_states        with output_hidden_states: num_layers + 1 tensors [B, T, H], the
+                         embeddings (projected to H) and then each layer's output.
+    attentions           with output_attentions: num_layers tensors [B, heads, T, T], each
+                         layer's attention probabilities (before dropout; rows sum to 1).
+    """
 
     last_hidden_state: torch.Tensor | None = None
     pooler_output: torch.Tensor | None = None
+    needed_hidden_state: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
 
 
 class Embeddings(nn.Module):
@@ -144,13 +165,16 @@ class Encoder(nn.Module):
         """The (attention, feed-forward) sublayers applied at `depth` — shared ones repeat."""
         return self.attention[depth % len(self.attention)], self.feed_forward[depth % len(self.feed_forward)]
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, needed=None) -> ModelOutput:
-        """input ids [B, T] -> last_hidden_state [B, T, H] (and pooler_output [B, H]).
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, needed=None,
+                output_hidden_states: bool = False, output_attentions: bool = False) -> ModelOutput:
+        """input ids [B, T] -> ModelOutput (last_hidden_state [B, T, H], pooler_output [B, H]).
 
         `needed` (optional, [B, T] bool): the positions whose final hidden state the caller
         will read, e.g. the labelled positions of a masked-LM loss. The last layer then runs
-        there only (`last_layer_at`); `last_hidden_state` is exact at needed positions and
-        zero elsewhere.
+        there only (`last_layer_at`), and the result is `needed_hidden_state` (zero
+        elsewhere; last_hidden_state is None). `output_hidden_states` / `output_attentions`
+        return every layer's states / attention probabilities, as transformers does; looking
+        inside runs the padded grid at every position, like the reference path.
         """
         batch, seq_len = input_ids.shape
         if seq_len > self.config.max_length:
@@ -158,12 +182,15 @@ class Encoder(nn.Module):
                 f"sequence length {seq_len} exceeds the {self.config.max_length} positions this model has; "
                 f"truncate inputs to {self.config.max_length} tokens"
             )
+        # The textbook path: padded grid, every layer at every position (no speed tricks).
+        textbook = self.config.reference or output_hidden_states or output_attentions
+        sparse = needed is not None and not textbook  # the last layer at the needed positions only
         position_ids = self.config.position_offset + torch.arange(seq_len, device=input_ids.device).expand(batch, -1)
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         has_padding = attention_mask is not None and not bool(attention_mask.bool().all())
         layout = key_mask = None
-        if has_padding and (self.config.unpad or self.config.attention_backend == "triton"):
+        if has_padding and not textbook and (self.config.unpad or self.config.attention_backend == "triton"):
             # Unpadding: gather the real tokens once; every layer then works on [tokens, H].
             layout = TokenLayout.from_mask(attention_mask)
             input_ids, position_ids, token_type_ids = map(layout.pack, (input_ids, position_ids, token_type_ids))
@@ -176,27 +203,35 @@ class Encoder(nn.Module):
             x = self.embedding_projection(x)  # E -> H
         rotary = self.rotary(position_ids) if self.rotary is not None else None  # the same angles at every depth
         attention_inputs = (layout, key_mask, rotary)
+        hidden_states = [x] if output_hidden_states else None
+        attentions = [] if output_attentions else None
         depth = self.config.num_layers
-        for i in range(depth - 1 if needed is not None else depth):
+        for i in range(depth - 1 if sparse else depth):
             attention, feed_forward = self.layer(i)
+            if attentions is not None:
+                attentions.append(attention.fn.probabilities(attention.branch_input(x), key_mask, rotary))
             x = feed_forward(attention(x, *attention_inputs))  # [B, T, H], or [tokens, H] unpadded
-        if needed is not None:
+            if hidden_states is not None:
+                hidden_states.append(x)
+        if sparse:
             token_index, grid_index = self._needed_index(needed, layout)
             x = self.last_layer_at(token_index, x, *attention_inputs)  # [needed, H]
         if self.final_norm is not None:
             x = self.final_norm(x)
 
-        if needed is not None:
-            hidden = scatter_rows(x, grid_index, batch, seq_len)  # [needed, H] -> [B, T, H], zeros elsewhere
+        if sparse:
+            hidden, needed_hidden = None, scatter_rows(x, grid_index, batch, seq_len)  # [needed, H] -> [B, T, H], zeros elsewhere
         else:
-            hidden = x if layout is None else layout.unpack(x)  # [tokens, H] -> [B, T, H]
-        pooled = torch.tanh(self.pooler(hidden[:, 0])) if self.pooler is not None else None
-        return ModelOutput(last_hidden_state=hidden, pooler_output=pooled)
+            hidden = needed_hidden = x if layout is None else layout.unpack(x)  # [tokens, H] -> [B, T, H]
+        pooled = torch.tanh(self.pooler(needed_hidden[:, 0])) if self.pooler is not None else None
+        return ModelOutput(hidden, pooled, needed_hidden,
+                           None if hidden_states is None else tuple(hidden_states),
+                           None if attentions is None else tuple(attentions))
 
     def last_layer_at(self, token_index: torch.Tensor, x: torch.Tensor, *attention_inputs) -> torch.Tensor:
         """The last layer, computed for the tokens at `token_index` only: [tokens, H] -> [needed, H].
 
-        Why: a loss often reads a few positions (15% for masked-LM, one for NSP), and the
+        Why: a loss often reads a few positions (the masked share for masked-LM, one for NSP), and the
         last layer's output anywhere else would be thrown away — for a 4-layer model that is
         about a sixth of the encoder's matmul FLOPs. Attention still reads every token (its
         keys and values); the output projection, the feed-forward and the LayerNorms run on

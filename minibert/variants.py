@@ -4,7 +4,7 @@ Nothing in the training loop asks which variant it runs. A variant only chooses 
 
     bert        post-LN encoder, NSP segment pairs, static masking (10 masked copies)
     roberta     BERT's encoder, one segment type; full sentences, no NSP, dynamic masking
-    albert      factorized embeddings (E < H), all layers shared, SOP, n-gram masking
+    albert      factorized embeddings (E < H), all layers shared, SOP, n-gram masking of whole words
     distilbert  half of a teacher's layers, trained to imitate it (soft targets + MLM + cosine)
     electra     small generator + discriminator: replaced token detection on every token
 
@@ -32,13 +32,12 @@ from .training.settings import Settings
 #   rotary positions   attention can prefer a token's neighbours from the first step,
 #                      instead of first learning a position table (the largest single gain);
 #   no dropout         a few passes over the corpus cannot overfit; dropout only slows learning;
-#   40% masking        (MASK_PROB, below) more predictions per forward pass; held-out accuracy
-#                      is still measured at BERT's 15%.
+#   40% masking        (MASK_PROB, the default runs' rate) more predictions per forward pass;
+#                      held-out accuracy is still measured at BERT's 15%.
 # None of these is a family's defining switch. The published recipe is one set of flags away:
 # CLASSIC, shown in --help.
 SMALL = dict(vocab_size=8000, hidden_size=128, num_layers=2, num_heads=2, intermediate_size=512,
              position_encoding="rotary", hidden_dropout=0.0, attention_dropout=0.0)
-MASK_PROB = 0.4
 CLASSIC = "--position-encoding learned --hidden-dropout 0.1 --attention-dropout 0.1 --mask-prob 0.15"
 
 
@@ -48,7 +47,7 @@ class Variant:
     changes: str  # what this family changes, in one line (README table, --help)
     objectives: tuple[str, ...]  # besides the sentence task, which the layout implies
     model_fields: dict = field(default_factory=dict)  # ModelConfig fields of the default run
-    settings: dict = field(default_factory=dict)  # Settings values of the default run
+    settings: dict = field(default_factory=dict)  # Settings values of the default run, over Settings' defaults
 
     @property
     def head(self) -> str:
@@ -69,23 +68,26 @@ VARIANTS: dict[str, Variant] = {
         Variant(
             "bert", "post-LN encoder; MLM + next sentence prediction; static masking (10 masked copies)",
             objectives=("mlm",), model_fields=dict(SMALL),
-            settings=dict(layout="nsp", masking="static", mask_prob=MASK_PROB, steps=1250),
+            settings=dict(layout="nsp", masking="static", steps=1250),
         ),
         Variant(
             "roberta", "BERT's encoder with one segment type; full-sentence packing, no NSP, dynamic masking",
             objectives=("mlm",), model_fields=dict(SMALL, type_vocab_size=1, position_offset=1, layer_norm_eps=1e-5),
-            settings=dict(layout="full_sentences", masking="dynamic", mask_prob=MASK_PROB),
+            settings=dict(layout="full_sentences", masking="dynamic"),
         ),
         Variant(
-            "albert", "factorized embeddings (E=64 < H), one layer shared by all depths; SOP; n-gram masking (spans ≤ 3)",
+            "albert", "factorized embeddings (E=64 < H), one layer shared by all depths; SOP; n-gram masking (spans ≤ 3 words)",
             objectives=("mlm",),
             model_fields=dict(SMALL, embedding_size=64, share_layers="all", activation="gelu_tanh"),
-            settings=dict(layout="sop", masking="dynamic", max_span=3, mask_prob=MASK_PROB),
+            # n-gram masking over whole words, as ALBERT's data script does (create_pretraining_data.py:
+            # do_whole_word_mask on, n-grams of its word candidates, each word = a ▁ piece and the
+            # pieces after it; its script also starts a word at a punctuation piece)
+            settings=dict(layout="sop", masking="dynamic", max_span=3, whole_word=True),
         ),
         Variant(
             "distilbert", "student = every other layer of a teacher (--teacher); 5·soft CE (T=2) + 2·MLM + 1·cosine",
             objectives=("kd",),
-            settings=dict(layout="full_sentences", masking="dynamic", lr=1e-3, mask_prob=MASK_PROB, steps=750),
+            settings=dict(layout="full_sentences", masking="dynamic", lr=1e-3, steps=750),
         ),
         Variant(
             "electra", "generator (1/4 width) + discriminator sharing embeddings; 1·MLM + 50·replaced token detection",
@@ -93,7 +95,7 @@ VARIANTS: dict[str, Variant] = {
             # embeddings through its own E -> H projection. ELECTRA keeps 15% masking: more
             # replacements made detection slower to learn (docs/training.md).
             objectives=("rtd",), model_fields=dict(SMALL, pooler=False),
-            settings=dict(layout="full_sentences", masking="dynamic", replace_probs=(0.85, 0.0, 0.15), steps=1100),
+            settings=dict(layout="full_sentences", masking="dynamic", mask_prob=0.15, replace_probs=(0.85, 0.0, 0.15), steps=1100),
         ),
     )
 }

@@ -31,7 +31,7 @@ def test_every_section_declares_what_the_document_needs():
 
 
 def test_the_entry_script_lists_the_sections():
-    listed = subprocess.run([sys.executable, "bench/report.py", "--list"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    listed = subprocess.run([sys.executable, "bench/results.py", "--list"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0, listed.stderr
     assert [line.split()[0] for line in listed.stdout.splitlines()] == list(SECTIONS)
 

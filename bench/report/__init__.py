@@ -3,11 +3,11 @@
     "best raw performance: RoBERTa or ELECTRA; tight memory: ALBERT;
      tight latency: DistilBERT; best sample efficiency: ELECTRA"
 
-    python bench/report.py                     # every section, then docs/results.md
-    python bench/report.py --only latency      # one section; the others are kept from before
-    python bench/report.py --quick             # tiny budgets, written under runs/report/quick/
-    python bench/report.py --list              # the sections and what is stored for each
-    python bench/report.py --jobs 1            # one run at a time (default: one per core)
+    python bench/results.py                     # every section, then docs/results.md
+    python bench/results.py --only latency      # one section; the others are kept from before
+    python bench/results.py --quick             # tiny budgets, written under runs/report/quick/
+    python bench/results.py --list              # the sections and what is stored for each
+    python bench/results.py --jobs 1            # one run at a time (default: one per core)
 
 Sections, one module each: params (parameter counts, ALBERT's ablation), latency (bert-base
 vs distilbert-base), transfer (pretrained against untrained, at S and 4S pretraining steps; the

@@ -1,4 +1,4 @@
-"""`python -m bench.report`: the same as `python bench/report.py`."""
+"""`python -m bench.report`: the same as `python bench/results.py`."""
 
 import sys
 

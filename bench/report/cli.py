@@ -35,7 +35,7 @@ def run_section(name: str, budget, runs: Path, jobs: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bench/report.py", description=DESCRIPTION.split("\n\n")[0],
+    parser = argparse.ArgumentParser(prog="bench/results.py", description=DESCRIPTION.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="tiny budgets for a smoke run, written under runs/report/quick/")
     parser.add_argument("--only", choices=SECTIONS, action="append", help="run only this section (repeatable); others keep their last results")

@@ -10,7 +10,7 @@ from .budget import FINETUNE_BATCH, MLM_VARIANT, Budget
 from .measure import count_parameters, describe_machine
 from .recipes import report_config
 
-COMMAND = "python bench/report.py"
+COMMAND = "python bench/results.py"
 
 
 def budget_line(section, budget: Budget) -> str:

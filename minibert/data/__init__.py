@@ -12,7 +12,8 @@ Read in this order — each step consumes what the previous one produced:
                        on disk, read back with np.memmap (any corpus size, flat memory).
 4. `examples.py`       cut the arrays into examples of one layout: NSP pairs (BERT),
                        SOP pairs (ALBERT) or packed full sentences (RoBERTa).
-5. `masking.py`        `mask_tokens`: choose ~15% of tokens and apply the 80/10/10 rule.
+5. `masking.py`        `mask_tokens`: choose `mask_prob` of the tokens (BERT 15%, the default runs
+                       40%) in tokens, words or spans, and apply the 80/10/10 rule.
 6. `batching.py`       pad examples into a batch of tensors and mask it;
    `static_masks.py`   BERT's masks drawn once and stored (`dupe_factor` copies).
 7. `dataset.py`        serve batches in a seeded, resumable, DDP-sharded order, with

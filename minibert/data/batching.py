@@ -60,7 +60,8 @@ def collate(features: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
 class MaskingRecipe:
     """A variant's MLM settings (the papers' masking recipes) bound to a tokenizer's ids.
 
-    BERT: defaults. ELECTRA: replace_probs=(0.85, 0.0, 0.15). ALBERT: max_span=3.
+    BERT: the defaults (15%). ELECTRA: replace_probs=(0.85, 0.0, 0.15). ALBERT: max_span=3 with
+    whole_word (spans of words). The default runs pass their own mask_prob (Settings, 40%).
     whole_word needs a tokenizer that knows where words start (`word_starts`).
     """
 

@@ -2,11 +2,15 @@
 
 MLM hides some input tokens and asks the model to recover them. Two decisions define it:
 
-1. *Which* positions to predict (`select_positions`): about `mask_prob` (15%) of the
-   ordinary tokens — never [CLS]/[SEP]/[PAD]. Variants choose them in larger units:
-   whole words (all pieces of a word together, BERT's later "whole word masking") or
-   spans of up to `max_span` words with P(n) ∝ 1/n (ALBERT's n-gram masking), which
-   removes the easy cue of guessing a piece from the rest of its own word.
+1. *Which* positions to predict (`select_positions`): about `mask_prob` of the ordinary
+   tokens (BERT's 15%; 40% in the default runs, `Settings.mask_prob`) — never
+   [CLS]/[SEP]/[PAD]. The unit is a token, or a whole word with `word_starts` (all pieces
+   of a word together, BERT's later "whole word masking"), which removes the easy cue of
+   guessing a piece from the rest of its own word; `max_span` > 1 masks spans of up to that
+   many units with P(n) ∝ 1/n. ALBERT's n-gram masking is spans of up to 3 *words*: its
+   data script (create_pretraining_data.py) builds word candidates from the SentencePiece
+   pieces (whole-word masking on by default) and draws n-grams of them; the `albert`
+   variant does the same (`whole_word` and `max_span=3`).
 2. *What the model sees* at those positions (`replace_selected`): BERT's 80/10/10 rule.
 
 `mask_tokens` is the one entry point; every random draw comes from the `generator`
@@ -28,7 +32,7 @@ def mask_tokens(
     *,
     vocab_size: int,
     mask_token_id: int,
-    mask_prob: float = 0.15,
+    mask_prob: float = 0.15,  # BERT's; the default runs pass Settings.mask_prob (0.4)
     generator: torch.Generator | None = None,
     replace_probs: Sequence[float] = (0.8, 0.1, 0.1),
     word_starts: torch.Tensor | None = None,
@@ -44,7 +48,7 @@ def mask_tokens(
                          BERT (0.8, 0.1, 0.1), ELECTRA (0.85, 0.0, 0.15).
     word_starts:         same shape, True where a token begins a word: enables whole-word
                          masking. None: every token is its own unit.
-    max_span:            mask spans of 1..max_span units, P(n) ∝ 1/n (ALBERT: 3).
+    max_span:            mask spans of 1..max_span units, P(n) ∝ 1/n (ALBERT: 3 words).
     special_ids:         ids never drawn as random replacements ([MASK] never is).
 
     labels hold the original id at selected positions and -100 everywhere else.

@@ -7,7 +7,7 @@ mask each time a sequence is served — *dynamic* masking — is as good or slig
 and needs no copies; that path lives in `dataset.py` and stores nothing.)
 
 Stored here, per example copy (copy c = number c // n_examples of example c % n_examples), are only
-the selected positions and the ids shown there — about 15% of the tokens:
+the selected positions and the ids shown there — about `mask_prob` of the tokens:
 
     mask_offsets.bin    int64 [n_copies + 1]: copy c's entries are [o[c], o[c+1])
     mask_positions.bin  uint16: selected positions within the copy's input_ids

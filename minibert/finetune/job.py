@@ -66,6 +66,8 @@ def finetune(args: argparse.Namespace, files: TaskFiles, backbone: tuple[Encoder
     config = encoder.config.for_length(max_len)  # rotary positions: any length
     if args.dropout is not None:
         config = config.replace(hidden_dropout=args.dropout, attention_dropout=args.dropout)
+    if args.reference:
+        config = config.replace(reference=True)
     steps = args.steps or math.ceil((args.epochs or DEFAULT_EPOCHS) * math.ceil(len(train_data) / args.batch_size))
     loop = LoopSettings(steps=steps, lr=args.lr, warmup=args.warmup, weight_decay=args.weight_decay, clip=CLIP, seed=args.seed,
                         precision=amp.name, log_every=max(1, steps // 10), eval_every=steps, save_every=steps,

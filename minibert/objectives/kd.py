@@ -12,7 +12,7 @@ loss's gradients on the same scale as the hard loss's whatever T is (Hinton et a
 The cosine loss is taken over every real (non-padding) token, the MLM loss over the masked
 ones. DistilBERT took the soft targets at every real token too (`all_tokens=True`); by
 default we take them at the masked tokens only — where the teacher's distribution says
-most (elsewhere it mostly repeats the visible token) — which needs 15% of the
+most (elsewhere it mostly repeats the visible token) — which needs only the masked share (`--mask-prob`) of the
 vocabulary-sized projections that dominate a small model's cost.
 
 The student starts from the teacher: same width, every other layer (DistilBERT takes 6 of

@@ -1,9 +1,12 @@
 """Masked language modeling (BERT): recover the tokens that the masking hid.
 
-About 15% of the tokens of a batch are selected by the data pipeline; their original ids
-are the `labels` (-100 elsewhere) and the model sees [MASK], a random token or the token
-itself there. The loss is the cross-entropy of the model's guess at the selected positions
-only — the masked-only ("sparse") decoder of `MaskedLM.masked_lm_loss`.
+A share of the tokens of a batch (`--mask-prob`: BERT's 15%, 40% in the default runs) is
+selected by the data pipeline; their original ids are the `labels` (-100 elsewhere) and the
+model sees [MASK], a random token or the token itself there. The loss is the cross-entropy
+of the model's guess at the selected positions only: `MaskedLM.masked_lm_loss`, the same
+function `MaskedLM.forward(labels=...)` calls. This objective exists beside that method
+because `python train.py` runs one encoder pass for all objectives (`Pretrainer`), whose
+output it reads here instead of calling the model again.
 
 The MLM head belongs to the kept model (`MaskedLM.head`), not to this objective: it is the
 part of pretraining that `from_pretrained(head="mlm")` loads again afterwards.
@@ -37,5 +40,5 @@ class MaskedLanguageModeling(nn.Module):
         return batch["labels"] != IGNORE_INDEX  # the labelled positions
 
     def forward(self, model, batch, output):
-        loss, logits, targets = model.masked_lm_loss(output.last_hidden_state, batch["labels"])
+        loss, logits, targets = model.masked_lm_loss(output.needed_hidden_state, batch["labels"])
         return self.weight * loss, mlm_metrics(loss, logits, targets)

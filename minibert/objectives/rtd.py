@@ -1,4 +1,4 @@
-"""Replaced token detection (ELECTRA): learn from every token, not just the masked 15%.
+"""Replaced token detection (ELECTRA): learn from every token, not just the masked ones (15%).
 
 A small generator plays BERT's game — guess the masked tokens (MLM) — and its guesses are
 written into the masked positions. The discriminator (the model we keep) sees the result
@@ -81,7 +81,7 @@ class ReplacedTokenDetection(nn.Module):
 
     def forward(self, model, batch, output=None):
         ids, mask, types, labels = batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], batch["labels"]
-        hidden = self.generator.encoder(ids, mask, types, needed=labels != IGNORE_INDEX).last_hidden_state  # [B, T, H_gen]
+        hidden = self.generator.encoder(ids, mask, types, needed=labels != IGNORE_INDEX).needed_hidden_state  # [B, T, H_gen]
         mlm_loss, logits, targets = self.generator.masked_lm_loss(hidden, labels)  # logits [labelled, V]
 
         corrupted, replaced = replace_masked(ids, labels, gumbel_max_sample(logits))  # [labelled] samples -> [B, T] ids

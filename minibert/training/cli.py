@@ -41,11 +41,13 @@ MODEL_HELP = {
     "pooler": "tanh(Linear) on [CLS], read by NSP/SOP (without it they read [CLS] itself)",
     "attention_backend": "which code computes attention: auto (= sdpa), naive (readable), sdpa, triton (CUDA)",
     "unpad": "run the layers on the real tokens only",
+    "reference": "the textbook path, to read and debug with: padded batches, naive attention, every layer at every "
+                 "position, plain cross-entropy (same loss and gradients, slower; overrides --attention-backend and --unpad)",
     "initializer_range": "std of the initial weights",
 }
 MODEL_CHOICES = {"share_layers": SHARE_CHOICES, "norm": NORM_CHOICES, "activation": ACTIVATION_CHOICES, "attention_backend": ATTENTION_CHOICES,
                  "position_encoding": POSITION_CHOICES}
-RUN_FLAGS = ("resume", "overwrite", "debug")
+RUN_FLAGS = ("resume", "overwrite", "debug", "print_config")
 
 
 class UsageError(ValueError):
@@ -112,6 +114,9 @@ def build_parser() -> Parser:
     run.add_argument("--resume", action="store_true", help="continue the run in --out from its newest intact checkpoint")
     run.add_argument("--overwrite", action="store_true", help="replace the checkpoint already in --out")
     run.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    run.add_argument("--print-config", action="store_true",
+                     help="print the resolved architecture and settings, each value with the layer it came from "
+                          "(flag, variant, small run, default), and exit")
     model = parser.add_argument_group("model (any ModelConfig field; distilbert takes the teacher's, --init the checkpoint's)")
     for field in dataclasses.fields(ModelConfig):
         defaults = {name: {**ModelConfig().to_dict(), **v.model_fields}[field.name] for name, v in VARIANTS.items() if not v.needs_teacher}
@@ -158,9 +163,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
 
     def run() -> None:
-        from .run import pretrain  # after parsing: `--help` and typos need no data or torch setup
+        from .run import pretrain, print_config  # after parsing: `--help` and typos need no data or torch setup
 
         settings, overrides, flags = parse(argv)
+        if flags["print_config"]:
+            return print_config(settings, overrides)
         pretrain(settings, overrides, resume=flags["resume"], overwrite=flags["overwrite"])
 
     try:

@@ -38,7 +38,7 @@ from ..variants import Variant
 from .settings import Settings, flag
 
 # ModelConfig fields that say how the model runs, not what it is: a flag may change them.
-RUNTIME_FIELDS = ("hidden_dropout", "attention_dropout", "attention_backend", "unpad")
+RUNTIME_FIELDS = ("hidden_dropout", "attention_dropout", "attention_backend", "unpad", "reference")
 
 
 @dataclass

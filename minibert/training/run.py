@@ -42,6 +42,7 @@ from .metrics import MetricsLog
 from .optim import build_optimizer
 from .outdir import GENERATOR_DIR, OutputDir
 from .precision import resolve as resolve_precision
+from .resolved import describe_run
 from .settings import Settings
 from .state import load_trainable_state, rng_state, seed_everything, set_rng_state, trainable_state
 
@@ -54,7 +55,7 @@ def pretrain(settings: Settings, model_overrides: dict | None = None, *, resume:
     """Train `settings.variant`; returns OUT, which `minibert.from_pretrained` loads."""
     model_overrides = dict(model_overrides or {})
     variant = get_variant(settings.variant)
-    settings = settings.replace(out=settings.out or str(Path("checkpoints") / variant.name))
+    settings = with_default_out(settings)
     settings.check()
     streams_total = int(os.environ.get("WORLD_SIZE", "1")) * settings.grad_accum
     if settings.batch_size % streams_total:
@@ -85,6 +86,20 @@ def pretrain(settings: Settings, model_overrides: dict | None = None, *, resume:
         dist.close()
 
 
+def with_default_out(settings: Settings) -> Settings:
+    """OUT defaults to checkpoints/<variant>."""
+    return settings.replace(out=settings.out or str(Path("checkpoints") / settings.variant))
+
+
+def print_config(settings: Settings, model_overrides: dict) -> None:
+    """`--print-config`: the resolved configuration block, without building anything."""
+    variant, settings = get_variant(settings.variant), with_default_out(settings)
+    settings.check()
+    inherited = "--init" if settings.init else "teacher" if variant.needs_teacher else None
+    config = None if inherited else run_architecture(variant, settings, model_overrides)
+    print(describe_run(variant, settings, model_overrides, config, inherited=inherited))
+
+
 def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Distributed, device, resume: bool,
          start: Start | None) -> Path:
     out = Path(settings.out)
@@ -99,6 +114,9 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
     shards, eval_batches, tokenizer, baselines = build_batches(settings, dist, tokenizer_dir, vocab_size)
     config = start.config if start else run_architecture(variant, settings, model_overrides, vocab_size=tokenizer.vocab_size,
                                                      pad_token_id=tokenizer.pad_id, teacher=teacher.config if teacher else None)
+    if dist.is_main:
+        print(describe_run(variant, settings, model_overrides, config, tokenizer_known=True,
+                           inherited="--init" if start else "teacher" if teacher else None), flush=True)
     torch.set_num_threads(settings.threads or default_threads(config))
     seed_everything(settings.seed)
     pretrainer = build_pretrainer(variant, settings, config, teacher, start.generator if start else None)
@@ -121,6 +139,7 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
             print(f"resuming {variant.name} from {path} (step {progress.step})", flush=True)
     elif dist.is_main:
         write_atomic(out / "run.json", json.dumps(record, indent=2) + "\n")
+        print(f"  saved in {out / 'run.json'}", flush=True)
         if tokenizer_dir != out:
             tokenizer.save(out)  # a teacher's or --init's vocabulary: keep it beside the model that reads it
 

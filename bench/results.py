@@ -1,4 +1,4 @@
-"""The results report, one command: `python bench/report.py [--only SECTION] [--quick] [--list]`.
+"""The results report, one command: `python bench/results.py [--only SECTION] [--quick] [--list]`.
 
 The report itself is the package bench/report/ (its docstring says what each section
 measures); this script runs it from a checkout without installing anything, as the docs
