@@ -93,3 +93,21 @@ def test_every_spelling_of_an_import_is_read(tmp_path, source, expected):
     (root / "data" / "corpus.py").write_text("")
     (root / "training" / "run.py").write_text(source + "\n")
     assert imports_within(root)["pkg.training.run"] == expected
+
+
+def test_no_bench_script_shadows_a_package_the_benches_import():
+    """A script's folder comes first on sys.path when it runs, so bench/tokenizers.py would be
+    imported instead of the `tokenizers` package by every script beside it (transformers among
+    their imports): no file in bench/ may share its name with a top-level module they import."""
+    bench = PACKAGE.parent / "bench"
+    scripts = {path.stem for path in bench.glob("*.py")} | {path.name for path in bench.iterdir() if path.is_dir()}
+    imported = set()
+    for path in bench.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                imported.add(node.module.split(".")[0])
+    third_party = {"torch", "numpy", "transformers", "tokenizers", "triton", "sentencepiece", "safetensors", "tqdm",
+                   "matplotlib", "minibert", "pytest", "hypothesis"}
+    assert not scripts & (third_party | {name for name in imported if name not in scripts}), scripts & third_party
