@@ -5,8 +5,9 @@ For each family a small random checkpoint is saved by transformers with its toke
 today's layout (`tokenizer.json` + `tokenizer_config.json`, all that transformers 5 writes)
 and in the legacy one (`vocab.txt`, `vocab.json` + `merges.txt` or `spiece.model`). Each
 folder then goes through the same commands: `python -m minibert info`, `fill-mask` (masked-LM
-families; top-k ids equal to transformers' fill-mask pipeline), `python train.py finetune
---init DIR ...` for a few steps, and export back to Hugging Face (ids and logits identical).
+families; top-k ids equal to transformers' fill-mask pipeline), `python train.py --init DIR`
+(continued pretraining) and `python train.py finetune --init DIR ...` for a few steps, and export
+back to Hugging Face (ids and logits identical).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import minibert
 from minibert.__main__ import main as minibert_main
 from minibert.finetune import main as finetune_main
 from minibert.tokenizers import load_tokenizer
+from minibert.training.cli import main as train_main
+from tiny_run import strip_model_flags, tiny_args, write_corpus
 
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
@@ -187,6 +190,21 @@ def test_finetune_init_runs_from_the_folder(checkpoint, tmp_path):
                           str(tmp_path / "dev.tsv"), "--out", str(out), "--device", "cpu", "--steps", "3",
                           "--batch-size", "8", "--max-len", "32"]) == 0
     assert json.loads((out / "eval.json").read_text())["examples"] == 8
+
+
+# The variant whose objectives suit each family's checkpoint: one-segment models (RoBERTa,
+# DistilBERT) take full sentences, not sentence pairs; a DistilBERT student's own variant needs a
+# teacher, so it continues as RoBERTa's recipe does.
+CONTINUE_AS = {"bert": "bert", "roberta": "roberta", "albert": "albert", "distilbert": "roberta", "electra": "electra"}
+
+
+def test_continued_pretraining_init_runs_from_the_folder(checkpoint, tmp_path):
+    family, layout, directory = checkpoint
+    variant = CONTINUE_AS[family]
+    args = strip_model_flags(tiny_args(variant, write_corpus(tmp_path / "corpus.txt", documents=12), tmp_path / "cache",
+                                       tmp_path / "out", 2))
+    assert train_main([*args, "--init", str(directory)]) == 0
+    assert load_tokenizer(tmp_path / "out").encode(TEXTS[0]) == load_tokenizer(directory).encode(TEXTS[0])
 
 
 def test_export_back_to_hugging_face_is_identical(checkpoint, tmp_path):
