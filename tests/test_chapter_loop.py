@@ -5,7 +5,7 @@ For each family a small random checkpoint is saved by transformers with its toke
 today's layout (`tokenizer.json` + `tokenizer_config.json`, all that transformers 5 writes)
 and in the legacy one (`vocab.txt`, `vocab.json` + `merges.txt` or `spiece.model`). Each
 folder then goes through the same commands: `python -m minibert info`, `fill-mask` (masked-LM
-families; top-k ids equal to transformers' fill-mask pipeline), `python train.py --init DIR`
+families; top-k ids equal to transformers' fill-mask pipeline; `detect` for ELECTRA), `python train.py --init DIR`
 (continued pretraining) and `python train.py finetune --init DIR ...` for a few steps, and export
 back to Hugging Face (ids and logits identical).
 """
@@ -167,10 +167,17 @@ def test_info_names_the_family_and_tokenizer(checkpoint, capsys):
     assert facts["parameters"].startswith(f"{sum(p.numel() for p in backbone.parameters()):,} in the encoder")
 
 
-def test_fill_mask_agrees_with_the_pipeline(checkpoint):
+def test_fill_mask_agrees_with_the_pipeline_and_detect_with_the_discriminator(checkpoint):
     family, layout, directory = checkpoint
-    if family not in MASKED_LM:
-        pytest.skip("an ELECTRA discriminator has no masked-LM head")
+    if family not in MASKED_LM:  # an ELECTRA discriminator: `detect` instead of fill-mask
+        oracle, discriminator = oracle_tokenizer(directory), transformers.ElectraForPreTraining.from_pretrained(directory)
+        for text, judgements in zip(TEXTS, minibert.detect_replaced(str(directory), TEXTS)):
+            ids = oracle(text, return_tensors="pt")
+            with torch.no_grad():
+                expected = discriminator(**ids).logits[0, 1:-1].sigmoid()  # [CLS] and [SEP] are not shown
+            assert [j.token_id for j in judgements] == ids["input_ids"][0, 1:-1].tolist()
+            torch.testing.assert_close(torch.tensor([j.probability for j in judgements]), expected, rtol=0, atol=1e-5)
+        return
     oracle = oracle_tokenizer(directory)
     texts = [t.replace("[MASK]", oracle.mask_token) for t in MASKED]
     pipe = transformers.pipeline("fill-mask", model=str(directory), tokenizer=oracle, top_k=5, device="cpu")
