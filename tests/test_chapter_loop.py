@@ -228,3 +228,15 @@ def test_export_back_to_hugging_face_is_identical(checkpoint, tmp_path):
     batch = before(TEXTS, padding=True, return_tensors="pt")
     with torch.no_grad():
         torch.testing.assert_close(again(**batch).logits, original(**batch).logits, rtol=0, atol=1e-5)
+
+
+def test_a_pre_split_word_reads_as_inside_a_sentence(checkpoint):
+    """Tagging tasks come split into words; each word's ids must be those it has inside the
+    sentence (RoBERTa's "Ġsat", not "sat"), as transformers gives with is_split_into_words."""
+    family, layout, directory = checkpoint
+    ours = load_tokenizer(directory)
+    oracle = (transformers.AutoTokenizer.from_pretrained(directory, add_prefix_space=True) if family == "roberta"
+              else oracle_tokenizer(directory))  # transformers asks for add_prefix_space on split words
+    words = TEXTS[1].split()
+    expected = oracle(words, is_split_into_words=True, add_special_tokens=False)["input_ids"]
+    assert [i for word in words for i in ours.tokenize_word(word)] == expected

@@ -183,7 +183,7 @@ def word_inputs(tokenizer: Tokenizer, data: TaggedData, rows: list[int], max_len
     for row in rows:
         ids, first = [], []
         for word in data.words[row]:
-            pieces = tokenizer.tokenize_to_ids(word) or [tokenizer.unk_id]  # a word of only stripped characters
+            pieces = tokenizer.tokenize_word(word) or [tokenizer.unk_id]  # a word of only stripped characters
             if len(ids) + len(pieces) > max_len - tokenizer.num_special(pair=False):  # room for [CLS] and [SEP]
                 break
             first.append(1 + len(ids))

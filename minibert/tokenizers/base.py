@@ -86,6 +86,12 @@ class Tokenizer:
         """Ids of ordinary pieces (no special tokens) -> text."""
         raise NotImplementedError
 
+    def tokenize_word(self, word: str) -> list[int]:
+        """One word of a text that comes already split into words (a tagging task's) -> its ids,
+        spelled as the word reads inside a sentence. Most tokenizers mark a word start themselves
+        (SentencePiece's ▁) or need no mark (WordPiece); byte-level BPE overrides this."""
+        return self.tokenize_to_ids(word)
+
     def piece(self, token_id: int) -> str:
         """One token as the vocabulary writes it ("▁cat", "##s", "[SEP]")."""
         return self.decode_ids([token_id])

@@ -220,6 +220,11 @@ class ByteLevelBPETokenizer(Tokenizer):
     def vocab_size(self) -> int:
         return max(self.vocab.values()) + 1
 
+    def tokenize_word(self, word: str) -> list[int]:
+        """A word of pre-split text with the space before it ("Ġword"), as inside a sentence:
+        transformers asks for add_prefix_space=True on such input for the same reason."""
+        return self.tokenize_to_ids(" " + word)
+
     def tokenize_to_ids(self, text: str) -> list[int]:
         if not isinstance(text, str):
             raise TypeError(f"expected text as a str, got {type(text).__name__}")

@@ -341,6 +341,10 @@ class JsonTokenizer(Tokenizer):
     def vocab_size(self) -> int:
         return max(self.id_to_token) + 1
 
+    def tokenize_word(self, word: str) -> list[int]:
+        """As `Tokenizer.tokenize_word`; a byte-level BPE word takes the space before it (see byte_bpe.py)."""
+        return self.tokenize_to_ids(" " + word if isinstance(self.model, BPEModel) else word)
+
     def tokenize_to_ids(self, text: str) -> list[int]:
         if not isinstance(text, str):
             raise TypeError(f"expected text as a str, got {type(text).__name__}")
