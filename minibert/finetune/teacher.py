@@ -26,7 +26,7 @@ from safetensors.torch import save_file
 from torch import nn
 
 from ..files import publish_file
-from ..heads import ClassifierOutput, pooled_or_first
+from ..heads import ClassifierOutput
 from ..model import Encoder
 from ..pretrained import reference_plan
 from ..pretrained.checkpoint import CONFIG_FILE, SAFETENSORS_FILE, load_tensors, open_tensors, read_json
