@@ -121,4 +121,4 @@ class Runner:
                 *(["--pooling", pooling] if pooling != "cls" else []), *extra]  # cls: the default, left unsaid
         record = self.run(name, out, args, resumable=False)
         result = read_json_object(REPO / out / "eval.json", "delete the folder to run it again")
-        return {**record, "accuracy": result["accuracy"], "train_loss": result["train_loss"]}
+        return {**record, "out": str(out), "accuracy": result["accuracy"], "train_loss": result["train_loss"]}
