@@ -21,7 +21,7 @@ from minibert.variants import VARIANTS  # noqa: E402
 
 
 def test_every_section_declares_what_the_document_needs():
-    assert list(SECTIONS) == ["params", "latency", "transfer", "efficiency", "sentence", "distill"]
+    assert list(SECTIONS) == ["params", "latency", "transfer", "efficiency", "sentence", "distill", "distill-task"]
     for name, section in SECTIONS.items():
         assert section.NAME == name and section.TITLE
         for budget in (FULL, QUICK):
@@ -238,3 +238,50 @@ def test_the_untrained_baseline_gets_its_own_best_protocol_and_its_own_folders(t
         "untrained-seed0-sst2-mean-ft1", QUICK.sst2_steps, QUICK.sst2_lr)
     assert finetune(Recorder(), QUICK, "sst2", "untrained-seed0", run, 1, "mean", (3e-4, 2)) == (
         "untrained-seed0-sst2-mean-lr0.0003-steps2-ft1", 2, 3e-4)  # another protocol never reuses the budget's folder
+
+
+def test_distillation_transfer_text_is_training_text_outside_the_labelled_subsample_and_never_dev(tmp_path):
+    from bench.report.budget import SST2
+    from bench.report.distill_task import TRANSFER, transfer_text
+    from bench.report.recipes import sst2_subsample
+
+    if not (REPO / SST2 / "train.tsv").is_file():
+        pytest.skip("the shared datasets folder is not present beside the repository")
+    runs = tmp_path.relative_to(REPO) if tmp_path.is_relative_to(REPO) else tmp_path
+    texts = (REPO / transfer_text(QUICK, runs)).read_text(encoding="utf-8").splitlines()
+    labelled = {row.split("\t")[0] for row in (REPO / sst2_subsample(QUICK, runs)).read_text(encoding="utf-8").splitlines()[1:]}
+    train = {row.split("\t")[0] for row in (REPO / SST2 / "train.tsv").read_text(encoding="utf-8").splitlines()[1:]}
+    dev = {row.split("\t")[0] for row in (REPO / SST2 / "dev.tsv").read_text(encoding="utf-8").splitlines()[1:]}
+    assert len(texts) == len(set(texts)) == TRANSFER * QUICK.sst2_train
+    assert set(texts) <= train and not set(texts) & labelled and not set(texts) & dev
+
+
+def distillation_result(soft_gain: float, transfer_gain: float, pretrain_seeds=(0, 1, 2)) -> dict:
+    """A stand-in result of the distill-task section: (b) = (a) + soft_gain, (c) = (b) + transfer_gain."""
+    from dataclasses import asdict, replace
+
+    n = 3 * len(pretrain_seeds)
+    base = [0.70 + 0.01 * (i % 4) for i in range(n)]
+    ways = {"labels": base, "teacher": [x + soft_gain + 0.002 * (i % 2) for i, x in enumerate(base)]}
+    ways["transfer"] = [x + transfer_gain - 0.002 * (i % 2) for i, x in enumerate(ways["teacher"])]
+    command = {"sst2": ["python -m minibert.finetune --init runs/x"]}
+    setups = {way: {key: {"label": key, "scores": {"sst2": scores},
+                          "runs": [{"command": "python train.py", "finetune_commands": command}]}
+                    for key in ("mlm", "untrained")} for way, scores in ways.items()}
+    grid = [{"alpha": a, "temperature": t, "accuracy": 0.7, "command": "c"} for a in (0.0, 0.5, 0.9) for t in (1.0, 2.0, 4.0)]
+    return {"teacher": {"accuracy": 0.82, "command": "python -m minibert.finetune --init /somewhere/model", "folder": "/somewhere/model"},
+            "transfer_rows": 4000, "setups": setups, "grid": grid, "dev": {"examples": 872, "majority": 0.51},
+            "parameters": {"teacher": 22_000_000, "student": 1_500_000}, "latency": {"teacher": 0.1, "student": 0.01},
+            "repeats": 21, "batch": 8, "length": 64, "budget": asdict(replace(FULL, pretrain_seeds=pretrain_seeds))}
+
+
+def test_the_distillation_claims_follow_the_paired_gaps_and_a_reduced_grid_says_so(tmp_path):
+    from bench.report import distill_task
+
+    helped = distill_task.claims(distillation_result(0.03, -0.03))
+    assert [said for _, said, _ in helped[:2]] == ["reproduced", "not reproduced"]
+    assert "82" in helped[2][2] and "7%" in helped[2][2] and "10.0× faster" in helped[2][2]
+    full = distill_task.render(distillation_result(0.0, 0.0), tmp_path)
+    assert "Reduced grid" not in full and "/somewhere/model" not in full and "MINILM" in full
+    reduced = distill_task.render(distillation_result(0.02, 0.0, pretrain_seeds=(0,)), tmp_path)
+    assert "Reduced grid" in reduced and "--only distill-task" in reduced

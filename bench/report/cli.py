@@ -7,7 +7,7 @@ import datetime
 import json
 import os
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from minibert.files import read_json_object
@@ -41,9 +41,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=SECTIONS, action="append", help="run only this section (repeatable); others keep their last results")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
                         help="runs at once, one thread each (default: the number of cores)")
+    parser.add_argument("--pretrain-seeds", type=int, metavar="N",
+                        help="only the first N pretraining seeds: a reduced grid, stated in each section's budget line")
     parser.add_argument("--list", action="store_true", help="list the sections and their stored results; run nothing")
     args = parser.parse_args(argv)
     budget = QUICK if args.quick else FULL
+    if args.pretrain_seeds:
+        budget = replace(budget, pretrain_seeds=budget.pretrain_seeds[:args.pretrain_seeds])
     runs = Path("runs") / "report" / ("quick" if args.quick else "full")
     document = REPO / runs / "results.md" if args.quick else REPO / "docs" / "results.md"
     stored = REPO / runs / "sections"

@@ -146,10 +146,10 @@ TASKS = {"sst2": "SST-2", "rte": "RTE"}
 
 
 def finetune(runner: Runner, budget: Budget, task: str, name: str, pretrained: dict, seed: int, pooling: str,
-             protocol: tuple[float, int] | None = None) -> dict:
+             protocol: tuple[float, int] | None = None, flags: tuple[str, str, ...] = ()) -> dict:
     """`python -m minibert.finetune` from a pretraining run on SST-2 (the subsample) or RTE,
     scored on the task's dev set. `protocol`: SST-2's (peak lr, steps) instead of the budget's,
-    named in the folder."""
+    named in the folder. `flags`: (a name for the folder, the extra flags), e.g. a --teacher."""
     if task == "sst2":
         lr, steps = protocol or (budget.sst2_lr, budget.sst2_steps)
         train, dev, max_len = sst2_subsample(budget, runner.runs), SST2 / "dev.tsv", budget.seq_len
@@ -157,22 +157,29 @@ def finetune(runner: Runner, budget: Budget, task: str, name: str, pretrained: d
         need(RTE / "train.tsv", "RTE")
         train, dev, steps, lr, max_len = RTE / "train.tsv", RTE / "dev.tsv", budget.rte_steps, budget.rte_lr, budget.rte_max_len
     suffix = ("" if pooling == "cls" else f"-{pooling}") + (f"-lr{lr:g}-steps{steps}" if protocol else "")
-    return runner.finetune(f"{name}-{task}{suffix}-ft{seed}", pretrained["out"], train, dev, steps, lr, max_len, seed,
-                           pooling)
+    suffix += f"-{flags[0]}" if flags else ""
+    return runner.finetune(finetune_name(name, task, suffix, seed), pretrained["out"], train, dev, steps, lr, max_len, seed,
+                           pooling, *flags[1:])
+
+
+def finetune_name(name: str, task: str, suffix: str, seed: int) -> str:
+    """The folder of one fine-tuning run under runs/finetune/."""
+    return f"{name}-{task}{suffix}-ft{seed}"
 
 
 def measure(runner: Runner, budget: Budget, setups: list[Setup], tasks: tuple[str, ...], pooling: str | None = None,
-            protocol: tuple[float, int] | None = None) -> dict:
+            protocol: tuple[float, int] | None = None, flags: tuple[str, ...] = ()) -> dict:
     """Every setup at every pretraining seed, each fine-tuned on every task with every
     fine-tuning seed: {key: {label, runs: [one per pretraining seed], scores: {task: [...]}}}. scores[task][i] comes from pretraining seed i // F and fine-tuning seed
     i % F (F fine-tuning seeds), the same i for every setup. `pooling`: the classifier's
-    (`--pooling`; default the budget's). `protocol`: SST-2's (peak lr, steps), default the budget's."""
+    (`--pooling`; default the budget's). `protocol`: SST-2's (peak lr, steps), default the budget's.
+    `flags`: (a name for the folders, extra fine-tuning flags...), as `finetune` takes them."""
     pairs = [(setup, seed) for setup in setups for seed in budget.pretrain_seeds]
     pretrained = runner.parallel([partial(setup.pretrain, seed) for setup, seed in pairs])
     jobs = [(setup, seed, run, task, f) for (setup, seed), run in zip(pairs, pretrained)
             for task in tasks for f in budget.finetune_seeds]
     tuned = runner.parallel([partial(finetune, runner, budget, task, Path(run["out"]).name, run, f, pooling or budget.pooling,
-                                     protocol) for _, _, run, task, f in jobs])
+                                     protocol, flags) for _, _, run, task, f in jobs])
     result = {setup.key: {"label": setup.label, "runs": [], "scores": {task: [] for task in tasks}} for setup in setups}
     for (setup, seed), run in zip(pairs, pretrained):
         result[setup.key]["runs"].append({"seed": seed, "finetune_commands": {task: [] for task in tasks},

@@ -111,14 +111,14 @@ class Runner:
                 "evals": evals}
 
     def finetune(self, name: str, init: str, train_file: Path, dev_file: Path, steps: int, lr: float, max_len: int,
-                 seed: int, pooling: str) -> dict:
-        """`python -m minibert.finetune` from `init` on a task's training and held-out files; with
-        the held-out accuracy and the last training loss."""
+                 seed: int, pooling: str, *extra: str) -> dict:
+        """`python -m minibert.finetune` from `init` on a task's training and held-out files (plus
+        `extra` flags, e.g. a --teacher); with the held-out accuracy and the last training loss."""
         out = self.runs / "finetune" / name
         args = ["-m", "minibert.finetune", "--init", init, "--train", str(train_file), "--dev", str(dev_file),
                 "--out", str(out), "--steps", str(steps), "--batch-size", str(FINETUNE_BATCH), "--lr", f"{lr:g}",
                 "--max-len", str(max_len), "--seed", str(seed), "--device", "cpu",
-                *(["--pooling", pooling] if pooling != "cls" else [])]  # cls: the default, left unsaid
+                *(["--pooling", pooling] if pooling != "cls" else []), *extra]  # cls: the default, left unsaid
         record = self.run(name, out, args, resumable=False)
         result = read_json_object(REPO / out / "eval.json", "delete the folder to run it again")
-        return {**record, "accuracy": result["accuracy"], "train_loss": result["train_loss"]}
+        return {**record, "out": str(out), "accuracy": result["accuracy"], "train_loss": result["train_loss"]}

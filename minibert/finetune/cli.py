@@ -21,7 +21,7 @@ from ..training.cli import Parser, report_errors
 from ..training.distributed import Distributed
 from ..training.precision import PRECISIONS, Precision
 from ..training.settings import DEVICES
-from .job import DEFAULT_EPOCHS, DEFAULT_MAX_LEN, TASKS, TaskFiles, finetune, load_backbone
+from .job import DEFAULT_ALPHA, DEFAULT_EPOCHS, DEFAULT_MAX_LEN, DEFAULT_TEMPERATURE, TASKS, TaskFiles, finetune, load_backbone
 
 PROG = "python -m minibert.finetune"
 TABLE = ("accuracy", "f1", "mcc", "pearson", "spearman")  # the score columns of the --tasks table
@@ -61,6 +61,19 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                         help="what a sentence task's head reads: cls = the [CLS] token, as BERT; mean = the mean of the "
                              "last layer over the tokens, for a checkpoint pretrained without NSP/SOP, whose [CLS] "
                              "learned nothing (default cls)")
+    distil = parser.add_argument_group("distillation from a fine-tuned teacher")
+    distil.add_argument("--teacher", metavar="DIR",
+                        help="a model fine-tuned on this task (train.py finetune's output, or a Hugging Face "
+                             "*ForSequenceClassification folder), with its own tokenizer: the student learns from its "
+                             "class distribution as well as the labels (regression: from its score)")
+    distil.add_argument("--alpha", type=float, metavar="A",
+                        help=f"weight of the teacher's soft targets; 1 - A goes to the labels (default {DEFAULT_ALPHA:g})")
+    distil.add_argument("--temperature", type=float, metavar="T",
+                        help=f"softens both distributions before they are compared (default {DEFAULT_TEMPERATURE:g}; "
+                             "classification only)")
+    distil.add_argument("--transfer", metavar="FILE",
+                        help="unlabelled texts the teacher labels for the student: .txt (one per line) or a task file "
+                             "(.tsv, .csv, .jsonl; a label column is ignored); these rows take the soft loss alone")
     parser.add_argument("--seed", type=int, default=0, metavar="S",
                         help="seed of the head's initialisation, data order and dropout (default 0)")
     parser.add_argument("--device", choices=DEVICES, default="auto", help="auto = cuda when available, else cpu; mps = Apple GPUs")
@@ -111,6 +124,22 @@ def check_args(args: argparse.Namespace) -> None:
         raise ValueError(f"--weight-decay must not be negative, got {args.weight_decay}")
     if args.dropout is not None and not 0.0 <= args.dropout < 1.0:
         raise ValueError(f"--dropout is a probability in [0, 1), got {args.dropout}")
+    check_distillation(args)
+
+
+def check_distillation(args: argparse.Namespace) -> None:
+    """The --teacher flags: each needs the teacher, and the teacher one task."""
+    if not args.teacher:
+        given = [flag for flag in ("alpha", "temperature", "transfer") if getattr(args, flag) is not None]
+        if given:
+            raise ValueError(f"--{given[0]} is a setting of distillation; add --teacher DIR (a model fine-tuned on the task)")
+        return
+    if args.tasks:
+        raise ValueError("--teacher is fine-tuned on one task; use it with --train/--dev, not --tasks")
+    if args.alpha is not None and not 0.0 <= args.alpha <= 1.0:
+        raise ValueError(f"--alpha weighs the teacher against the labels, between 0 and 1; got {args.alpha}")
+    if args.temperature is not None and not args.temperature > 0:
+        raise ValueError(f"--temperature must be positive (1 = the teacher's own distribution, 2 = the chapter's); got {args.temperature}")
 
 
 def task_files(args: argparse.Namespace) -> list[TaskFiles]:

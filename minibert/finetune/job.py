@@ -19,13 +19,16 @@ from typing import NamedTuple
 
 import torch
 from torch import nn
+from tqdm import tqdm
 
 from ..config import ModelConfig
 from ..tokenizers import load_tokenizer
 from .tagged import TaggedData, is_tagged, read_tagged
-from .tasks import LabelMap, TaskData, read_task, regression_targets, task_of
+from .tasks import LabelMap, TaskData, read_task, read_texts, regression_targets, task_of
+from .teacher import TEACHER_FILE, cache_key, label_order, load_teacher, read_cache, write_cache
 from ..tokenizers.base import Tokenizer
 from ..heads import IGNORE_INDEX, SequenceClassifier, TokenClassifier
+from ..objectives.task_distillation import TaskDistillation
 from ..model import Encoder
 from ..pretrained import from_pretrained
 from ..files import write_atomic, write_json
@@ -40,6 +43,7 @@ from .scores import dev_scores
 
 DEFAULT_EPOCHS = 3.0
 DEFAULT_MAX_LEN = 128
+DEFAULT_ALPHA, DEFAULT_TEMPERATURE = 0.5, 2.0  # --teacher: the chapter's mix and softening
 CLIP = 1.0  # gradient-norm clip, as BERT's fine-tuning code does
 METRICS_FILE = "metrics.jsonl"
 HEADLINE = {"classification": "accuracy", "regression": "pearson", "tokens": "accuracy"}  # the score printed for each kind of task
@@ -63,6 +67,10 @@ def finetune(args: argparse.Namespace, files: TaskFiles, backbone: tuple[Encoder
     task, train_data, dev, labels, train_targets, dev_targets = read_splits(task, files)
     encoder, tokenizer = backbone
     max_len = check_max_len(args.max_len, encoder.config)
+    teacher_logits = None
+    if args.teacher:  # before the seed is set: the teacher draws no random numbers, the student's run stays the same
+        train_data, train_targets, teacher_logits = distillation_rows(args, task, train_data, train_targets, labels, max_len,
+                                                                      device, files.out)
     config = encoder.config.for_length(max_len)  # rotary positions: any length
     if args.dropout is not None:
         config = config.replace(hidden_dropout=args.dropout, attention_dropout=args.dropout)
@@ -84,7 +92,9 @@ def finetune(args: argparse.Namespace, files: TaskFiles, backbone: tuple[Encoder
     model.encoder.load_state_dict(encoder.state_dict())
     model.to(device)
     started = time.perf_counter()
-    train_loss = train_task(model, tokenizer, train_data, train_targets, loop, args.batch_size, max_len, device, files.out)
+    objective = TaskLoss(model) if teacher_logits is None else TaskDistillation(model, args.alpha, args.temperature)
+    train_loss = train_task(objective, tokenizer, train_data, train_targets, loop, args.batch_size, max_len, device, files.out,
+                            teacher_logits)
     predicted = predict(model, tokenizer, dev, args.batch_size, max_len, device, amp)
 
     report = dev_scores(task, predicted, dev_targets, labels)
@@ -114,6 +124,45 @@ def read_splits(task: str, files: TaskFiles) -> tuple:
         return task, train_data, dev, None, regression_targets(train_data), regression_targets(dev)
     labels = LabelMap.from_labels(train_data.labels)
     return task, train_data, dev, labels, labels.encode(train_data), labels.encode(dev)
+
+
+def distillation_rows(args: argparse.Namespace, task: str, data: TaskData, targets: list, labels: LabelMap | None,
+                      max_len: int, device, out: Path) -> tuple[TaskData, list, torch.Tensor]:
+    """What a student of `--teacher` trains on: the training rows, then the `--transfer`
+    texts (labels left out: their target is IGNORE_INDEX, or NaN for regression), with the
+    teacher's logits [N, C] on every row (teacher.py)."""
+    if task == "tokens":
+        raise ValueError("--teacher distils sentence tasks (classification, regression); a tagging task has no teacher here")
+    if task == "regression" and args.temperature is not None:
+        raise ValueError("--temperature softens class distributions; a regression student matches the teacher's score "
+                         "by squared error, so drop --temperature")
+    args.alpha = DEFAULT_ALPHA if args.alpha is None else args.alpha
+    args.temperature = None if task == "regression" else DEFAULT_TEMPERATURE if args.temperature is None else args.temperature
+    teacher = load_teacher(args.teacher)
+    order = label_order(teacher, labels)  # a teacher of another task fails here, before anything is computed
+    if args.transfer:
+        extra = read_texts(args.transfer)
+        if (extra.pairs is None) != (data.pairs is None):
+            kind = {True: "single texts", False: "sentence pairs"}
+            raise ValueError(f"--transfer {extra.path} holds {kind[extra.pairs is None]} but the task has "
+                             f"{kind[data.pairs is None]}; give it texts shaped like the training examples")
+        pairs = None if data.pairs is None else data.pairs + extra.pairs
+        data = TaskData(data.path, data.texts + extra.texts, pairs, data.labels + extra.labels, data.lines + extra.lines)
+        targets = targets + [IGNORE_INDEX if labels is not None else math.nan] * len(extra)
+    max_len = min(max_len, teacher.model.config.max_length)
+    key = cache_key(teacher.path, data, max_len)
+    logits = read_cache(out / TEACHER_FILE, key)
+    if logits is None or len(logits) != len(data):
+        teacher.model.to(device)
+        parts = []
+        with tqdm(total=len(data), desc="teacher", unit="example", dynamic_ncols=True) as bar:
+            for batch, _ in logit_batches(teacher.model, teacher.tokenizer, data, args.batch_size, max_len, device):
+                parts.append(batch.float().cpu())
+                bar.update(len(batch))
+        logits = torch.cat(parts)  # [N, C] in the teacher's class order
+        logits = logits if order is None else logits[:, order]  # -> the task's
+        write_cache(out / TEACHER_FILE, key, logits)
+    return data, targets, logits
 
 
 def tag_ids(data: TaggedData, labels: LabelMap) -> list[list[int]]:
@@ -223,21 +272,26 @@ class TaskLoss(nn.Module):
         return self.model(**batch).loss, {}
 
 
-def train_task(model, tokenizer, data: TaskData | TaggedData, targets: list, loop: LoopSettings, batch_size: int,
-               max_len: int, device: torch.device, out: Path) -> float:
+def train_task(objective: TaskLoss | TaskDistillation, tokenizer, data: TaskData | TaggedData, targets: list,
+               loop: LoopSettings, batch_size: int, max_len: int, device: torch.device, out: Path,
+               teacher_logits: torch.Tensor | None = None) -> float:
     """`loop.steps` steps of the pretraining loop (training/loop.py: schedule, clipping, NaN
     policy, precision, progress bar, OUT/metrics.jsonl) on shuffled batches, a new order each
-    epoch. Returns the mean loss of the last logged window: the last tenth of the steps."""
+    epoch; each batch carries its rows of `teacher_logits` when there are any. Returns the
+    mean loss of the last logged window: the last tenth of the steps."""
     order = torch.Generator().manual_seed(loop.seed)
-    batches = (encode(tokenizer, model.config, data, rows, max_len, targets)[0]
+    batches = (with_teacher(encode(tokenizer, objective.model.config, data, rows, max_len, targets)[0], teacher_logits, rows)
                for rows in shuffled_batches(len(data), batch_size, order))
-    objective = TaskLoss(model)
     out.mkdir(parents=True, exist_ok=True)
     (out / METRICS_FILE).unlink(missing_ok=True)  # a new run: its own log
     optimizer = build_optimizer(objective, lr=loop.lr, weight_decay=loop.weight_decay)
     record = train(objective, optimizer, [batches], None, loop, Progress(), dist=Distributed(),
                    device=device, log=MetricsLog(out / METRICS_FILE))
     return record.get("loss", math.nan)  # NaN if every step of the last window was skipped
+
+
+def with_teacher(batch: dict, teacher_logits: torch.Tensor | None, rows: list[int]) -> dict:
+    return batch if teacher_logits is None else {**batch, "teacher_logits": teacher_logits[rows]}  # [B, C]
 
 
 def shuffled_batches(n: int, batch_size: int, generator: torch.Generator):
@@ -254,16 +308,24 @@ def predict(model: SequenceClassifier | TokenClassifier, tokenizer: Tokenizer, d
     """The predicted label id (or score, for regression) of every example, in file order; for
     tagged sentences a list of tag ids per sentence, one per word within `max_len`. In fp32
     unless `amp` says otherwise."""
-    amp = amp or Precision("fp32", torch.device(device))
-    model.eval()
     predicted = []
-    for start in range(0, len(data), batch_size):
-        rows = list(range(start, min(start + batch_size, len(data))))
-        inputs, starts = encode(tokenizer, model.config, data, rows, max_len)
-        with amp.autocast():
-            logits = model(**{name: tensor.to(device) for name, tensor in inputs.items()}).logits
+    for logits, starts in logit_batches(model, tokenizer, data, batch_size, max_len, device, amp):
         if starts is not None:  # [B, T, tags] -> the tag at each word's first sub-token
             predicted += [logits[i, first].argmax(-1).tolist() for i, first in enumerate(starts)]
         else:
             predicted += (logits.float().squeeze(-1) if model.num_labels == 1 else logits.argmax(-1)).tolist()
     return predicted
+
+
+@torch.no_grad()
+def logit_batches(model, tokenizer: Tokenizer, data: TaskData | TaggedData, batch_size: int, max_len: int, device,
+                  amp: Precision | None = None):
+    """The model's logits on `data`, batch by batch in file order (in eval mode, fp32 unless
+    `amp` says otherwise): ([B, C] or [B, T, C] logits, where each word starts or None)."""
+    amp = amp or Precision("fp32", torch.device(device))
+    model.eval()
+    for start in range(0, len(data), batch_size):
+        rows = list(range(start, min(start + batch_size, len(data))))
+        inputs, starts = encode(tokenizer, model.config, data, rows, max_len)
+        with amp.autocast():
+            yield model(**{name: tensor.to(device) for name, tensor in inputs.items()}).logits, starts

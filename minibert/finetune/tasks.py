@@ -49,8 +49,10 @@ class TaskData:
         return len(self.texts)
 
 
-def read_task(path: str | Path) -> TaskData:
-    """Read a .tsv, .csv or .jsonl classification file (columns described in the module docstring)."""
+def read_task(path: str | Path, labelled: bool = True) -> TaskData:
+    """Read a .tsv, .csv or .jsonl classification file (columns described in the module
+    docstring). `labelled=False`: the texts alone (a label column, if any, is not read;
+    `labels` are empty strings), as for the unlabelled text a distillation teacher labels."""
     path = Path(path)
     try:
         with task_file(path, FORMATS, "fine-tuning data") as file:
@@ -58,16 +60,31 @@ def read_task(path: str | Path) -> TaskData:
             header = next(rows, None)
             if header is None:
                 raise ValueError(f"{path} is empty; it needs a header (or JSON keys) and one example per line")
-            columns = pick_columns(path, header)
-            records = [(line, select(path, line, row, columns)) for line, row in rows]
+            columns = pick_columns(path, header, labelled)
+            records = [(line, select(path, line, row, columns, labelled)) for line, row in rows]
     except csv.Error as error:
         raise ValueError(f"{path} is not well-formed CSV ({error}); fix its quoting") from None
     if not records:
         raise ValueError(f"{path} has column names but no examples")
     lines = [line for line, _ in records]
     fields = list(zip(*(values for _, values in records)))
-    pairs = list(fields[1]) if len(columns) == 3 else None
-    return TaskData(path, list(fields[0]), pairs, [label.strip() for label in fields[-1]], lines)
+    texts = len(columns) - labelled
+    pairs = list(fields[1]) if texts == 2 else None
+    labels = [label.strip() for label in fields[-1]] if labelled else [""] * len(records)
+    return TaskData(path, list(fields[0]), pairs, labels, lines)
+
+
+def read_texts(path: str | Path) -> TaskData:
+    """Texts without labels: a .txt file of one text per line (blank lines skipped), or a
+    task file in any of FORMATS, its label column ignored if it has one."""
+    path = Path(path)
+    if path.suffix != ".txt":
+        return read_task(path, labelled=False)
+    with task_file(path, (".txt",), "a text file") as file:
+        numbered = [(number, line.strip()) for number, line in enumerate(file, start=1) if line.strip()]
+    if not numbered:
+        raise ValueError(f"{path} holds no text; write one text per line")
+    return TaskData(path, [text for _, text in numbered], None, [""] * len(numbered), [number for number, _ in numbered])
 
 
 @contextmanager
@@ -85,21 +102,21 @@ def task_file(path: Path, formats: tuple[str, ...], what: str):
         raise ValueError(f"{path} is not UTF-8 text (byte {error.start}: {error.reason}); save it as UTF-8") from None
 
 
-def pick_columns(path: Path, header) -> tuple[str, ...]:
-    """The text column(s) and the label column, or an error naming what was found."""
+def pick_columns(path: Path, header, labelled: bool = True) -> tuple[str, ...]:
+    """The text column(s) and the label column (`labelled`), or an error naming what was found."""
     for text_columns in TEXT_COLUMNS:
-        for label in LABELS:
-            if all(c in header for c in (*text_columns, label)):
-                return (*text_columns, label)
-    expected = " or ".join(", ".join((*columns, LABELS[0])) for columns in TEXT_COLUMNS)
+        for label in [(name,) for name in LABELS] if labelled else [()]:
+            if all(c in header for c in (*text_columns, *label)):
+                return (*text_columns, *label)
+    expected = " or ".join(", ".join((*columns, *LABELS[:labelled])) for columns in TEXT_COLUMNS)
     raise ValueError(f"{path}: found columns {', '.join(header) or '(none)'}; expected {expected}")
 
 
-def select(path: Path, line: int, row: dict, columns: tuple[str, ...]) -> list[str]:
+def select(path: Path, line: int, row: dict, columns: tuple[str, ...], labelled: bool = True) -> list[str]:
     missing = [c for c in columns if c not in row]
     if missing:
         raise ValueError(f"{path} line {line}: no {', '.join(missing)}; every example needs {', '.join(columns)}")
-    if not row[columns[-1]].strip():
+    if labelled and not row[columns[-1]].strip():
         raise ValueError(f"{path} line {line}: the label is empty; give every example its class")
     return [row[c] for c in columns]
 

@@ -32,14 +32,17 @@ from ..heads import MaskedLM
 from .mlm import mlm_metrics
 
 
-def soft_target_kl(student_logits, teacher_logits, temperature: float) -> torch.Tensor:
-    """T² · KL(softmax(t/T) ‖ softmax(s/T)), averaged over rows. Zero when s == t.
+def soft_target_kl(student_logits, teacher_logits, temperature: float, per_row: bool = False) -> torch.Tensor:
+    """T² · KL(softmax(t/T) ‖ softmax(s/T)), averaged over rows (`per_row`: one value per
+    row, [N]). Zero when s == t.
 
     DistilBERT writes this loss as the cross-entropy against the teacher's soft targets; the
     KL divergence is that cross-entropy minus the teacher's entropy, a constant for the
     student, so both give the same gradients — and the KL reads 0 when the student matches."""
     student = F.log_softmax(student_logits.float() / temperature, dim=-1)
     teacher = F.log_softmax(teacher_logits.float() / temperature, dim=-1)
+    if per_row:  # [N, C] -> [N]
+        return F.kl_div(student, teacher, reduction="none", log_target=True).sum(-1) * temperature**2
     return F.kl_div(student, teacher, reduction="batchmean", log_target=True) * temperature**2
 
 
