@@ -38,4 +38,6 @@ def test_print_config_names_each_values_layer_and_builds_nothing(capsys, tmp_pat
 def test_electra_states_its_own_masking_rate(capsys):
     assert main(["--variant", "electra", "--print-config"]) == 0
     settings = layers(capsys.readouterr().out, "settings")
-    assert "mask_prob=0.15" in settings["variant"] and "rtd_weight=50" in settings["default"]
+    assert "mask_prob=0.25" in settings["variant"] and "lr=0.0005" in settings["variant"]
+    assert "warmup=0.15" in settings["variant"]
+    assert "rtd_weight=50" in settings["default"]

@@ -1,4 +1,4 @@
-"""Replaced token detection (ELECTRA): learn from every token, not just the masked ones (15%).
+"""Replaced token detection (ELECTRA): learn from every token, not just the masked ones (the paper's 15%).
 
 A small generator plays BERT's game — guess the masked tokens (MLM) — and its guesses are
 written into the masked positions. The discriminator (the model we keep) sees the result
