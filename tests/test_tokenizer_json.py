@@ -333,3 +333,28 @@ def test_a_malformed_file_is_a_one_line_error(tmp_path, text, message):
     with pytest.raises(ValueError, match=re.escape(message)) as error:
         load_tokenizer(tmp_path)
     assert "\n" not in str(error.value) and "tokenizer.json" in str(error.value)
+
+
+@pytest.mark.parametrize("family, legacy", [("bert-uncased", False), ("roberta", False), ("roberta", True)])
+def test_where_the_two_special_token_files_disagree_special_tokens_map_wins_as_in_transformers(folders, family, legacy, tmp_path):
+    """tokenizer_config.json and special_tokens_map.json may both name the mask; transformers
+    takes special_tokens_map.json's, and so does every layout's reader (`base.special_spellings`)."""
+    import shutil
+
+    folder, ours, _ = folders[family]
+    other = ours.piece(ours.tokenize_to_ids("the cat")[-1])  # a piece of the vocabulary, not a special
+    for config_mask, map_mask in ((ours.piece(ours.mask_id), other), (other, ours.piece(ours.mask_id))):
+        copy = tmp_path / f"{config_mask}-{map_mask}".replace("/", "_")
+        shutil.copytree(folder, copy)
+        if legacy:  # vocab.json + merges.txt, read by the byte-level BPE reader
+            model = json.loads((copy / "tokenizer.json").read_text())["model"]
+            merges = [" ".join(m) if isinstance(m, list) else m for m in model["merges"]]
+            (copy / "vocab.json").write_text(json.dumps(model["vocab"]))
+            (copy / "merges.txt").write_text("#version: 0.2\n" + "".join(f"{m}\n" for m in merges))
+            (copy / "tokenizer.json").unlink()
+        config = json.loads((copy / "tokenizer_config.json").read_text())
+        (copy / "tokenizer_config.json").write_text(json.dumps({**config, "mask_token": config_mask}))
+        (copy / "special_tokens_map.json").write_text(json.dumps({"mask_token": map_mask}))
+        loaded, oracle = load_tokenizer(copy), transformers.AutoTokenizer.from_pretrained(copy)
+        assert loaded.piece(loaded.mask_id) == map_mask == oracle.mask_token
+        assert loaded.mask_id == oracle.mask_token_id

@@ -16,12 +16,36 @@ Those rules live here and nowhere else.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 
 # Fixed names of the special tokens. Each tokenizer knows their ids.
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# Where a Hugging Face tokenizer folder names its special tokens' spellings, in reading order.
+SPECIAL_TOKEN_FILES = ("tokenizer_config.json", "special_tokens_map.json")
+SPECIAL_TOKEN_KEYS = ("pad_token", "unk_token", "cls_token", "sep_token", "mask_token", "bos_token", "eos_token")
+
+
+def special_spellings(read: Callable[[str], dict | None]) -> dict[str, str]:
+    """The special tokens' spellings a Hugging Face tokenizer folder names, {"mask_token": "<mask>", ...}.
+
+    Both SPECIAL_TOKEN_FILES may name a role; where they disagree, special_tokens_map.json wins,
+    as transformers reads them (tests/test_tokenizer_json.py checks it against AutoTokenizer).
+    A spelling is a string or {"content": ...}. `read(name)` returns one file's JSON object, or
+    None when the folder lacks it."""
+    found: dict[str, str] = {}
+    for name in SPECIAL_TOKEN_FILES:
+        stored = read(name) or {}
+        for key in SPECIAL_TOKEN_KEYS:
+            value = stored.get(key)
+            value = value.get("content") if isinstance(value, dict) else value
+            if value is None:
+                continue
+            if not isinstance(value, str):
+                raise ValueError(f"{name}: {key} must be a string, got {value!r}; fix or delete it")
+            found[key] = value
+    return found
 
 
 def join_segments(

@@ -38,12 +38,11 @@ from typing import Sequence
 import torch
 
 from ..files import read_flags, read_json_object, write_atomic, write_json
-from .base import Tokenizer
+from .base import Tokenizer, special_spellings
 
 VOCAB_FILE = "vocab.json"
 MERGES_FILE = "merges.txt"
 CONFIG_FILE = "tokenizer_config.json"
-SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
 MERGES_HEADER = "#version: 0.2"  # what GPT-2's and RoBERTa's merges.txt start with
 # the five roles and RoBERTa's spellings of them (tokenizer_config.json may spell them otherwise)
 ROBERTA_SPECIALS = {"cls_token": "<s>", "sep_token": "</s>", "pad_token": "<pad>", "unk_token": "<unk>", "mask_token": "<mask>"}
@@ -342,20 +341,12 @@ def read_merges(path: Path) -> list[tuple[str, str]]:
 
 
 def read_special_tokens(directory: Path) -> dict[str, str]:
-    """The special-token spellings named in tokenizer_config.json and special_tokens_map.json
-    (a string, or Hugging Face's {"content": ...} form); the latter wins, as in transformers.
-    `<s>` plays [CLS] and `</s>` [SEP], so bos/eos stand in for cls/sep when those are absent."""
-    found: dict[str, str] = {}
-    for path in (directory / CONFIG_FILE, directory / SPECIAL_TOKENS_MAP_FILE):
-        if not path.is_file():
-            continue
-        stored = read_json_object(path, "fix or delete it (the special tokens' spellings are read from it)")
-        for role in ROBERTA_SPECIALS:
-            value = stored.get(role, stored.get(STANDS_IN.get(role)))
-            value = value.get("content") if isinstance(value, dict) else value
-            if value is None:
-                continue
-            if not isinstance(value, str):
-                raise ValueError(f"{path}: {role} must be a string, got {value!r}; fix or delete it")
-            found[role] = value
-    return found
+    """The special-token spellings the folder names (`base.special_spellings`). `<s>` plays
+    [CLS] and `</s>` [SEP], so bos/eos stand in for cls/sep when those are absent."""
+    def read(name: str) -> dict | None:
+        path = directory / name
+        return read_json_object(path, "fix or delete it (the special tokens' spellings are read from it)") if path.is_file() else None
+
+    named = special_spellings(read)
+    found = {role: named.get(role, named.get(STANDS_IN.get(role, ""))) for role in ROBERTA_SPECIALS}
+    return {role: value for role, value in found.items() if value is not None}

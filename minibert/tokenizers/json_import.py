@@ -43,7 +43,7 @@ from typing import Callable, Sequence
 import torch
 
 from ..files import parse_json_object, write_atomic
-from .base import Tokenizer
+from .base import SPECIAL_TOKEN_FILES, Tokenizer, special_spellings
 from .byte_bpe import ByteLevelBPETokenizer, byte_to_char
 from .json_components import (BYTE_LEVEL_KEYS, DECODERS, NORMALIZERS, PRE_TOKENIZERS, WHITE_SPACE, Spec, Unsupported,
                               build, is_word_char)
@@ -52,7 +52,7 @@ from .wordpiece import wordpiece
 
 FILE_NAME = "tokenizer.json"
 # Files that only accompany a layout (settings, special-token spellings) in Hugging Face folders.
-COMPANION_FILES = ("tokenizer_config.json", "special_tokens_map.json")
+COMPANION_FILES = SPECIAL_TOKEN_FILES
 FIX = "fix it, or save the tokenizer again with transformers"
 ROLES = ("pad", "unk", "cls", "sep", "mask")
 CONVENTIONAL = {"pad": ("[PAD]", "<pad>"), "unk": ("[UNK]", "<unk>"), "cls": ("[CLS]", "<s>"),
@@ -312,10 +312,7 @@ class JsonTokenizer(Tokenizer):
         """The ids of pad, unk, cls, sep and mask: [CLS]/[SEP] from the post-processor's layout,
         unk from the model, then the spellings of tokenizer_config.json / special_tokens_map.json,
         then the family's conventional spellings."""
-        configured = {}
-        for name in reversed(COMPANION_FILES):  # tokenizer_config.json wins
-            if name in self.files:
-                configured.update(parse_json_object(self.files[name], name, FIX))
+        configured = special_spellings(lambda name: parse_json_object(self.files[name], name, FIX) if name in self.files else None)
         single_specials = [ids for ids, _ in self.single if isinstance(ids, list)]
         found: dict[str, int] = {}
         if [part for part, _ in self.single if isinstance(part, str)] == ["A"] and len(self.single) == 3 and \
@@ -326,7 +323,7 @@ class JsonTokenizer(Tokenizer):
         padding = spec.get("padding") if isinstance(spec.get("padding"), dict) else {}
         ids = []
         for role in ROLES:
-            spellings = [spelling(configured.get(f"{role}_token")), *(CONVENTIONAL[role])]
+            spellings = [configured.get(f"{role}_token"), *(CONVENTIONAL[role])]
             if role == "pad":
                 spellings.insert(1, padding.get("pad_token"))
             token_id = found.get(role, next((self.token_to_id[s] for s in spellings if s in self.token_to_id), None))
@@ -424,11 +421,3 @@ def pre_tokenizer_types(value) -> list[str]:
         return []
     parts = value.get("pretokenizers") if value.get("type") == "Sequence" else None
     return [value.get("type"), *(t for part in parts or [] for t in pre_tokenizer_types(part))]
-
-
-def spelling(value) -> str | None:
-    """A special token as tokenizer_config.json writes it: a string, or {"content": ...}."""
-    if isinstance(value, dict):
-        value = value.get("content")
-    return value if isinstance(value, str) else None
-
