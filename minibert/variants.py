@@ -152,7 +152,7 @@ def build_pretrainer(variant: Variant, settings: Settings, config: ModelConfig, 
             objectives[name] = MaskedLanguageModeling(settings.mlm_weight)
         elif name == "rtd":
             objectives[name] = ReplacedTokenDetection(model, settings.generator_fraction, settings.mlm_weight, settings.rtd_weight,
-                                                        generator)
+                                                        generator, settings.rtd_tokens)
         elif name == "kd":
             if teacher is None:
                 raise ValueError(f"the {variant.name} variant distils a teacher; pass --teacher DIR")

@@ -126,6 +126,34 @@ def test_no_discriminator_gradient_reaches_the_generator_through_the_sample():
     assert 0 <= metrics["rtd_accuracy"] <= 1
 
 
+@pytest.mark.parametrize("tokens", ["all", "masked"])
+def test_the_detection_loss_reads_every_token_or_only_the_masked_ones(tokens):
+    """ELECTRA learns from every real token; its "ELECTRA 15%" diagnostic from the masked ones only:
+    the loss's gradient reaches a token's score exactly when the token is in that set."""
+    torch.manual_seed(0)
+    discriminator = ReplacedTokenDetector(tiny(embedding_size=8))
+    rtd = ReplacedTokenDetection(discriminator, mlm_weight=0.0, tokens=tokens)
+    scores = []
+
+    def keep(module, args, out):  # the scores, with their gradient kept; returns None: the output is unchanged
+        out.retain_grad()
+        scores.append(out)
+
+    discriminator.head.register_forward_hook(keep)
+    batch = make_batch(pair=False)
+    loss, metrics = rtd(discriminator, batch)
+    loss.backward()
+    reached = scores[0].grad != 0  # [B, T]
+    expected = batch["attention_mask"].bool() if tokens == "all" else batch["labels"] != IGNORE_INDEX
+    assert torch.equal(reached, expected)
+    assert 0 <= metrics["rtd_masked_auc"] <= 1
+
+
+def test_an_unknown_detection_token_set_is_a_clear_error():
+    with pytest.raises(ValueError, match="tokens must be one of all, masked"):
+        ReplacedTokenDetection(ReplacedTokenDetector(tiny()), tokens="some")
+
+
 def test_electra_state_holds_each_shared_tensor_once():
     discriminator = ReplacedTokenDetector(tiny(embedding_size=8))
     pretrainer = Pretrainer(discriminator, {"rtd": ReplacedTokenDetection(discriminator)})

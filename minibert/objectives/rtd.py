@@ -19,6 +19,9 @@ and says, for EVERY token, whether it is the original or a replacement:
   good makes the discriminator's task impossible, and too little of its compute is left.
 * loss = 1.0 · generator MLM + 50 · RTD (binary CE over the non-padding tokens); the RTD
   loss is per token and much smaller, hence the weight.
+* `tokens="masked"` is the paper's own diagnostic, "ELECTRA 15%" (its section 3.4): the
+  same model, but the discriminator's loss reads only the masked positions, as MLM's does.
+  It isolates the claim that learning from EVERY token is where the efficiency comes from.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from torch import nn
 
 from ..config import ModelConfig
 from ..data.masking import IGNORE_INDEX
-from ..heads import MaskedLM, ReplacedTokenDetector
+from ..heads import MaskedLM, ReplacedTokenDetector, replaced_token_loss
 from .mlm import mlm_metrics
 
 
@@ -68,16 +71,22 @@ def replace_masked(input_ids, labels, samples) -> tuple[torch.Tensor, torch.Tens
     return corrupted, (corrupted != original).long()
 
 
+RTD_TOKENS = ("all", "masked")  # which tokens the discriminator's loss reads: ELECTRA's, or "ELECTRA 15%"'s
+
+
 class ReplacedTokenDetection(nn.Module):
-    """loss = mlm_weight · generator MLM + rtd_weight · discriminator BCE."""
+    """loss = mlm_weight · generator MLM + rtd_weight · discriminator BCE over `tokens`."""
 
     reads_output = False  # the discriminator reads the corrupted batch, not the masked one
 
     def __init__(self, discriminator: ReplacedTokenDetector, generator_fraction: float = 0.25,
-                 mlm_weight: float = 1.0, rtd_weight: float = 50.0, generator: MaskedLM | None = None):
+                 mlm_weight: float = 1.0, rtd_weight: float = 50.0, generator: MaskedLM | None = None,
+                 tokens: str = "all"):
         super().__init__()
+        if tokens not in RTD_TOKENS:
+            raise ValueError(f"tokens must be one of {', '.join(RTD_TOKENS)}; got {tokens!r}")
         self.generator = build_generator(discriminator, generator_fraction, generator)
-        self.mlm_weight, self.rtd_weight = mlm_weight, rtd_weight
+        self.mlm_weight, self.rtd_weight, self.tokens = mlm_weight, rtd_weight, tokens
 
     def forward(self, model, batch, output=None):
         ids, mask, types, labels = batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], batch["labels"]
@@ -85,13 +94,15 @@ class ReplacedTokenDetection(nn.Module):
         mlm_loss, logits, targets = self.generator.masked_lm_loss(hidden, labels)  # logits [labelled, V]
 
         corrupted, replaced = replace_masked(ids, labels, gumbel_max_sample(logits))  # [labelled] samples -> [B, T] ids
-        detected = model(corrupted, mask, types, labels=replaced)  # logits [B, T]: one "replaced?" score per token
+        scores = model(corrupted, mask, types).logits  # [B, T]: one "replaced?" score per token
 
-        real = mask.bool()
+        real, masked = mask.bool(), labels != IGNORE_INDEX
+        rtd_loss = replaced_token_loss(scores, replaced, real if self.tokens == "all" else masked)
         metrics = mlm_metrics(mlm_loss, logits, targets)
-        metrics.update(rtd_loss=detected.loss.detach(), **detection_metrics(detected.logits[real].detach(), replaced[real]),
+        metrics.update(rtd_loss=rtd_loss.detach(), **detection_metrics(scores[real].detach(), replaced[real]),
+                       rtd_masked_auc=detection_metrics(scores[masked].detach(), replaced[masked])["rtd_auc"],
                        replaced_fraction=replaced[real].float().mean())
-        return self.mlm_weight * mlm_loss + self.rtd_weight * detected.loss, metrics
+        return self.mlm_weight * mlm_loss + self.rtd_weight * rtd_loss, metrics
 
 
 def detection_metrics(scores: torch.Tensor, replaced: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from ..data.examples import LAYOUTS
 from ..data.masking import check_replace_probs
 from ..data.pipeline import MASKINGS, STATIC_DUPE_FACTOR
+from ..objectives.rtd import RTD_TOKENS
 from .precision import PRECISIONS
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -58,6 +59,7 @@ class Settings:
     sentence_weight: float = option(1.0, "weight of the NSP/SOP loss", group="objectives")
     rtd_weight: float = option(50.0, "ELECTRA: weight of the replaced-token-detection loss", group="objectives")
     generator_fraction: float = option(0.25, "ELECTRA: generator width as a fraction of the discriminator's", group="objectives")
+    rtd_tokens: str = option("all", "ELECTRA: the tokens the discriminator's loss reads: all of them (ELECTRA) or only the masked ones (the paper's 'ELECTRA 15%' diagnostic)", RTD_TOKENS, "objectives")
     teacher: str | None = option(None, "DistilBERT: the teacher, a minibert or Hugging Face BERT checkpoint directory", group="objectives", metavar="DIR")
     kd_temperature: float = option(2.0, "DistilBERT: softmax temperature T of the soft targets", group="objectives")
     kd_soft_weight: float = option(5.0, "DistilBERT: weight of the soft cross-entropy (× T²)", group="objectives")
@@ -122,7 +124,8 @@ class Settings:
                      "kd_soft_weight", "kd_mlm_weight", "kd_cosine_weight"):
             if getattr(self, name) < 0:
                 raise ValueError(f"--{flag(name)} must not be negative, got {getattr(self, name)}")
-        for name, choices in (("layout", LAYOUTS), ("masking", MASKINGS), ("device", DEVICES), ("precision", PRECISIONS)):
+        for name, choices in (("layout", LAYOUTS), ("masking", MASKINGS), ("device", DEVICES), ("precision", PRECISIONS),
+                              ("rtd_tokens", RTD_TOKENS)):
             if getattr(self, name) not in choices:
                 raise ValueError(f"--{flag(name)} must be one of {', '.join(choices)}; got {getattr(self, name)!r}")
         if self.budget is not None:
