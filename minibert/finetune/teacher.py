@@ -28,8 +28,8 @@ from torch import nn
 from ..files import publish_file
 from ..heads import ClassifierOutput
 from ..model import Encoder
-from ..pretrained import reference_plan
-from ..pretrained.checkpoint import CONFIG_FILE, SAFETENSORS_FILE, load_tensors, open_tensors, read_json
+from ..pretrained import build_and_load, reference_plan
+from ..pretrained.checkpoint import CONFIG_FILE, SAFETENSORS_FILE, open_tensors, read_json
 from ..tokenizers import load_tokenizer
 from ..tokenizers.base import Tokenizer
 from .checkpoint import is_classifier, load_classifier
@@ -99,13 +99,10 @@ def reference_classifier(directory: Path, stored: dict) -> tuple[ReferenceClassi
         if not all(f"{name}.weight" in tensors.names() for name, _ in layers):
             raise ValueError(f"--teacher {directory} has no sequence-classification head ({', '.join(n for n, _ in layers)}); "
                              f"fine-tune it first (train.py finetune --init {directory}) and pass that folder")
-        config, name_of, tolerated = reference_plan(stored, None, tensors)
-        if reads_pooler and not config.pooler:
+        plan = reference_plan(stored, None, tensors)
+        if reads_pooler and not plan[0].pooler:
             raise ValueError(f"--teacher {directory}: its head reads the pooler, which the checkpoint lacks")
-        with torch.device("meta"):
-            encoder = Encoder(config)
-        load_tensors(encoder, {ours: name_of(ours) for ours in encoder.state_dict()}, tensors,
-                     (*tolerated, *(name for name, _ in layers)))
+        encoder = build_and_load(Encoder, plan, tensors, tuple(name for name, _ in layers))
         modules = []
         for name, activation in layers:
             weight, bias = tensors.take(f"{name}.weight").float(), tensors.take(f"{name}.bias").float()

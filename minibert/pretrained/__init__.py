@@ -52,11 +52,20 @@ def from_pretrained(path: str | Path, head: str | None = None) -> nn.Module:
     directory = checkpoint_directory(path)
     stored_config = read_json(directory / CONFIG_FILE)
     with open_tensors(directory) as tensors:
-        config, name_of, tolerated = read_plan(directory, stored_config, head, tensors)
-        with torch.device("meta"):  # shapes only: the checkpoint's tensors become the parameters
-            model = HEADS[head](config)
-        load_tensors(model, {ours: name_of(ours) for ours in model.state_dict()}, tensors, tolerated)
+        model = build_and_load(HEADS[head], read_plan(directory, stored_config, head, tensors), tensors)
     return model.eval()
+
+
+def build_and_load(make: Callable[[ModelConfig], nn.Module], plan: CheckpointPlan, tensors: TensorFile,
+                   tolerate: tuple[str, ...] = ()) -> nn.Module:
+    """`make(config)` built on the meta device (shapes only), then every parameter taken from
+    the checkpoint under the name the plan gives it; names in `tolerate` may stay unread (a
+    caller that reads them itself, e.g. a classifier's head)."""
+    config, name_of, tolerated = plan
+    with torch.device("meta"):
+        model = make(config)
+    load_tensors(model, {ours: name_of(ours) for ours in model.state_dict()}, tensors, (*tolerated, *tolerate))
+    return model
 
 
 def checkpoint_directory(path: str | Path) -> Path:
