@@ -2,6 +2,7 @@
 restarts runs as its docstring says (with stand-in commands that take milliseconds)."""
 
 import json
+from dataclasses import asdict
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,8 @@ from minibert.variants import VARIANTS  # noqa: E402
 
 
 def test_every_section_declares_what_the_document_needs():
-    assert list(SECTIONS) == ["params", "latency", "transfer", "efficiency", "sentence", "distill", "distill-task"]
+    assert list(SECTIONS) == ["params", "latency", "transfer", "efficiency", "sentence", "distill", "distill-task",
+                             "intrinsic"]
     for name, section in SECTIONS.items():
         assert section.NAME == name and section.TITLE
         for budget in (FULL, QUICK):
@@ -157,6 +159,30 @@ def test_the_summary_lists_every_measured_claim_and_skips_the_rest():
     assert summary({"quiet": quiet}, {"quiet": {}}) == []
 
 
+def test_a_section_whose_result_is_gone_keeps_what_the_page_says(tmp_path):
+    """runs/ is not in git: re-running one section on a fresh checkout must not blank the others."""
+    from types import SimpleNamespace
+
+    from bench.report.document import write_document
+
+    def section(title, claim):
+        return SimpleNamespace(NAME=title[:1], TITLE=title, TASKS=(), plan=lambda b: "Nothing.",
+                               claims=lambda r: [(claim, "reproduced", "+1.0 points")], render=lambda r, p: f"Body of {title}.")
+
+    sections = {"a": section("3. First", "A beats B"), "b": section("4. Second", "C beats D")}
+    page = tmp_path / "results.md"
+    stored = {"date": "2026-01-01", "machine": {"cpu": "x", "cores": 2, "arch": "x", "torch": "2", "load_average": 0.0},
+              "seconds": 1.0}
+    results = {name: {"budget": asdict(QUICK), "measured": stored} for name in sections}
+    write_document(page, tmp_path / "plots", sections, results, QUICK, quick=True)
+    sections["b"] = section("4. Second", "C beats D again")  # measured anew; section 3's result is gone
+    write_document(page, tmp_path / "plots", sections, {"b": results["b"]}, QUICK, quick=True)
+    text = page.read_text()
+    assert "Body of 3. First." in text and "Body of 4. Second." in text and "Not run yet" not in text
+    assert "| 3 | A beats B | reproduced | +1.0 points |" in text and "| 4 | C beats D again |" in text
+    assert "| 4 | C beats D |" not in text
+
+
 def test_the_fine_tuning_protocol_is_chosen_on_training_sentences_that_are_not_trained_on(tmp_path):
     from bench.report.budget import SST2
     from bench.report.recipes import sst2_subsample, sst2_validation, word_ngrams
@@ -285,3 +311,18 @@ def test_the_distillation_claims_follow_the_paired_gaps_and_a_reduced_grid_says_
     assert "Reduced grid" not in full and "/somewhere/model" not in full and "MINILM" in full
     reduced = distill_task.render(distillation_result(0.02, 0.0, pretrain_seeds=(0,)), tmp_path)
     assert "Reduced grid" in reduced and "--only distill-task" in reduced
+
+
+def test_the_pair_probe_reads_what_the_features_hold_and_nothing_else():
+    """The probe behind ALBERT's table (pair_tasks.py): a label the features carry is found on
+    held-out rows; a label they do not carry stays at chance."""
+    import torch
+
+    from bench.report.pair_tasks import probe_accuracy
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2000, 16, generator=g)
+    carried = (x[:, 3] + 0.5 * x[:, 7] > 0).long()
+    unrelated = torch.randint(0, 2, (2000,), generator=g)
+    assert probe_accuracy(x[:1000], carried[:1000], x[1000:], carried[1000:]) > 0.95
+    assert abs(probe_accuracy(x[:1000], unrelated[:1000], x[1000:], unrelated[1000:]) - 0.5) < 0.06

@@ -14,7 +14,9 @@ vs distilbert-base), transfer (pretrained against untrained, at S and 4S pretrai
 fine-tuning protocol, chosen on held-out training sentences; which vector the classifier
 reads), efficiency (MLM vs ELECTRA's RTD at equal pretraining FLOPs), sentence (static vs
 dynamic masking; NSP vs SOP vs no sentence task), distill (a DistilBERT student against its
-teacher), distill-task (fine-tuning with a real fine-tuned teacher: the chapter's distillation_loss). A section module has NAME, TITLE, TASKS (what it fine-tunes on), plan(budget) (what
+teacher), distill-task (fine-tuning with a real fine-tuned teacher: the chapter's distillation_loss), intrinsic
+(each family's own evidence on held-out pretraining tasks: RoBERTa's recipes, ALBERT's NSP/SOP
+table and the cost of sharing, ELECTRA 15%). A section module has NAME, TITLE, TASKS (what it fine-tunes on), plan(budget) (what
 it runs, in words), compute(budget, runs, jobs) -> a JSON-able result, and render(result,
 plots) -> markdown; every number in the prose comes from the result.
 
@@ -32,6 +34,7 @@ that cannot run (no dataset, a failing command) is reported as "not run yet" wit
 instead of stopping the others.
 """
 
-from . import distill, distill_task, efficiency, latency, params, sentence, transfer
+from . import distill, distill_task, efficiency, intrinsic, latency, params, sentence, transfer
 
-SECTIONS = {section.NAME: section for section in (params, latency, transfer, efficiency, sentence, distill, distill_task)}
+SECTIONS = {section.NAME: section for section in (params, latency, transfer, efficiency, sentence, distill, distill_task,
+                                                  intrinsic)}

@@ -34,9 +34,20 @@ def budget_line(section, budget: Budget) -> str:
                   + "; ".join(f"{steps[task]}, scored on the full dev set" for task in section.TASKS)
                   + f"; {warmup:.0%} warm-up, the classifier on "
                   f"{'the mean of the last layer' if budget.pooling == 'mean' else 'the [CLS] token'} "
-                  f"(`--pooling {budget.pooling}`); fine-tuning seeds "
-                  f"{', '.join(map(str, budget.finetune_seeds))}, each applied to every pretrained model.")
+                  f"(`--pooling {budget.pooling}`); {finetune_seeds_line(section, budget)}.")
     return f"Budget. {pretraining} {section.plan(budget)} {finetuning} {command}"
+
+
+def seeds_used(section, budget: Budget) -> tuple[int, ...]:
+    """The fine-tuning seeds a section uses: the budget's, or its first FINETUNE_SEEDS of them."""
+    return budget.finetune_seeds[:getattr(section, "FINETUNE_SEEDS", None)]
+
+
+def finetune_seeds_line(section, budget: Budget) -> str:
+    seeds = seeds_used(section, budget)
+    if len(seeds) == 1:
+        return f"fine-tuning seed {seeds[0]} only, one fine-tuning of each pretrained model"
+    return f"fine-tuning seeds {', '.join(map(str, seeds))}, each applied to every pretrained model"
 
 
 def render_section(section, result: dict | None, plots: Path) -> list[str]:
@@ -58,14 +69,43 @@ def render_section(section, result: dict | None, plots: Path) -> list[str]:
     return [budget_line(section, budget), "", body, "", f"_Measured {when}{cost}._"]
 
 
-def summary(sections: dict, results: dict) -> list[str]:
-    """The quality claims at a glance: each section's verdicts and the numbers that decide them."""
+def number(section) -> str:
+    """A section's number as the at-a-glance table shows it ("3", "6b")."""
+    return section.TITLE.split(".")[0]
+
+
+def on_the_page(path: Path) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """What the document already says: each section's body by its title, and the at-a-glance
+    rows by section number. A section whose stored result is gone (runs/ is git-ignored, so a
+    fresh checkout has none) keeps these, measured on the date they state, instead of turning
+    into "not run yet" when another section is re-run."""
+    if not path.is_file():
+        return {}, {}
+    bodies: dict[str, list[str]] = {}
+    rows: dict[str, list[str]] = {}
+    title = None
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("## "):
+            title = line[3:]
+            bodies[title] = []
+        elif title is not None:
+            bodies[title].append(line)
+        elif line.startswith("| ") and not line.startswith("| § "):
+            rows.setdefault(line.split("|")[1].strip(), []).append(line)
+    return {t: "\n".join(body).strip("\n").splitlines() for t, body in bodies.items()}, rows
+
+
+def summary(sections: dict, results: dict, kept_rows: dict[str, list[str]] | None = None) -> list[str]:
+    """The quality claims at a glance: each section's verdicts and the numbers that decide them
+    (`kept_rows`: a section's rows from the page, where its result is not stored)."""
     rows = []
     for name, section in sections.items():
         result = results.get(name)
+        if result is None and kept_rows:
+            rows += kept_rows.get(number(section), [])
         if hasattr(section, "claims") and result is not None and "not_run" not in result:
             try:
-                rows += [f"| {section.TITLE.split('.')[0]} | {claim} | {said} | {numbers} |"
+                rows += [f"| {number(section)} | {claim} | {said} | {numbers} |"
                          for claim, said, numbers in section.claims(result)]
             except KeyError:  # stored by an older version of the report: its section says so
                 continue
@@ -87,7 +127,7 @@ def write_document(path: Path, plots: Path, sections: dict, results: dict, budge
         f"Every number below comes from `{COMMAND}`; each section states its budget, the exact commands, the seeds, "
         f"and the machine and date it was measured on. Pretraining here is minutes on WikiText-2 with models of "
         f"{size / 1e6:.1f}M parameters, against days on billions of tokens in the papers: the size and speed claims "
-        "(sections 1, 2) are measured at full size, the quality claims (3–6) at a scale where the models learn "
+        "(sections 1, 2) are measured at full size, the quality claims (3–7) at a scale where the models learn "
         "context (their held-out MLM accuracy passes the neighbour-count baseline, section 3) but little more. "
         "Each quality claim is repeated over several pretraining seeds × fine-tuning seeds; setups that are compared "
         "share their seeds pair by pair, and each reading gives the mean paired gap with a 95% interval (Student's t "
@@ -102,7 +142,10 @@ def write_document(path: Path, plots: Path, sections: dict, results: dict, budge
         "and FLOPs, which are not."
         + (" **This is a `--quick` smoke run: the budgets are far too small to mean anything.**" if quick else ""),
     ]
-    parts += summary(sections, results)
+    kept_bodies, kept_rows = on_the_page(path)
+    parts += summary(sections, results, kept_rows)
     for name, section in sections.items():
-        parts += ["", f"## {section.TITLE}", "", *render_section(section, results.get(name), plots)]
+        result = results.get(name)
+        body = kept_bodies.get(section.TITLE) if result is None else None
+        parts += ["", f"## {section.TITLE}", "", *(body or render_section(section, result, plots))]
     path.write_text("\n".join(parts) + "\n", encoding="utf-8")

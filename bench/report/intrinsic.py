@@ -1,0 +1,294 @@
+"""Section 7 — each family's own evidence, where this machine can resolve it.
+
+Sections 3–5 fine-tune on SST-2 and RTE, where minutes of pretraining barely register. The
+papers argued their families with intrinsic evidence too, measured on held-out pretraining
+tasks, and that evidence does resolve at this scale:
+
+* RoBERTa ("training methodology can matter as much as architecture"): the same encoder
+  trained with the papers' classic recipe (`variants.CLASSIC`) and with this project's, and
+  with BERT's data recipe (static masks, NSP pairs) against RoBERTa's (dynamic masks, full
+  sentences): held-out MLM accuracy at equal steps, and SST-2.
+* ALBERT: (a) its table 5: models pretrained with no sentence task, NSP and SOP, each
+  scored on held-out NSP pairs AND SOP pairs (`pair_tasks`); (b) the cost of sharing:
+  factorized embeddings + one shared layer against the unshared encoder of the same shape.
+* ELECTRA: its own diagnostic "ELECTRA 15%" (section 3.4): the same model with the
+  discriminator's loss on the masked positions only, against full RTD — is learning from
+  every token what makes it efficient? Both are scored where both were trained: replacement
+  detection at the masked positions (`rtd_masked_auc`).
+
+Every row is S steps of train.py's recipe for its variant; SST-2 rows are fine-tuned once
+per pretraining seed (`FINETUNE_SEEDS`), the gaps paired by pretraining seed.
+"""
+
+from __future__ import annotations
+
+import statistics
+from functools import partial
+from pathlib import Path
+
+from minibert import ModelConfig
+from minibert.variants import CLASSIC
+
+from .budget import Budget
+from .measure import count_parameters, describe_gap, describe_spread, paired_gap, verdict
+from .pair_tasks import PROBE_PAIRS, pair_scores
+from .recipes import finetune, mlm_run, pretrain_args
+from .runner import Runner
+from .transfer import setups as transfer_setups
+
+NAME = "intrinsic"
+TITLE = "7. Each family's own evidence: held-out pretraining tasks"
+TASKS = ("SST-2",)
+FINETUNE_SEEDS = 1  # SST-2 cannot tell these encoders apart at this scale (sections 3–5): one fine-tuning each
+MODEST = 0.10  # ALBERT's "modest cost": it keeps at least 90% of the unshared model's held-out MLM accuracy
+ALBERT_SHAPE = ("--embedding-size", "64", "--share-layers", "all")  # the albert variant's E and sharing
+LABELS = {
+    "mlm": "RoBERTa's data recipe (dynamic masks, full sentences), this project's training recipe",
+    "untrained": "untrained",
+    "classic": f"the same with the classic recipe (`{CLASSIC}`)",
+    "bert-data": "BERT's data recipe (static masks, 10 copies; NSP pairs)",
+    "nsp": "dynamic masks, NSP",
+    "sop": "dynamic masks, SOP",
+    "shared": "ALBERT's shape: factorized embeddings (E=64) + one layer shared by both depths",
+    "electra": "ELECTRA: RTD on every token",
+    "electra-masked": "ELECTRA 15%: RTD on the masked positions only",
+}
+SST2_ROWS = ("mlm", "untrained", "classic", "bert-data", "shared")
+PAIR_ROWS = ("untrained", "mlm", "nsp", "sop")
+
+
+def plan(budget: Budget) -> str:
+    return (f"Every row pretrains for S steps at train.py's recipe for its variant (ELECTRA: `--variant electra`, "
+            f"its discriminator the model above); the untrained row is section 3's. Pair tasks: each model's own "
+            f"NSP/SOP head, and a logistic-regression probe on its frozen features trained on {PROBE_PAIRS:,} "
+            "training-split pairs, scored on the same held-out NSP and SOP pairs (`bench/report/pair_tasks.py`).")
+
+
+def runs_of(runner: Runner, budget: Budget) -> dict:
+    """Each row's pretraining as a function of the seed."""
+    S = budget.steps
+    mlm = partial(mlm_run, runner, budget, S)
+    pretrained, untrained = transfer_setups(runner, budget)
+
+    def electra(name: str, *extra: str):
+        return lambda seed: runner.pretrain(f"{name}-{S}-seed{seed}", pretrain_args(
+            budget, runner.runs, "electra", S, *budget.model, *extra, seed=seed))
+
+    return {
+        "mlm": pretrained.pretrain,
+        "untrained": untrained.pretrain,
+        "classic": lambda seed: mlm(seed, "full_sentences", "dynamic", *CLASSIC.split(), name=f"classic-{S}"),
+        "bert-data": lambda seed: mlm(seed, "nsp", "static", name=f"bert-data-{S}"),
+        "nsp": lambda seed: mlm(seed, "nsp", name=f"nsp-{S}"),
+        "sop": lambda seed: mlm(seed, "sop", name=f"sop-{S}"),
+        "shared": lambda seed: mlm(seed, "full_sentences", "dynamic", *ALBERT_SHAPE, name=f"shared-{S}"),
+        "electra": electra("electra"),
+        "electra-masked": electra("electra-masked", "--rtd-tokens", "masked"),
+    }
+
+
+def compute(budget: Budget, runs: Path, jobs: int = 1) -> dict:
+    runner = Runner(runs, jobs)
+    pretrain = runs_of(runner, budget)
+    keys = [(key, seed) for seed in budget.pretrain_seeds for key in pretrain]  # seed by seed: a cut run keeps whole seeds
+    done = dict(zip(keys, runner.parallel([partial(pretrain[key], seed) for key, seed in keys])))
+    first = budget.finetune_seeds[0]
+    tuned_keys = [k for k in keys if k[0] in SST2_ROWS]
+    tuned = runner.parallel([partial(finetune, runner, budget, "sst2", Path(done[k]["out"]).name, done[k], first, budget.pooling)
+                             for k in tuned_keys])
+    sst2 = dict(zip(tuned_keys, tuned))
+    setups = {}
+    for key in pretrain:
+        rows = []
+        for seed in budget.pretrain_seeds:
+            run = done[key, seed]
+            row = {"seed": seed, **{k: run[k] for k in ("command", "out", "seconds", "final_eval", "evals")},
+                   "parameters": count_parameters(ModelConfig.from_dict(run["config"]))}
+            if (key, seed) in sst2:
+                row["sst2"] = {"accuracy": sst2[key, seed]["accuracy"], "command": sst2[key, seed]["command"]}
+            if key in PAIR_ROWS:
+                row["pairs"] = pair_scores(budget, runs, run["out"])
+            rows.append(row)
+        setups[key] = {"label": LABELS[key], "runs": rows}
+    return {"setups": setups, "run_seconds": runner.seconds}
+
+
+# --- readings --------------------------------------------------------------------------------
+
+def values(result: dict, key: str, read) -> list[float]:
+    return [read(run) for run in result["setups"][key]["runs"]]
+
+
+def mlm_accuracy(run: dict) -> float:
+    return run["final_eval"]["eval_mlm_accuracy"]
+
+
+def by_seed(a: list[float], b: list[float]) -> dict:
+    """paired_gap over one reading per pretraining seed (each pair shares its seed)."""
+    return {**paired_gap(a, b), "unit": "pretraining seeds"}
+
+
+def gap(result: dict, a: str, b: str, read) -> dict:
+    return by_seed(values(result, a, read), values(result, b, read))
+
+
+def against(result: dict, key: str, read, level: float) -> dict:
+    """A setup's reading against a fixed level (chance), per pretraining seed."""
+    return by_seed(values(result, key, read), [level] * len(result["setups"][key]["runs"]))
+
+
+def head_on(task: str):
+    return lambda run: run["pairs"]["head"][task]
+
+
+def probe_on(task: str):
+    return lambda run: run["pairs"]["probe"][task]
+
+
+def masked_auc(run: dict) -> float:
+    return run["final_eval"]["eval_rtd_masked_auc"]
+
+
+def sst2(run: dict) -> float:
+    return run["sst2"]["accuracy"]
+
+
+def verdict_above(reading: dict, level: float) -> str:
+    """"A is at least `level`": reproduced when the interval lies above it, not reproduced when below."""
+    return "reproduced" if reading["low"] > level else "not reproduced" if reading["high"] < level else "inconclusive"
+
+
+def sharing(result: dict) -> dict:
+    """ALBERT's shape against the unshared one: the parameter ratio, the MLM gap and its margin."""
+    unshared = statistics.fmean(values(result, "mlm", mlm_accuracy))
+    parameters = {k: result["setups"][k]["runs"][0]["parameters"] for k in ("mlm", "shared")}
+    reading = gap(result, "shared", "mlm", mlm_accuracy)
+    return {"ratio": parameters["shared"] / parameters["mlm"], "parameters": parameters, "gap": reading,
+            "margin": -MODEST * unshared, "verdict": verdict_above(reading, -MODEST * unshared)}
+
+
+def claims(result: dict) -> list[tuple[str, str, str]]:
+    recipe, data = gap(result, "mlm", "classic", mlm_accuracy), gap(result, "mlm", "bert-data", mlm_accuracy)
+    carries = against(result, "sop", head_on("nsp"), 0.5)
+    asymmetry = by_seed(values(result, "sop", head_on("nsp")), values(result, "nsp", head_on("sop")))
+    shared = sharing(result)
+    every = gap(result, "electra", "electra-masked", masked_auc)
+    return [
+        ("RoBERTa: a better training recipe on the same encoder beats the classic one (held-out MLM accuracy, equal steps)",
+         verdict(recipe), f"this project's − classic {describe_gap(recipe)}"),
+        ("RoBERTa: its data recipe (dynamic masks, full sentences) beats BERT's (static masks, NSP pairs) (held-out MLM accuracy, equal steps)",
+         verdict(data), f"RoBERTa's − BERT's {describe_gap(data)}"),
+        ("ALBERT: SOP training carries over to NSP (the SOP head on held-out NSP pairs, above chance)",
+         verdict(carries), f"accuracy − 50% {describe_gap(carries)}"),
+        ("ALBERT: NSP training does not carry over to SOP as SOP's carries over to NSP",
+         verdict(asymmetry), f"SOP head on NSP pairs − NSP head on SOP pairs {describe_gap(asymmetry)}"),
+        (f"ALBERT: far fewer parameters at a modest cost (keeps ≥ {1 - MODEST:.0%} of the unshared model's held-out MLM accuracy)",
+         shared["verdict"], f"{shared['ratio']:.0%} of the parameters; shared − unshared {describe_gap(shared['gap'])}, "
+         f"the margin {100 * shared['margin']:.1f}"),
+        ("ELECTRA: learning from every token beats learning from the masked ones (\"ELECTRA 15%\"; detection AUC at the masked positions, equal steps)",
+         verdict(every), f"every token − masked only {describe_gap(every)}"),
+    ]
+
+
+# --- the document ------------------------------------------------------------------------------
+
+def median(result: dict, key: str, read) -> float:
+    return statistics.median(values(result, key, read))
+
+
+def spread_of(result: dict, key: str, read) -> str:
+    return describe_spread(values(result, key, read))
+
+
+def render(result: dict, plots: Path) -> str:
+    setups = result["setups"]
+    seconds = {k: statistics.median(r["seconds"] for r in s["runs"]) for k, s in setups.items()}
+    lines = ["**MLM rows** (held-out MLM accuracy at BERT's 15% masking; median (range) over the pretraining seeds):", "",
+             "| pretraining | encoder parameters | time (median) | held-out MLM acc. | SST-2 dev acc. |",
+             "|---|---:|---:|---:|---:|"]
+    for key in ("mlm", "classic", "bert-data", "nsp", "sop", "shared", "untrained"):
+        setup, untrained = setups[key], key == "untrained"
+        lines.append(f"| {setup['label']} | {setup['runs'][0]['parameters']:,} | {'–' if untrained else f'{seconds[key]:.0f} s'} | "
+                     f"{'–' if untrained else spread_of(result, key, mlm_accuracy)} | "
+                     f"{spread_of(result, key, sst2) if key in SST2_ROWS else '–'} |")
+    recipe, data = gap(result, "mlm", "classic", mlm_accuracy), gap(result, "mlm", "bert-data", mlm_accuracy)
+    recipe_sst2, data_sst2 = gap(result, "mlm", "classic", sst2), gap(result, "mlm", "bert-data", sst2)
+    shared = sharing(result)
+    lines += ["", f"**Claim: training methodology matters (RoBERTa) — {verdict(recipe)} for the training recipe, "
+                  f"{verdict(data)} for the data recipe, on held-out MLM accuracy.** This project's recipe minus the classic "
+                  f"one on the same encoder: {describe_gap(recipe)}; on SST-2 {describe_gap(recipe_sst2)}. RoBERTa's data "
+                  f"recipe minus BERT's: {describe_gap(data)}; on SST-2 {describe_gap(data_sst2)}. Equal steps are nearly "
+                  f"equal time here (medians {seconds['mlm']:.0f} s, {seconds['classic']:.0f} s and {seconds['bert-data']:.0f} s "
+                  "on one thread each). The MLM rows in between separate BERT's two data choices: NSP pairs alone "
+                  f"(dynamic masks) reach {median(result, 'nsp', mlm_accuracy):.3f}, half of each batch's segments cut "
+                  "short and a second segment from another document."]
+    lines += ["", f"**Claim: the cost of sharing (ALBERT) — {shared['verdict']}.** ALBERT's shape keeps "
+                  f"{shared['parameters']['shared']:,} of the unshared encoder's {shared['parameters']['mlm']:,} parameters "
+                  f"({shared['ratio']:.0%}; at BERT-base's shape section 1 counts 11%) at the same compute per token. "
+                  f"Shared minus unshared, held-out MLM accuracy: {describe_gap(shared['gap'])}; the claim's margin "
+                  f"({MODEST:.0%} of the unshared model's accuracy) is {100 * shared['margin']:.1f} points. On SST-2: "
+                  f"{describe_gap(gap(result, 'shared', 'mlm', sst2))}. With two layers, sharing saves one layer; most of "
+                  "the saving is the factorized embedding table."]
+    lines += ["", *pair_table(result)]
+    lines += ["", *electra_table(result)]
+    lines += ["", *commands(result)]
+    return "\n".join(lines)
+
+
+def pair_table(result: dict) -> list[str]:
+    setups = result["setups"]
+    pairs = setups["sop"]["runs"][0]["pairs"]["pairs"]
+    lines = [f"**ALBERT's table 5, at this scale**: accuracy on {pairs['nsp']:,} held-out NSP pairs and {pairs['sop']:,} held-out "
+             "SOP pairs (half of each are negatives; median (range) over the pretraining seeds). ALBERT-base's numbers, "
+             "for comparison: none 54.9 / 52.4, NSP 90.5 / 52.0, SOP 78.9 / 86.5.", "",
+             "| pretraining | own head on NSP pairs | own head on SOP pairs | probe on NSP pairs | probe on SOP pairs |",
+             "|---|---:|---:|---:|---:|"]
+    for key in PAIR_ROWS:
+        has_head = bool(setups[key]["runs"][0]["pairs"]["head"])
+        heads = [spread_of(result, key, head_on(t)) if has_head else "–" for t in ("nsp", "sop")]
+        lines.append(f"| {setups[key]['label']} | {' | '.join(heads)} | "
+                     f"{spread_of(result, key, probe_on('nsp'))} | {spread_of(result, key, probe_on('sop'))} |")
+    carries = against(result, "sop", head_on("nsp"), 0.5)
+    stays = against(result, "nsp", head_on("sop"), 0.5)
+    asymmetry = by_seed(values(result, "sop", head_on("nsp")), values(result, "nsp", head_on("sop")))
+    probe_sop = gap(result, "sop", "nsp", probe_on("sop"))
+    return lines + ["", f"**Claim: SOP carries over to NSP, NSP does not carry over to SOP (ALBERT) — {verdict(carries)} "
+                        f"that SOP carries over, {verdict(asymmetry)} that the two differ.** The SOP head on NSP pairs, minus "
+                        f"chance: {describe_gap(carries)}. The NSP head on SOP pairs, minus chance: {describe_gap(stays)}. "
+                        f"The difference: {describe_gap(asymmetry)}. What the features hold, read by the probe: the SOP "
+                        f"model's minus the NSP model's on SOP pairs {describe_gap(probe_sop)}; the untrained encoder's "
+                        "probe shows what the pairs give away with no pretraining at all (NSP's topic change shows in the "
+                        "words alone)."]
+
+
+def electra_table(result: dict) -> list[str]:
+    setups = result["setups"]
+    steps = [e["step"] for e in setups["electra"]["runs"][0]["evals"]]
+    lines = ["**ELECTRA 15% against ELECTRA** (medians over the pretraining seeds at each held-out evaluation; "
+             "AUC = the chance that a replaced token scores above an original one, 0.5 = no skill):", "",
+             "| step | " + " | ".join(f"{k}: {m}" for k in ("ELECTRA", "ELECTRA 15%")
+                                       for m in ("AUC, every token", "AUC, masked positions", "generator acc.")) + " |",
+             "|---:|" + "---:|" * 6]
+    for i, step in enumerate(steps):
+        cells = [statistics.median(run["evals"][i][f"eval_{m}"] for run in setups[k]["runs"])
+                 for k in ("electra", "electra-masked") for m in ("rtd_auc", "rtd_masked_auc", "mlm_accuracy")]
+        lines.append(f"| {step} | " + " | ".join(f"{c:.3f}" for c in cells) + " |")
+    every = gap(result, "electra", "electra-masked", masked_auc)
+    overall = gap(result, "electra", "electra-masked", lambda run: run["final_eval"]["eval_rtd_auc"])
+    seconds = {k: statistics.median(r["seconds"] for r in setups[k]["runs"]) for k in ("electra", "electra-masked")}
+    return lines + ["", f"**Claim: every token contributes (ELECTRA) — {verdict(every)}.** Every token minus masked only, "
+                        f"detection AUC at the masked positions (where both were trained): {describe_gap(every)}; over "
+                        f"every token: {describe_gap(overall)}. Same steps, same generator, same masking; "
+                        f"{seconds['electra']:.0f} s and {seconds['electra-masked']:.0f} s (median). The paper's own "
+                        "diagnostic (GLUE 85.0 against 82.4 for ELECTRA 15%) fine-tunes; this reads the pretraining task "
+                        "itself. Section 4's ELECTRA runs used the earlier recipe (lr 2e-3, 15% masking; its commands "
+                        "show it)."]
+
+
+def commands(result: dict) -> list[str]:
+    shown = []
+    for setup in result["setups"].values():
+        run = setup["runs"][0]
+        shown += [run["command"], *([run["sst2"]["command"]] if "sst2" in run else [])]
+    return ["Commands at the first seed (the others change `--seed` and the folder names):", "", "```",
+            *dict.fromkeys(shown), "```"]
