@@ -334,8 +334,7 @@ def electra_table(result: dict) -> list[str]:
                         "pretraining does not carry over to SST-2 (section 3), so read the gap beside the untrained encoder's "
                         "score. Same steps, same generator, same "
                         f"masking; {seconds['electra']:.0f} s and {seconds['electra-masked']:.0f} s (median). The paper's "
-                        "own diagnostic: GLUE 85.0 against 82.4 for ELECTRA 15%. Section 4's ELECTRA runs used the earlier "
-                        "recipe (lr 2e-3, 15% masking; its commands show it)."]
+                        "own diagnostic: GLUE 85.0 against 82.4 for ELECTRA 15%."]
 
 
 def commands(result: dict) -> list[str]:
