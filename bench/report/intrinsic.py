@@ -50,7 +50,7 @@ LABELS = {
     "bert-data": "BERT's data recipe (static masks, 10 copies; NSP pairs)",
     "nsp": "dynamic masks, NSP",
     "sop": "dynamic masks, SOP",
-    "shared": "ALBERT's shape: factorized embeddings (E=64) + one layer shared by both depths",
+    "shared": f"ALBERT's shape: factorized embeddings (E={ALBERT_E}) + one layer shared by both depths",
     "electra": "ELECTRA: RTD on every token",
     "electra-masked": "ELECTRA 15%: RTD on the masked positions only",
 }
@@ -109,7 +109,7 @@ def compute(budget: Budget, runs: Path, jobs: int = 1) -> dict:
     everything = sorted({seed for key in pretrain for seed in seeds(budget, key)})
     keys = [(key, seed) for seed in everything for key in pretrain if seed in seeds(budget, key)]  # seed by seed
     done = dict(zip(keys, runner.parallel([partial(pretrain[key], seed) for key, seed in keys])))
-    first = budget.finetune_seeds[0]
+    (first,) = budget.finetune_seeds[:FINETUNE_SEEDS]  # the rows below hold one SST-2 score per pretraining seed
     tuned_keys = [k for k in keys if k[0] in SST2_ROWS]
     tuned = runner.parallel([partial(finetune, runner, budget, "sst2", Path(done[k]["out"]).name, done[k], first, budget.pooling)
                              for k in tuned_keys])
@@ -184,11 +184,6 @@ def sst2(run: dict) -> float:
     return run["sst2"]["accuracy"]
 
 
-def verdict_above(reading: dict, level: float) -> str:
-    """"A is at least `level`": reproduced when the interval lies above it, not reproduced when below."""
-    return "reproduced" if reading["low"] > level else "not reproduced" if reading["high"] < level else "inconclusive"
-
-
 def sharing(result: dict) -> dict:
     """ALBERT's shape against the unshared one: the parameter ratio, the MLM gap and its margin."""
     unshared = statistics.fmean(values(result, "mlm", mlm_accuracy))
@@ -198,31 +193,42 @@ def sharing(result: dict) -> dict:
     factorized = count_parameters(config.replace(embedding_size=ALBERT_E))
     return {"ratio": parameters["shared"] / parameters["mlm"], "parameters": parameters, "gap": reading,
             "factorization": parameters["mlm"] - factorized, "sharing": factorized - parameters["shared"],
-            "margin": -MODEST * unshared, "verdict": verdict_above(reading, -MODEST * unshared)}
+            "margin": -MODEST * unshared, "verdict": verdict(reading, -MODEST * unshared)}
+
+
+def readings(result: dict) -> dict:
+    """Every paired reading the claims and the text are made of, computed once."""
+    return {
+        "recipe": gap(result, "mlm", "classic", mlm_accuracy),
+        "data": gap(result, "mlm", "bert-data", mlm_accuracy),
+        "carries": against(result, "sop", head_on("nsp"), 0.5),
+        "stays": against(result, "nsp", head_on("sop"), 0.5),
+        "asymmetry": by_seed(values(result, "sop", head_on("nsp")), values(result, "nsp", head_on("sop"))),
+        "sharing": sharing(result),
+        "every": gap(result, "electra", "electra-masked", masked_auc),
+        "every_sst2": gap(result, "electra", "electra-masked", sst2),
+    }
 
 
 def claims(result: dict) -> list[tuple[str, str, str]]:
-    recipe, data = gap(result, "mlm", "classic", mlm_accuracy), gap(result, "mlm", "bert-data", mlm_accuracy)
-    carries = against(result, "sop", head_on("nsp"), 0.5)
-    asymmetry = by_seed(values(result, "sop", head_on("nsp")), values(result, "nsp", head_on("sop")))
-    shared = sharing(result)
-    every = gap(result, "electra", "electra-masked", masked_auc)
+    r = readings(result)
+    shared = r["sharing"]
     return [
         ("RoBERTa: a better training recipe on the same encoder beats the classic one (held-out MLM accuracy, equal steps)",
-         verdict(recipe), f"this project's − classic {describe_gap(recipe)}"),
+         verdict(r["recipe"]), f"this project's − classic {describe_gap(r['recipe'])}"),
         ("RoBERTa: its data recipe (dynamic masks, full sentences) beats BERT's (static masks, NSP pairs) (held-out MLM accuracy, equal steps)",
-         verdict(data), f"RoBERTa's − BERT's {describe_gap(data)}"),
+         verdict(r["data"]), f"RoBERTa's − BERT's {describe_gap(r['data'])}"),
         ("ALBERT: SOP training carries over to NSP (the SOP head on held-out NSP pairs, above chance)",
-         verdict(carries), f"accuracy − 50% {describe_gap(carries)}"),
+         verdict(r["carries"]), f"accuracy − 50% {describe_gap(r['carries'])}"),
         ("ALBERT: NSP training does not carry over to SOP as SOP's carries over to NSP",
-         verdict(asymmetry), f"SOP head on NSP pairs − NSP head on SOP pairs {describe_gap(asymmetry)}"),
+         verdict(r["asymmetry"]), f"SOP head on NSP pairs − NSP head on SOP pairs {describe_gap(r['asymmetry'])}"),
         (f"ALBERT: far fewer parameters at a modest cost (keeps ≥ {1 - MODEST:.0%} of the unshared model's held-out MLM accuracy)",
          shared["verdict"], f"{shared['ratio']:.0%} of the parameters; shared − unshared {describe_gap(shared['gap'])}, "
          f"the margin {100 * shared['margin']:.1f}"),
         ("ELECTRA: learning from every token beats learning from the masked ones (\"ELECTRA 15%\"; detection AUC at the masked positions, equal steps)",
-         verdict(every), f"every token − masked only {describe_gap(every)}"),
+         verdict(r["every"]), f"every token − masked only {describe_gap(r['every'])}"),
         ("ELECTRA: the same, on SST-2 (the paper's kind of measure; one fine-tuning per pretraining seed)",
-         verdict(every_sst2 := gap(result, "electra", "electra-masked", sst2)), f"every token − masked only {describe_gap(every_sst2)}"),
+         verdict(r["every_sst2"]), f"every token − masked only {describe_gap(r['every_sst2'])}"),
     ]
 
 
@@ -247,9 +253,9 @@ def render(result: dict, plots: Path) -> str:
         lines.append(f"| {setup['label']} | {setup['runs'][0]['parameters']:,} | {'–' if untrained else f'{seconds[key]:.0f} s'} | "
                      f"{'–' if untrained else spread_of(result, key, mlm_accuracy)} | "
                      f"{spread_of(result, key, sst2) if key in SST2_ROWS else '–'} |")
-    recipe, data = gap(result, "mlm", "classic", mlm_accuracy), gap(result, "mlm", "bert-data", mlm_accuracy)
+    r = readings(result)
+    recipe, data, shared = r["recipe"], r["data"], r["sharing"]
     recipe_sst2, data_sst2 = gap(result, "mlm", "classic", sst2), gap(result, "mlm", "bert-data", sst2)
-    shared = sharing(result)
     lines += ["", f"**Claim: training methodology matters (RoBERTa) — {verdict(recipe)} for the training recipe, "
                   f"{verdict(data)} for the data recipe, on held-out MLM accuracy.** This project's recipe minus the classic "
                   f"one on the same encoder, at equal steps: {describe_gap(recipe)}; at equal training time (this project's "
@@ -272,13 +278,13 @@ def render(result: dict, plots: Path) -> str:
                   f"({MODEST:.0%} of the unshared model's accuracy) is {100 * shared['margin']:.1f} points. On SST-2: "
                   f"{describe_gap(gap(result, 'shared', 'mlm', sst2))}. Of the parameters saved, the factorized embedding "
                   f"table saves {shared['factorization']:,} and sharing (one layer for two depths) {shared['sharing']:,}."]
-    lines += ["", *pair_table(result)]
-    lines += ["", *electra_table(result)]
+    lines += ["", *pair_table(result, r)]
+    lines += ["", *electra_table(result, r)]
     lines += ["", *commands(result)]
     return "\n".join(lines)
 
 
-def pair_table(result: dict) -> list[str]:
+def pair_table(result: dict, r: dict) -> list[str]:
     setups = result["setups"]
     pairs = setups["sop"]["runs"][0]["pairs"]["pairs"]
     lines = [f"**ALBERT's table 5, at this scale**: accuracy on {pairs['nsp']:,} held-out NSP pairs and {pairs['sop']:,} held-out "
@@ -291,9 +297,7 @@ def pair_table(result: dict) -> list[str]:
         heads = [spread_of(result, key, head_on(t)) if has_head else "–" for t in ("nsp", "sop")]
         lines.append(f"| {setups[key]['label']} | {' | '.join(heads)} | "
                      f"{spread_of(result, key, probe_on('nsp'))} | {spread_of(result, key, probe_on('sop'))} |")
-    carries = against(result, "sop", head_on("nsp"), 0.5)
-    stays = against(result, "nsp", head_on("sop"), 0.5)
-    asymmetry = by_seed(values(result, "sop", head_on("nsp")), values(result, "nsp", head_on("sop")))
+    carries, stays, asymmetry = r["carries"], r["stays"], r["asymmetry"]
     probe_sop = gap(result, "sop", "nsp", probe_on("sop"))
     return lines + ["", f"**Claim: SOP carries over to NSP, NSP does not carry over to SOP (ALBERT) — {verdict(carries)} "
                         f"that SOP carries over, {verdict(asymmetry)} that the two differ.** The SOP head on NSP pairs, minus "
@@ -304,7 +308,7 @@ def pair_table(result: dict) -> list[str]:
                         "words alone)."]
 
 
-def electra_table(result: dict) -> list[str]:
+def electra_table(result: dict, r: dict) -> list[str]:
     setups = result["setups"]
     steps = [e["step"] for e in setups["electra"]["runs"][0]["evals"]]
     lines = ["**ELECTRA 15% against ELECTRA** (medians over the pretraining seeds at each held-out evaluation; "
@@ -316,12 +320,11 @@ def electra_table(result: dict) -> list[str]:
         cells = [statistics.median(run["evals"][i][f"eval_{m}"] for run in setups[k]["runs"])
                  for k in ("electra", "electra-masked") for m in ("rtd_auc", "rtd_masked_auc", "mlm_accuracy")]
         lines.append(f"| {step} | " + " | ".join(f"{c:.3f}" for c in cells) + " |")
-    every = gap(result, "electra", "electra-masked", masked_auc)
+    every, on_sst2 = r["every"], r["every_sst2"]
     overall = gap(result, "electra", "electra-masked", lambda run: run["final_eval"]["eval_rtd_auc"])
     seconds = {k: statistics.median(r["seconds"] for r in setups[k]["runs"]) for k in ("electra", "electra-masked")}
     electra_seeds = {run["seed"] for run in setups["electra"]["runs"]}
     untrained_sst2 = [sst2(run) for run in setups["untrained"]["runs"] if run["seed"] in electra_seeds]
-    on_sst2 = gap(result, "electra", "electra-masked", sst2)
     return lines + ["", f"**Claim: every token contributes (ELECTRA) — {verdict(every)} on the pretraining task, "
                         f"{verdict(on_sst2)} on SST-2.** Every token minus masked only, detection AUC at the masked "
                         f"positions (where both were trained): {describe_gap(every)}; over every token: "

@@ -149,10 +149,11 @@ def paired_gap(a: list[float], b: list[float], per_seed: int = 1) -> dict:
             "behind": sum(g < 0 for g in gaps), "unit": "pretraining seeds" if per_seed > 1 else "pairs"}
 
 
-def verdict(gap: dict) -> str:
+def verdict(gap: dict, level: float = 0.0) -> str:
     """A claim "A beats B" read from paired_gap(A, B): reproduced when the interval lies above
-    zero, not reproduced when it lies below (B is ahead beyond the noise), else inconclusive."""
-    return "reproduced" if gap["low"] > 0 else "not reproduced" if gap["high"] < 0 else "inconclusive"
+    zero, not reproduced when it lies below (B is ahead beyond the noise), else inconclusive.
+    `level`: the claim is "A − B is at least `level`" instead (a margin, e.g. a modest cost)."""
+    return "reproduced" if gap["low"] > level else "not reproduced" if gap["high"] < level else "inconclusive"
 
 
 def describe_gap(gap: dict) -> str:

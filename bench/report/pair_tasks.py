@@ -27,7 +27,6 @@ the original tokens back.
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 import torch
@@ -35,6 +34,7 @@ import torch
 from minibert import from_pretrained
 from minibert.data.masking import IGNORE_INDEX
 from minibert.data.pipeline import build_pretraining_data
+from minibert.files import read_json_object, write_json
 from minibert.heads import SentencePairHead, mean_over_tokens
 from minibert.training.checkpoint import Checkpoints
 
@@ -66,7 +66,7 @@ def build_pairs(budget: Budget, runs: Path, run_out: str, layout: str) -> tuple[
     data = build_pretraining_data(str(REPO / corpus(budget, runs)), data_dir=REPO / runs / "cache",
                                   tokenizer_dir=REPO / run_out, seq_len=budget.seq_len, layout=layout,
                                   masking="dynamic", dupe_factor=1, batch_size=BATCH, seed=PAIR_SEED)
-    train = data.train.__iter__()
+    train = iter(data.train)
     training = [unmasked(next(train)) for _ in range(PROBE_PAIRS // BATCH)]
     return training, [unmasked(batch) for batch in data.eval]
 
@@ -76,15 +76,16 @@ def unmasked(batch: dict) -> dict:
     return {**batch, "input_ids": torch.where(labels != IGNORE_INDEX, labels, batch["input_ids"])}
 
 
-def sentence_head(run_out: str, layout: str, config) -> SentencePairHead | None:
-    """The NSP/SOP head a run trained, from its last checkpoint; None for a run without one."""
-    loaded = Checkpoints(REPO / run_out / "checkpoints").load()
-    prefix = f"objectives.{layout}.head."
-    if loaded is None or not any(name.startswith(prefix) for name in loaded[0]["model"]):
+def sentence_head(run_out: str, config) -> SentencePairHead | None:
+    """The NSP/SOP head a run trained (its layout, run.json says which), from its last
+    checkpoint; None for a run without a sentence task."""
+    layout = read_json_object(REPO / run_out / "run.json", "delete the folder to run it again")["settings"]["layout"]
+    if layout not in LAYOUTS:
         return None
+    state, _ = Checkpoints(REPO / run_out / "checkpoints").load()
+    prefix = f"objectives.{layout}.head."
     head = SentencePairHead(config)
-    head.load_state_dict({name[len(prefix):]: tensor for name, tensor in loaded[0]["model"].items()
-                          if name.startswith(prefix)})
+    head.load_state_dict({name[len(prefix):]: tensor for name, tensor in state["model"].items() if name.startswith(prefix)})
     return head.eval()
 
 
@@ -125,12 +126,12 @@ def pair_scores(budget: Budget, runs: Path, run_out: str) -> dict:
     one), "probe": {task: accuracy}, "pairs": {task: held-out pairs}}, cached in the run folder."""
     cache = REPO / run_out / "pair-scores.json"
     if cache.is_file():
-        stored = json.loads(cache.read_text())
+        stored = read_json_object(cache, "delete it to score the run again")
         if stored.get("version") == VERSION:
             return stored
     torch.set_num_threads(1)
     model = from_pretrained(REPO / run_out, head="mlm").eval()
-    heads = {layout: head for layout in LAYOUTS if (head := sentence_head(run_out, layout, model.config))}
+    head = sentence_head(run_out, model.config)
     scores = {"version": VERSION, "head": {}, "probe": {}, "pairs": {}}
     for task in LAYOUTS:
         training, held_out = pairs(budget, runs, run_out, task)
@@ -138,8 +139,8 @@ def pair_scores(budget: Budget, runs: Path, run_out: str) -> dict:
         pooled, test_x, test_y = features(model.encoder, held_out)
         scores["probe"][task] = probe_accuracy(train_x, train_y, test_x, test_y)
         scores["pairs"][task] = len(test_y)
-        for layout, head in heads.items():  # one head (the run's own), scored on both tasks
+        if head is not None:  # the run's own head, scored on both tasks' pairs
             with torch.no_grad():
                 scores["head"][task] = (head(pooled).argmax(-1) == test_y).float().mean().item()
-    cache.write_text(json.dumps(scores, indent=1) + "\n")
+    write_json(cache, scores)
     return scores
