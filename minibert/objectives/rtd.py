@@ -100,7 +100,7 @@ class ReplacedTokenDetection(nn.Module):
         rtd_loss = replaced_token_loss(scores, replaced, real if self.tokens == "all" else masked)
         metrics = mlm_metrics(mlm_loss, logits, targets)
         metrics.update(rtd_loss=rtd_loss.detach(), **detection_metrics(scores[real].detach(), replaced[real]),
-                       rtd_masked_auc=detection_metrics(scores[masked].detach(), replaced[masked])["rtd_auc"],
+                       rtd_masked_auc=ranked_auc(scores[masked].detach(), replaced[masked].bool()),
                        replaced_fraction=replaced[real].float().mean())
         return self.mlm_weight * mlm_loss + self.rtd_weight * rtd_loss, metrics
 
@@ -117,16 +117,20 @@ def detection_metrics(scores: torch.Tensor, replaced: torch.Tensor) -> dict[str,
     replaced = replaced.bool()
     called = scores > 0
     hits = (called & replaced).sum().float()
-    n_replaced, n_original = replaced.sum().float(), (~replaced).sum().float()
-    ranks = torch.empty_like(scores, dtype=torch.float)
-    ranks[scores.argsort()] = torch.arange(1, len(scores) + 1, dtype=torch.float, device=scores.device)
-    if n_replaced > 0 and n_original > 0:
-        auc = (ranks[replaced].sum() - n_replaced * (n_replaced + 1) / 2) / (n_replaced * n_original)
-    else:
-        auc = torch.tensor(0.5, device=scores.device)
     return {
         "rtd_accuracy": (called == replaced).float().mean(),
         "rtd_precision": hits / called.sum().clamp_min(1),
-        "rtd_recall": hits / n_replaced.clamp_min(1),
-        "rtd_auc": auc,
+        "rtd_recall": hits / replaced.sum().float().clamp_min(1),
+        "rtd_auc": ranked_auc(scores, replaced),
     }
+
+
+def ranked_auc(scores: torch.Tensor, replaced: torch.Tensor) -> torch.Tensor:
+    """ROC AUC of `scores` for the bool `replaced`, from the ranks (Mann-Whitney); 0.5 when
+    either kind is missing."""
+    n_replaced, n_original = replaced.sum().float(), (~replaced).sum().float()
+    if n_replaced == 0 or n_original == 0:
+        return torch.tensor(0.5, device=scores.device)
+    ranks = torch.empty_like(scores, dtype=torch.float)
+    ranks[scores.argsort()] = torch.arange(1, len(scores) + 1, dtype=torch.float, device=scores.device)
+    return (ranks[replaced].sum() - n_replaced * (n_replaced + 1) / 2) / (n_replaced * n_original)
