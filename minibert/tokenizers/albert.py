@@ -27,10 +27,10 @@ import unicodedata
 from pathlib import Path
 
 from ..files import read_flags, write_atomic, write_json
+from .base import CONFIG_FILE
 from .sentencepiece_backed import WORD_START, SentencePieceBacked
 
 FILE_NAME = "spiece.model"
-CONFIG_FILE = "tokenizer_config.json"
 SPECIAL_PIECES = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")  # pad, unk, cls, sep, mask
 DEFAULTS = {"do_lower_case": True, "keep_accents": False, "remove_space": True}
 

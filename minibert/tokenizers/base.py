@@ -22,8 +22,11 @@ import torch
 
 # Fixed names of the special tokens. Each tokenizer knows their ids.
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-# Where a Hugging Face tokenizer folder names its special tokens' spellings, in reading order.
-SPECIAL_TOKEN_FILES = ("tokenizer_config.json", "special_tokens_map.json")
+# Hugging Face's names for a tokenizer folder's settings and its special tokens' spellings (so a
+# folder minibert saves loads there too); the spellings are read from both, in this order.
+CONFIG_FILE = "tokenizer_config.json"
+SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
+SPECIAL_TOKEN_FILES = (CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE)
 SPECIAL_TOKEN_KEYS = ("pad_token", "unk_token", "cls_token", "sep_token", "mask_token", "bos_token", "eos_token")
 
 

@@ -38,11 +38,10 @@ from typing import Sequence
 import torch
 
 from ..files import read_flags, read_json_object, write_atomic, write_json
-from .base import Tokenizer, special_spellings
+from .base import CONFIG_FILE, Tokenizer, special_spellings
 
 VOCAB_FILE = "vocab.json"
 MERGES_FILE = "merges.txt"
-CONFIG_FILE = "tokenizer_config.json"
 MERGES_HEADER = "#version: 0.2"  # what GPT-2's and RoBERTa's merges.txt start with
 # the five roles and RoBERTa's spellings of them (tokenizer_config.json may spell them otherwise)
 ROBERTA_SPECIALS = {"cls_token": "<s>", "sep_token": "</s>", "pad_token": "<pad>", "unk_token": "<unk>", "mask_token": "<mask>"}

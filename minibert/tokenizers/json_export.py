@@ -36,11 +36,9 @@ from typing import Iterator
 
 import sentencepiece as spm
 
-from .base import SPECIAL_TOKENS
+from .base import CONFIG_FILE, SPECIAL_TOKENS, SPECIAL_TOKENS_MAP_FILE
 
 TOKENIZER_FILE = "tokenizer.json"
-CONFIG_FILE = "tokenizer_config.json"
-SPECIAL_TOKENS_FILE = "special_tokens_map.json"
 ROLES = ("pad_token", "unk_token", "cls_token", "sep_token", "mask_token")  # SPECIAL_TOKENS' order
 MATCHED_IN_TEXT = SPECIAL_TOKENS[2:]  # the user-defined pieces [CLS] [SEP] [MASK]
 MASK = SPECIAL_TOKENS[4]
@@ -86,7 +84,7 @@ def hugging_face_files(model_proto: bytes) -> dict[str, dict]:
         "clean_up_tokenization_spaces": False,
         "model_input_names": ["input_ids", "token_type_ids", "attention_mask"],
     }
-    return {TOKENIZER_FILE: tokenizer, CONFIG_FILE: config, SPECIAL_TOKENS_FILE: special}
+    return {TOKENIZER_FILE: tokenizer, CONFIG_FILE: config, SPECIAL_TOKENS_MAP_FILE: special}
 
 
 def normalizers(charsmap: bytes) -> list[dict]:

@@ -34,10 +34,9 @@ from pathlib import Path
 from typing import Sequence
 
 from ..files import read_flags, write_atomic, write_json
-from .base import SPECIAL_TOKENS, Tokenizer
+from .base import CONFIG_FILE, SPECIAL_TOKENS, Tokenizer
 
 VOCAB_FILE = "vocab.txt"
-CONFIG_FILE = "tokenizer_config.json"  # Hugging Face's name, so a saved directory loads there too
 CONTINUATION = "##"
 MAX_WORD_CHARS = 100
 
