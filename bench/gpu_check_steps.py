@@ -153,7 +153,7 @@ def end_to_end(dry_run: bool) -> tuple[dict, str, bool]:
         if device.type == "cuda":
             torch.cuda.synchronize()
         start = time.perf_counter()
-        with amp.autocast():
+        with amp.autocast:
             loss = models[key](input_ids=ids, attention_mask=mask, labels=labels).loss
         loss.backward()
         optimizers[key].step()

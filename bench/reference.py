@@ -26,23 +26,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository r
 
 from minibert.training.distributed import Distributed  # noqa: E402
 from minibert.training.loop import LoopSettings  # noqa: E402
-from minibert.training.optim import build_optimizer  # noqa: E402
+from minibert.training.loop import build_optimizer  # noqa: E402
 from minibert.training.run import build_batches  # noqa: E402
-from minibert.variants import VARIANTS, build_pretrainer, run_architecture  # noqa: E402
+from minibert.variants import VARIANTS, build_pretrainer, run_architecture, with_layout  # noqa: E402
 
 
 def pair(name: str, tokenizer_dir: Path):
     """(fast, reference) pretrainers with their optimizers, and the variant's training batches."""
     variant = VARIANTS[name]
     settings = variant.default_settings()
-    streams, _, tokenizer, _ = build_batches(settings, Distributed(), tokenizer_dir, variant.model_fields.get("vocab_size"))
+    settings = with_layout(variant, settings)
+    streams, _, tokenizer, _ = build_batches(settings, Distributed(), tokenizer_dir, variant.model["vocab_size"])
     config = run_architecture(variant, settings, {}, vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_id)
     torch.manual_seed(0)
     fast = build_pretrainer(variant, settings, config).train()
     reference = build_pretrainer(variant, settings, config.replace(reference=True)).train()
     reference.load_state_dict(fast.state_dict())
     loop = LoopSettings.of(settings)
-    return [(fast, build_optimizer(fast, loop)), (reference, build_optimizer(reference, loop))], iter(streams[0])
+    optimizer = lambda model: build_optimizer(model, lr=loop.lr, weight_decay=loop.weight_decay)  # noqa: E731
+    return [(fast, optimizer(fast)), (reference, optimizer(reference))], iter(streams[0])
 
 
 def step(model, optimizer, batch) -> tuple[float, float]:

@@ -68,11 +68,26 @@ def matmul_peak(threads: int, n: int = 1024, repeats: int = 20) -> float:
     return 2 * n**3 / best
 
 
+def compile_sublayers(model) -> None:
+    """`torch.compile` every residual sublayer of minibert's model, in place (--compile).
+
+    Compiling fuses the small memory-bound steps around the matmuls (bias, GELU, residual add,
+    LayerNorm). Only the sublayers: building an unpadded batch's layout reads the mask's values
+    (data-dependent shapes), which would break a whole-model graph. The number of real tokens
+    changes from batch to batch, so shapes are dynamic. Not minibert's default: the first step
+    pays the compilation (about a minute on a 2-core CPU) and docs/throughput.md found no
+    measurable gain there."""
+    from minibert.model import Sublayer
+
+    for module in model.modules():
+        if isinstance(module, Sublayer):
+            module.compile(dynamic=True)
+
+
 def build_pair(shape: dict, tmp: str, compile: bool = False):
     from transformers import BertConfig, BertForMaskedLM
 
     import minibert
-    from minibert.model import compile_model
 
     torch.manual_seed(0)
     config = BertConfig(
@@ -85,7 +100,7 @@ def build_pair(shape: dict, tmp: str, compile: bool = False):
     reference = BertForMaskedLM.from_pretrained(tmp, attn_implementation="sdpa")
     ours = minibert.from_pretrained(tmp, head="mlm")
     if compile:
-        compile_model(ours)
+        compile_sublayers(ours)
     return reference.train(), ours.train()
 
 
@@ -136,7 +151,7 @@ def main() -> None:
     parser.add_argument("--batches", default="full,padded", help="comma-separated: full, padded")
     parser.add_argument("--steps", type=int, default=20, help="timed steps per model (after 2 warm-up steps)")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--compile", action="store_true", help="torch.compile minibert's sublayers (compile_model)")
+    parser.add_argument("--compile", action="store_true", help="torch.compile minibert's sublayers (compile_sublayers)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     print(f"threads {args.threads}, torch {torch.__version__}")

@@ -1,7 +1,7 @@
 """Heads: what sits on top of the encoder for each task, and the models they make.
 
-    MaskedLMHead        H → E, activation, LayerNorm, decoder tied to the word embeddings
-    SentencePairHead    2 classes on the pooled output (NSP for BERT, SOP for ALBERT)
+    MaskedLMHead        (objectives/mlm.py, beside its loss) decoder tied to the word embeddings
+    SentencePairHead    (objectives/sentence.py) 2 classes on the pooled output: NSP or SOP
     ReplacedTokenHead   one logit per token: "was this token replaced?" (ELECTRA)
     ClassificationHead  num_labels on the pooled output, or on every token (fine-tuning)
 
@@ -19,9 +19,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import ModelConfig
-from .fused_cross_entropy import linear_cross_entropy
 from .data.masking import IGNORE_INDEX
-from .model import ACTIVATIONS, Encoder, ModelOutput, init_weights
+from .model import ACTIVATIONS, Encoder, ModelOutput, first_position, init_weights
+from .objectives.mlm import MaskedLMHead
 
 
 @dataclass
@@ -62,44 +62,6 @@ class TokenClassifierOutput(ModelOutput):
     loss: torch.Tensor | None = None
 
 
-class MaskedLMHead(nn.Module):
-    """Predict the original token at masked positions.
-
-    The decoder reuses the input word-embedding table (weight tying, as in BERT): the same
-    vector that represents token t on the way in scores token t on the way out. When E ≠ H
-    the transform maps H → E first, so the features match the table's width: down for ALBERT
-    (E < H), up for ELECTRA's base and large generators (E = 768 or 1024 > H = 256) — the
-    same dense → activation → LayerNorm(E) as ELECTRA's generator_predictions.
-    """
-
-    def __init__(self, config: ModelConfig):
-        super().__init__()
-        self.transform = nn.Linear(config.hidden_size, config.embedding_dim)
-        self.act = ACTIVATIONS[config.activation]
-        self.norm = nn.LayerNorm(config.embedding_dim, eps=config.layer_norm_eps)
-        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
-
-    def features(self, hidden: torch.Tensor) -> torch.Tensor:
-        """What the decoder reads: H → E, activation, LayerNorm."""
-        return self.norm(self.act(self.transform(hidden)))
-
-    def forward(self, hidden: torch.Tensor, embedding_table: torch.Tensor) -> torch.Tensor:
-        """hidden [..., H] -> logits [..., V], scored against the word-embedding table [V, E]."""
-        return F.linear(self.features(hidden), embedding_table, self.bias)
-
-
-class SentencePairHead(nn.Module):
-    """Two classes from the pooled [CLS] vector: NSP (is B the real next segment?) or SOP
-    (are the two segments in their original order?)."""
-
-    def __init__(self, config: ModelConfig):
-        super().__init__()
-        self.classifier = nn.Linear(config.hidden_size, 2)
-
-    def forward(self, pooled: torch.Tensor) -> torch.Tensor:
-        return self.classifier(pooled)
-
-
 class ReplacedTokenHead(nn.Module):
     """ELECTRA's discriminator head: one logit per token, positive = "replaced"."""
 
@@ -134,22 +96,9 @@ class ClassificationHead(nn.Module):
         return self.classifier(self.dropout(pooled))
 
 
-def pooled_or_first(output: ModelOutput) -> torch.Tensor:
-    """[B, H]: the pooled vector, or the first position's state (computed whenever a pooler or a
-    sentence-level `needed` asks for position 0)."""
-    return output.pooler_output if output.pooler_output is not None else output.needed_hidden_state[:, 0]
-
-
 def encoder_fields(output: ModelOutput) -> dict:
     """The encoder's fields, carried into a task model's output (which adds logits and loss)."""
     return {f.name: getattr(output, f.name) for f in dataclasses.fields(ModelOutput)}
-
-
-def cls_position(input_ids: torch.Tensor) -> torch.Tensor:
-    """[B, T] bool, True at position 0: where `pooled_or_first` reads (the Encoder's `needed`)."""
-    first = torch.zeros_like(input_ids, dtype=torch.bool)
-    first[:, 0] = True
-    return first
 
 
 class EncoderWithHead(nn.Module):
@@ -180,39 +129,15 @@ class MaskedLM(EncoderWithHead):
         return self.head(hidden, self.embedding_table)
 
     def masked_lm_loss(self, hidden: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The masked-LM loss: mean cross-entropy of the prediction at each labelled position.
-
-        The ONE place it is computed: `forward(labels=...)` and the pretraining objective
-        (objectives/mlm.py) both call it. hidden [B, T, H] (exact at the labelled positions),
-        labels [B, T] -> (loss, logits at the labelled positions [labelled, V], in row-major
-        order, and their labels [labelled]).
-
-        The reference path (`config.reference`) is the textbook: logits at every position, then
-        `F.cross_entropy` with the unlabelled positions ignored. The fast path predicts sparsely:
-        with a 30k vocabulary the decoder is most of a small model's compute, yet only the
-        masked share of positions (`--mask-prob`) carries a label, so it selects those rows
-        first — the same loss for a fraction of the FLOPs — and runs the decoder and the
-        softmax cross-entropy fused, a vocabulary chunk at a time (`fused_cross_entropy`),
-        instead of as separate passes over the [labelled, V] logits.
-        """
-        labelled = labels != IGNORE_INDEX
-        targets = labels[labelled]  # [labelled]
-        if not targets.numel():  # nothing to predict: a zero loss that still reaches every weight
-            logits = self.predict(hidden[labelled])
-            return logits.sum() * 0.0, logits, targets
-        if self.config.reference:
-            logits = self.predict(hidden)  # [B, T, H] -> [B, T, V]: every position
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE_INDEX)
-            return loss, logits[labelled].detach(), targets
-        features = self.head.features(hidden[labelled])  # [B, T, H] -> [labelled, E]
-        loss, logits = linear_cross_entropy(features, self.embedding_table, self.head.bias, targets)
-        return loss, logits, targets
+        """hidden [B, T, H], labels [B, T] -> (loss, logits at the masked positions, their labels):
+        the head's `MaskedLMHead.loss` against this model's own embedding table."""
+        return self.head.loss(hidden, labels, self.embedding_table)
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> MaskedLMOutput:
         """Logits at every position; with `labels`, the masked-LM loss instead (`masked_lm_loss`).
 
         This is the interface for a loop of your own (as transformers' BertForMaskedLM).
-        `python train.py` reaches the same `masked_lm_loss` through objectives/mlm.py instead,
+        `python train.py` reaches the same `MaskedLMHead.loss` through objectives/mlm.py instead,
         because there one encoder pass over the batch serves every objective (MLM and NSP/SOP).
         """
         if labels is None:
@@ -274,9 +199,9 @@ class SequenceClassifier(EncoderWithHead):
             out = self.encoder(input_ids, attention_mask, token_type_ids)
             pooled = mean_over_tokens(out.last_hidden_state, attention_mask)  # [B, T, H] -> [B, H]
         else:  # with labels (training) the loss reads position 0 only: the last layer computes just that
-            needed = None if labels is None else cls_position(input_ids)
+            needed = None if labels is None else first_position(input_ids)
             out = self.encoder(input_ids, attention_mask, token_type_ids, needed=needed)
-            pooled = pooled_or_first(out)
+            pooled = out.pooled_or_first()
         logits = self.head(pooled)  # [B, num_labels]
         if labels is None:
             loss = None

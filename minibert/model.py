@@ -6,12 +6,12 @@
               ─► last_hidden_state  (─► pooler: tanh(Linear) of the first token)
 
 BERT, RoBERTa, ALBERT, DistilBERT and ELECTRA are all this encoder with different
-`ModelConfig` values. Two speed tricks live in `Encoder.forward`, each in one place:
-padding is removed once at the start ("unpadding": the layers run on the real tokens only
-and the result is scattered back into the padded grid at the end), and with `needed` the
-last layer runs only where a loss reads (`Encoder.last_layer_at`). `ModelConfig.reference`
-(`python train.py --reference`) turns both off: the padded grid, every layer at every
-position, the naive attention — the textbook path, for reading and debugging.
+`ModelConfig` values. Two speed tricks live in `Encoder.forward`, each an `if` with the
+plain way beside it: with `needed`, the last layer runs only at the positions a loss reads
+(`last_layer_at`: for the default runs' 40% masking, about a sixth of the encoder's matmuls
+saved), and a batch that is mostly padding runs on its real tokens only (unpad.py).
+`ModelConfig.reference` (`python train.py --reference`) turns both off, with the naive
+attention: the textbook path, for reading and debugging, tested equal to the fast one.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import Rotary, SelfAttention, TokenLayout, gather_rows, scatter_rows
+from .attention import Rotary, SelfAttention
 from .config import ModelConfig
+from .unpad import TokenLayout
 
 ACTIVATIONS = {
     "gelu": nn.GELU(),
@@ -58,6 +59,16 @@ class ModelOutput:
     hidden_states: tuple[torch.Tensor, ...] | None = None
     attentions: tuple[torch.Tensor, ...] | None = None
 
+    def pooled_or_first(self) -> torch.Tensor:
+        """[B, H]: what a sentence-level head reads — the pooled vector, or without a pooler
+        (ELECTRA, DistilBERT) the first position's state (computed whenever `needed` has position 0)."""
+        return self.pooler_output if self.pooler_output is not None else self.needed_hidden_state[:, 0]
+
+
+def first_position(input_ids: torch.Tensor) -> torch.Tensor:
+    """[B, T] bool, True at position 0 ([CLS]): the `needed` of a sentence-level head."""
+    return (torch.arange(input_ids.shape[1], device=input_ids.device) == 0).expand_as(input_ids)
+
 
 class Embeddings(nn.Module):
     """token + position (+ segment) embeddings, then LayerNorm and dropout.
@@ -78,13 +89,12 @@ class Embeddings(nn.Module):
         self.norm = nn.LayerNorm(E, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout)
 
-    def forward(self, input_ids, position_ids, token_type_ids=None) -> torch.Tensor:
+    def forward(self, input_ids, position_ids, token_type_ids) -> torch.Tensor:
+        """ids [B, T] (or packed [tokens]) -> [B, T, E]; rotary models have no position table."""
         x = self.word_embeddings(input_ids)
         if self.position_embeddings is not None:
             x = x + self.position_embeddings(position_ids)
         if self.token_type_embeddings is not None:
-            if token_type_ids is None:
-                token_type_ids = torch.zeros_like(input_ids)
             x = x + self.token_type_embeddings(token_type_ids)
         return self.dropout(self.norm(x))
 
@@ -149,9 +159,13 @@ def build_layers(config: ModelConfig) -> tuple[nn.ModuleList, nn.ModuleList]:
 class Encoder(nn.Module):
     """The backbone. forward() -> ModelOutput(last_hidden_state [B,T,H], pooler_output [B,H])."""
 
+    # Unpad (unpad.py) from this share of padding in a batch on: below it, the padded grid
+    # was as fast (bench/throughput.py measures both sides; docs/throughput.md).
+    UNPAD_FROM = 0.2
+
     def __init__(self, config: ModelConfig):
         super().__init__()
-        self.config = config
+        self.config, self.max_length = config, config.max_length
         self.embeddings = Embeddings(config)
         E, H = config.embedding_dim, config.hidden_size
         self.embedding_projection = nn.Linear(E, H) if E != H else None
@@ -159,6 +173,10 @@ class Encoder(nn.Module):
         self.attention, self.feed_forward = build_layers(config)
         self.final_norm = nn.LayerNorm(H, eps=config.layer_norm_eps) if config.norm == "pre" else None
         self.pooler = nn.Linear(H, H) if config.pooler else None
+        # The speed tricks, each switched off by --reference (the textbook path, to read and debug with)
+        self.sparse_last_layer = not config.reference
+        self.unpad = config.unpad and not config.reference
+        self.packs_always = config.attention_backend == "triton" and not config.reference  # the kernel reads packed tokens
         init_weights(self, config)
 
     def layer(self, depth: int) -> tuple[Sublayer, Sublayer]:
@@ -170,92 +188,88 @@ class Encoder(nn.Module):
         """input ids [B, T] -> ModelOutput (last_hidden_state [B, T, H], pooler_output [B, H]).
 
         `needed` (optional, [B, T] bool): the positions whose final hidden state the caller
-        will read, e.g. the labelled positions of a masked-LM loss. The last layer then runs
-        there only (`last_layer_at`), and the result is `needed_hidden_state` (zero
+        will read — the positions a loss reads, e.g. the masked ones for MLM. The last layer
+        then runs there only (`last_layer_at`), and the result is `needed_hidden_state` (zero
         elsewhere; last_hidden_state is None). `output_hidden_states` / `output_attentions`
-        return every layer's states / attention probabilities, as transformers does; looking
-        inside runs the padded grid at every position, like the reference path.
+        return every layer's states / attention probabilities, as transformers does (`look_inside`).
         """
         batch, seq_len = input_ids.shape
-        if seq_len > self.config.max_length:
-            raise ValueError(
-                f"sequence length {seq_len} exceeds the {self.config.max_length} positions this model has; "
-                f"truncate inputs to {self.config.max_length} tokens"
-            )
-        # The textbook path: padded grid, every layer at every position (no speed tricks).
-        textbook = self.config.reference or output_hidden_states or output_attentions
-        sparse = needed is not None and not textbook  # the last layer at the needed positions only
-        position_ids = self.config.position_offset + torch.arange(seq_len, device=input_ids.device).expand(batch, -1)
-        if token_type_ids is None:
-            token_type_ids = torch.zeros_like(input_ids)
-        has_padding = attention_mask is not None and not bool(attention_mask.bool().all())
-        layout = key_mask = None
-        if has_padding and not textbook and (self.config.unpad or self.config.attention_backend == "triton"):
-            # Unpadding: gather the real tokens once; every layer then works on [tokens, H].
-            layout = TokenLayout.from_mask(attention_mask)
-            input_ids, position_ids, token_type_ids = map(layout.pack, (input_ids, position_ids, token_type_ids))
-        elif has_padding:
-            key_mask = attention_mask.bool()
-            key_mask = key_mask | ~key_mask.any(dim=1, keepdim=True)  # an all-padding row sees itself
+        if seq_len > self.max_length:
+            raise ValueError(f"sequence length {seq_len} exceeds the {self.max_length} positions this model has; "
+                             f"truncate inputs to {self.max_length} tokens")
+        if output_hidden_states or output_attentions:
+            return self.look_inside(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions)
+        positions = self.config.position_offset + torch.arange(seq_len, device=input_ids.device)  # [T]
+        token_type_ids = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
+        key_mask = None if attention_mask is None or attention_mask.all() else attention_mask.bool()  # [B, T], True = real
+        packed = None
+        if self.packs_always or key_mask is not None and self.unpad and 1 - key_mask.float().mean() >= self.UNPAD_FROM:
+            packed = TokenLayout.from_mask(torch.ones_like(input_ids) if key_mask is None else key_mask)  # unpad.py
+            positions = positions.expand(batch, -1)
+            input_ids, positions, token_type_ids, key_mask = *map(packed.pack, (input_ids, positions, token_type_ids)), None
 
-        x = self.embeddings(input_ids, position_ids, token_type_ids)  # [B, T, E], or [tokens, E] unpadded
+        x = self.embeddings(input_ids, positions, token_type_ids)  # [B, T, E], or [tokens, E] packed
         if self.embedding_projection is not None:
             x = self.embedding_projection(x)  # E -> H
-        rotary = self.rotary(position_ids) if self.rotary is not None else None  # the same angles at every depth
-        attention_inputs = (layout, key_mask, rotary)
-        hidden_states = [x] if output_hidden_states else None
-        attentions = [] if output_attentions else None
-        depth = self.config.num_layers
-        for i in range(depth - 1 if sparse else depth):
-            attention, feed_forward = self.layer(i)
-            if attentions is not None:
-                attentions.append(attention.fn.probabilities(attention.branch_input(x), key_mask, rotary))
-            x = feed_forward(attention(x, *attention_inputs))  # [B, T, H], or [tokens, H] unpadded
-            if hidden_states is not None:
-                hidden_states.append(x)
-        if sparse:
-            token_index, grid_index = self._needed_index(needed, layout)
-            x = self.last_layer_at(token_index, x, *attention_inputs)  # [needed, H]
+        rotary = self.rotary(positions) if self.rotary is not None else None  # the same angles at every depth
+        sparse = needed is not None and self.sparse_last_layer
+        for depth in range(self.config.num_layers - sparse):
+            attention, feed_forward = self.layer(depth)
+            x = feed_forward(attention(x, key_mask, rotary, packed))  # [B, T, H], or [tokens, H] packed
+        if sparse:  # the last layer at the needed positions only
+            rows, grid_rows = self.needed_rows(needed, packed)
+            x = self.last_layer_at(rows, x, key_mask, rotary, packed)  # [needed, H]
         if self.final_norm is not None:
             x = self.final_norm(x)
 
-        if sparse:
-            hidden, needed_hidden = None, scatter_rows(x, grid_index, batch, seq_len)  # [needed, H] -> [B, T, H], zeros elsewhere
+        if sparse:  # [needed, H] -> [B, T, H], zeros elsewhere
+            hidden, needed_hidden = None, x.new_zeros(batch * seq_len, x.shape[-1]).index_copy(0, grid_rows, x).view(batch, seq_len, -1)
         else:
-            hidden = needed_hidden = x if layout is None else layout.unpack(x)  # [tokens, H] -> [B, T, H]
+            hidden = needed_hidden = x if packed is None else packed.unpack(x)  # [tokens, H] -> [B, T, H]
         pooled = torch.tanh(self.pooler(needed_hidden[:, 0])) if self.pooler is not None else None
-        return ModelOutput(hidden, pooled, needed_hidden,
-                           None if hidden_states is None else tuple(hidden_states),
-                           None if attentions is None else tuple(attentions))
+        return ModelOutput(hidden, pooled, needed_hidden)
 
-    def last_layer_at(self, token_index: torch.Tensor, x: torch.Tensor, *attention_inputs) -> torch.Tensor:
-        """The last layer, computed for the tokens at `token_index` only: [tokens, H] -> [needed, H].
+    def last_layer_at(self, rows: torch.Tensor, x: torch.Tensor, key_mask, rotary, packed) -> torch.Tensor:
+        """The last layer, computed for the given rows of x only: [B, T, H] (or [tokens, H]) -> [needed, H].
 
-        Why: a loss often reads a few positions (the masked share for masked-LM, one for NSP), and the
-        last layer's output anywhere else would be thrown away — for a 4-layer model that is
-        about a sixth of the encoder's matmul FLOPs. Attention still reads every token (its
-        keys and values); the output projection, the feed-forward and the LayerNorms run on
-        the needed tokens alone. The same formulas as `Sublayer` and `SelfAttention`, only
-        with the rows gathered before the output projection.
+        Why: a loss often reads a few positions (the masked share for MLM, one for NSP/SOP),
+        and the last layer's output anywhere else would be thrown away. Attention still reads
+        every token (its keys and values); the output projection, the feed-forward and the
+        LayerNorms run on the needed rows alone. The same formulas as `Sublayer` and
+        `SelfAttention`, only with the rows gathered before the output projection.
         """
         attention, feed_forward = self.layer(self.config.num_layers - 1)
-        context = attention.fn.context(attention.branch_input(x), *attention_inputs)  # [tokens, H]: every token
-        needed = gather_rows(context, token_index)  # [needed, H]
-        x = attention.add(gather_rows(x, token_index), attention.fn.out(needed))
+        context = attention.fn.context(attention.branch_input(x), key_mask, rotary, packed)  # every token
+        needed = context.flatten(0, -2).index_select(0, rows)  # [needed, H]
+        x = attention.add(x.flatten(0, -2).index_select(0, rows), attention.fn.out(needed))
         return feed_forward(x)
 
-    def _needed_index(self, needed: torch.Tensor, layout: TokenLayout | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """The needed positions as indices: among the layers' tokens (packed, or the flattened
-        grid) and in the flattened [B * T] grid. Position 0 is always needed with a pooler."""
-        needed = needed.bool()
-        if self.pooler is not None:  # the pooler reads position 0
-            needed = needed.clone()
-            needed[:, 0] = True
-        if layout is None:
-            grid_index = needed.flatten().nonzero().squeeze(1)
-            return grid_index, grid_index
-        token_index = layout.pack(needed).nonzero().squeeze(1)
-        return token_index, layout.grid_index.index_select(0, token_index)
+    def needed_rows(self, needed: torch.Tensor, packed) -> tuple[torch.Tensor, torch.Tensor]:
+        """The needed positions as row indices: among the layers' rows (the flattened grid, or
+        the packed tokens) and in the flattened [B * T] grid. Position 0 with a pooler: it reads it."""
+        if self.pooler is not None:
+            needed = needed | first_position(needed)
+        rows = (needed.flatten() if packed is None else packed.pack(needed)).nonzero().squeeze(1)  # in the layers' row order
+        return rows, (rows if packed is None else packed.grid_index.index_select(0, rows))
+
+    def look_inside(self, input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions) -> ModelOutput:
+        """The forward pass on the padded grid, keeping every layer's states and/or attention
+        probabilities (as transformers' output_hidden_states / output_attentions)."""
+        positions = self.config.position_offset + torch.arange(input_ids.shape[1], device=input_ids.device)
+        key_mask = None if attention_mask is None else attention_mask.bool()
+        x = self.embeddings(input_ids, positions, torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids)
+        x = x if self.embedding_projection is None else self.embedding_projection(x)
+        rotary = self.rotary(positions) if self.rotary is not None else None
+        hidden_states, attentions = [x], []
+        for depth in range(self.config.num_layers):
+            attention, feed_forward = self.layer(depth)
+            attentions.append(attention.fn.probabilities(attention.branch_input(x), key_mask, rotary))
+            x = feed_forward(attention(x, key_mask, rotary))
+            hidden_states.append(x)
+        x = x if self.final_norm is None else self.final_norm(x)
+        pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None
+        return ModelOutput(x, pooled, x, tuple(hidden_states) if output_hidden_states else None,
+                           tuple(attentions) if output_attentions else None)
 
 
 def init_weights(module: nn.Module, config: ModelConfig) -> None:
@@ -268,19 +282,3 @@ def init_weights(module: nn.Module, config: ModelConfig) -> None:
         if isinstance(m, nn.LayerNorm):
             nn.init.ones_(m.weight)
             nn.init.zeros_(m.bias)
-
-
-def compile_model(model: nn.Module) -> nn.Module:
-    """Opt-in `torch.compile` of every residual sublayer, in place; returns the model.
-
-    Compiling fuses the small memory-bound steps around the matmuls (bias, GELU, residual
-    add, LayerNorm). Only the sublayers are compiled: building the `TokenLayout` reads the
-    mask's values (data-dependent shapes), which would break a whole-model graph, while a
-    sublayer compiles without a break. The number of real tokens changes from batch to
-    batch, so shapes are dynamic. Not the default: the first step pays the compilation
-    (about a minute on a 2-core CPU) and docs/throughput.md found no measurable gain there.
-    """
-    for module in model.modules():
-        if isinstance(module, Sublayer):
-            module.compile(dynamic=True)
-    return model

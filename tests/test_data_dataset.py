@@ -7,11 +7,14 @@ import pytest
 import torch
 from test_data_support import DATASETS, PositionTokenizer, numbered_store
 
-from minibert.data import build_pretraining_data
-from minibert.data.batching import MaskingRecipe
+from minibert.data import Masking, build_pretraining_data
 from minibert.data.dataset import PretrainingBatches
-from minibert.data.examples import build_examples
+from minibert.data.examples import Examples, build_examples
 from minibert.data.static_masks import build_static_masks
+
+# Every value build_pretraining_data needs: it keeps no defaults of its own for them.
+DATA = dict(vocab_size=400, seq_len=32, layout="sop", masking="dynamic", dupe_factor=1, mask_prob=0.15,
+            replace_probs=(0.8, 0.1, 0.1), whole_word=False, max_span=1, short_seq_prob=0.1, batch_size=2, seed=0)
 
 SHAPE = [[(d * 7 + s * 3) % 20 + 3 for s in range(12)] for d in range(10)]
 
@@ -20,15 +23,17 @@ SHAPE = [[(d * 7 + s * 3) % 20 + 3 for s in range(12)] for d in range(10)]
 def parts(tmp_path_factory):
     directory = tmp_path_factory.mktemp("store")
     store, tokenizer = numbered_store(SHAPE, directory), PositionTokenizer()
-    return store, build_examples(store, "sop", max_length=32), tokenizer, MaskingRecipe.for_tokenizer(tokenizer), directory
+    spans = build_examples(store, "sop", max_length=32, short_seq_prob=0.1, seed=0, specials=(2, 3))
+    masking = Masking.for_tokenizer(tokenizer, mask_prob=0.15, replace_probs=(0.8, 0.1, 0.1), max_span=1, whole_word=False)
+    return store, Examples.from_spans(store, spans, tokenizer, 32), tokenizer, masking, directory
 
 
 def batches(parts, masking="dynamic", copies=1, **options):
     store, examples, tokenizer, recipe, directory = parts
     static = None
     if masking == "static":
-        static = build_static_masks(store, examples, tokenizer, recipe, directory / f"masks-{copies}", copies=copies, seed=0)
-    return PretrainingBatches(store, examples, tokenizer, recipe, static_masks=static, **{"batch_size": 8, **options})
+        static = build_static_masks(examples, recipe, directory / f"masks-{copies}", copies=copies, seed=0)
+    return PretrainingBatches(examples, recipe, static_masks=static, **{"batch_size": 8, "seed": 0, **options})
 
 
 def sequences(batch):
@@ -100,12 +105,30 @@ def test_eval_is_one_fixed_pass_over_every_example(parts):
 
 def test_batches_are_padded_long_tensors(parts):
     batch = next(iter(batches(parts)))
-    assert set(batch) == {"input_ids", "attention_mask", "token_type_ids", "special_tokens_mask", "labels", "sentence_label"}
+    assert set(batch) == {"input_ids", "attention_mask", "token_type_ids", "labels", "sentence_label"}
     assert all(t.dtype == torch.long for t in batch.values()) and batch["sentence_label"].shape == (8,)
     padding = batch["attention_mask"] == 0
     assert padding.any() and batch["attention_mask"][:, 0].all()
-    assert (batch["input_ids"][padding] == 0).all() and (batch["labels"][padding] == -100).all() and (batch["special_tokens_mask"][padding] == 1).all()
-    assert not ((batch["labels"] != -100) & (batch["special_tokens_mask"] == 1)).any()
+    assert (batch["input_ids"][padding] == 0).all() and (batch["labels"][padding] == -100).all()
+    original = torch.where(batch["labels"] != -100, batch["labels"], batch["input_ids"])
+    assert not ((batch["labels"] != -100) & (original < 5)).any()  # never [CLS], [SEP], [PAD] or [MASK]
+
+
+def test_static_masks_serve_exactly_the_stored_copies(parts):
+    """A batch of static copies shows each copy's stored mask: the same ids and labels as
+    masking that copy's example alone with the recipe, in the order the copies were built."""
+    store, examples, tokenizer, recipe, directory = parts
+    static = build_static_masks(examples, recipe, directory / "masks-check", copies=2, seed=3)
+    generator = torch.Generator().manual_seed(3)
+    whole = torch.from_numpy(examples.input_ids.astype(np.int64))
+    masked, labels = recipe(torch.cat([whole, whole]), generator)  # copies 0..2n-1: one chunk, masked at once
+    source = PretrainingBatches(examples, recipe, static_masks=static, batch_size=5, seed=0)
+    copies = np.array([len(examples) + 1, 0, 2, len(examples) + 3, 4])
+    batch = source.batch(0, 0, copies)
+    for row, copy in enumerate(copies):
+        n = int(examples.lengths[copy % len(examples)])
+        assert torch.equal(batch["input_ids"][row, :n], masked[copy, :n])
+        assert torch.equal(batch["labels"][row, :n], labels[copy, :n])
 
 
 def write_corpus(path, n_documents=60, seed=0):
@@ -122,7 +145,8 @@ def write_corpus(path, n_documents=60, seed=0):
 )
 def test_build_pretraining_data_end_to_end_and_cached(tmp_path, layout, masking, dupe, options):
     corpus, data_dir = write_corpus(tmp_path / "corpus.txt"), tmp_path / "data"
-    settings = dict(data_dir=data_dir, vocab_size=400, seq_len=48, layout=layout, masking=masking, dupe_factor=dupe, batch_size=4, eval_fraction=0.1, **options)
+    settings = {**DATA, "data_dir": data_dir, "seq_len": 48, "layout": layout, "masking": masking, "dupe_factor": dupe,
+                "batch_size": 4, "eval_fraction": 0.1, **options}
     data = build_pretraining_data(corpus, **settings)
     batch = next(iter(data.train))
     assert batch["input_ids"].shape[0] == 4 and batch["input_ids"].shape[1] <= 48
@@ -137,9 +161,9 @@ def test_build_pretraining_data_end_to_end_and_cached(tmp_path, layout, masking,
 
 def test_tokenizer_dir_is_filled_then_reused(tmp_path):
     corpus, tokenizer_dir = write_corpus(tmp_path / "corpus.txt"), tmp_path / "checkpoint"
-    first = build_pretraining_data(corpus, data_dir=tmp_path / "data", tokenizer_dir=tokenizer_dir, vocab_size=400, seq_len=32, batch_size=2)
+    first = build_pretraining_data(corpus, **DATA, data_dir=tmp_path / "data", tokenizer_dir=tokenizer_dir)
     assert (tokenizer_dir / "tokenizer.model").is_file()
-    second = build_pretraining_data(corpus, data_dir=tmp_path / "other", tokenizer_dir=tokenizer_dir, vocab_size=999, seq_len=32, batch_size=2)
+    second = build_pretraining_data(corpus, **{**DATA, "vocab_size": 999}, data_dir=tmp_path / "other", tokenizer_dir=tokenizer_dir)
     assert second.tokenizer.vocab_size == first.tokenizer.vocab_size and not list((tmp_path / "other").glob("spm-*"))
 
 
@@ -160,24 +184,24 @@ def test_tokenizer_dir_is_filled_then_reused(tmp_path):
 def test_bad_settings_fail_before_any_work(tmp_path, settings, message):
     corpus, data_dir = write_corpus(tmp_path / "corpus.txt"), tmp_path / "data"
     with pytest.raises(ValueError, match=message):
-        build_pretraining_data(corpus, data_dir=data_dir, **settings)
+        build_pretraining_data(corpus, **{**DATA, **settings}, data_dir=data_dir)
     assert not data_dir.exists()
 
 
 def test_too_small_corpora_fail_clearly(tmp_path):
     corpus = write_corpus(tmp_path / "corpus.txt", n_documents=1)
     with pytest.raises(ValueError, match="too few to hold out.*separate documents with blank lines"):
-        build_pretraining_data(corpus, data_dir=tmp_path / "data", vocab_size=400, layout="sop", batch_size=2)
+        build_pretraining_data(corpus, **DATA, data_dir=tmp_path / "data")
     with pytest.raises(ValueError, match="cannot fill one batch"):
-        build_pretraining_data(corpus, data_dir=tmp_path / "data", vocab_size=400, layout="sop", batch_size=512, eval_fraction=0)
+        build_pretraining_data(corpus, **{**DATA, "batch_size": 512}, data_dir=tmp_path / "data", eval_fraction=0)
 
 
 @pytest.mark.skipif(not (DATASETS / "wikitext-2").is_dir(), reason="shared datasets not present")
 def test_wikitext_2_validation_split_end_to_end(tmp_path):
-    data = build_pretraining_data(DATASETS / "wikitext-2" / "valid.txt", data_dir=tmp_path, vocab_size=2000, tokenizer_model="bpe", layout="full_sentences",
-                                  masking="dynamic", dupe_factor=1, seq_len=128, batch_size=16)
+    data = build_pretraining_data(DATASETS / "wikitext-2" / "valid.txt", **{**DATA, "vocab_size": 2000, "layout": "full_sentences",
+                                  "seq_len": 128, "batch_size": 16}, data_dir=tmp_path, tokenizer_model="bpe")
     assert data.store.n_documents == 60 and len(data.store.tokens) > 200_000
     batch = next(iter(data.train))
     selected = batch["labels"] != -100
-    fraction = float(selected.sum() / (batch["special_tokens_mask"] == 0).sum())
+    fraction = float(selected.sum() / (batch["attention_mask"].sum() - 2 * len(batch["input_ids"])))  # [CLS], [SEP] aside
     assert 0.08 < fraction < 0.22 and np.all(batch["attention_mask"].sum(1).numpy() <= 128)

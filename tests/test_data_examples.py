@@ -8,17 +8,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_data_support import FIRST_ID, PositionTokenizer, corpus_shapes, numbered_store
 
-from minibert.data.examples import LAYOUTS, build_examples, example_ids
+from minibert.data.examples import LAYOUTS, Examples, build_examples
 
 CLS, SEP = 2, 3
+OPTIONS = dict(short_seq_prob=0.1, seed=0, specials=(2, 3))
 
 
 def decoded_examples(shape, layout, max_length, short_seq_prob=0.1, seed=0):
     """Build examples on a numbered corpus; return (examples as (ids, segments, label), document of each id)."""
     with tempfile.TemporaryDirectory() as directory:
         store = numbered_store(shape, directory)
-        rows = build_examples(store, layout, max_length=max_length, short_seq_prob=short_seq_prob, seed=seed)
-        examples = [(*example_ids(store, row, PositionTokenizer()), int(row[4])) for row in rows]
+        rows = build_examples(store, layout, max_length=max_length, short_seq_prob=short_seq_prob, seed=seed, specials=(2, 3))
+        laid_out = Examples.from_spans(store, rows, PositionTokenizer(), max_length)
+        assert (laid_out.sentence_label is None) == (layout == "full_sentences")
+        examples = [(laid_out.input_ids[row, :n].astype(np.int64), laid_out.token_type_ids[row, :n],
+                     -1 if laid_out.sentence_label is None else int(laid_out.sentence_label[row]))
+                    for row, n in enumerate(laid_out.lengths)]
     document_of = np.repeat(np.arange(len(shape)), [sum(lengths) for lengths in shape])
     return examples, lambda ids: set(document_of[np.asarray(ids) - FIRST_ID])
 
@@ -102,8 +107,8 @@ def test_short_seq_prob_shortens_about_that_share():
 def test_bad_layouts_fail_clearly(tmp_path):
     store = numbered_store([[5, 5]], tmp_path)
     with pytest.raises(ValueError, match="only 1 document"):
-        build_examples(store, "nsp", max_length=32)
+        build_examples(store, "nsp", max_length=32, **OPTIONS)
     with pytest.raises(ValueError, match="layout='mlm'"):
-        build_examples(store, "mlm", max_length=32)
+        build_examples(store, "mlm", max_length=32, **OPTIONS)
     with pytest.raises(ValueError, match="max_length=4"):
-        build_examples(store, "sop", max_length=4)
+        build_examples(store, "sop", max_length=4, **OPTIONS)

@@ -119,7 +119,7 @@ def test_the_exported_tokenizer_reads_masks_as_minibert_fill_mask_does(real_toke
     """transformers' fill-mask pipeline on an export proposes minibert's tokens: the mask takes the
     space before it (no piece of its own), the text after it reads on as in the whole text."""
     ours, _, _ = real_tokenizer
-    config = ModelConfig(**{**VARIANTS["roberta"].model_fields, "vocab_size": ours.vocab_size, "hidden_size": 32,
+    config = ModelConfig(**{**VARIANTS["roberta"].model, "vocab_size": ours.vocab_size, "hidden_size": 32,
                             "num_heads": 2, "intermediate_size": 64, "num_layers": 2, "max_positions": 64,
                             "initializer_range": 0.5})  # wide weights: no near-ties in the ranking
     torch.manual_seed(0)
@@ -212,8 +212,8 @@ def test_a_pretrained_model_exports_with_its_tokenizer(variant, corpus, learned_
 
 def rotary_default(variant: str) -> ModelConfig:
     """The architecture a variant trains by default (rotary positions), at a tiny vocabulary."""
-    config = ModelConfig(**{**VARIANTS[variant].model_fields, "vocab_size": 400, "max_positions": 32})
-    return student_config(ModelConfig(**{**VARIANTS["bert"].model_fields, "vocab_size": 400})) if variant == "distilbert" else config
+    config = ModelConfig(**{**VARIANTS[variant].model, "vocab_size": 400, "max_positions": 32})
+    return student_config(ModelConfig(**{**VARIANTS["bert"].model, "vocab_size": 400})) if variant == "distilbert" else config
 
 
 @pytest.mark.parametrize("variant, reason", [
@@ -234,7 +234,7 @@ def test_rotary_variants_roformer_cannot_hold_are_refused_naming_the_fix(variant
 def test_a_bpe_tokenizer_is_refused_before_anything_is_written(corpus, tmp_path):
     text, cache = corpus
     bpe = train_tokenizer(text, vocab_size=400, model_type="bpe", cache_dir=cache)
-    model = MaskedLM(ModelConfig(**{**VARIANTS["bert"].model_fields, "vocab_size": bpe.vocab_size, "max_positions": 32}))
+    model = MaskedLM(ModelConfig(**{**VARIANTS["bert"].model, "vocab_size": bpe.vocab_size, "max_positions": 32}))
     with pytest.raises(ValueError, match="only a unigram SentencePiece model .*model_type='unigram'"):
         minibert.save_pretrained(model, tmp_path / "hf", format="hf", tokenizer=bpe)
     assert not (tmp_path / "hf").exists()

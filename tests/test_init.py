@@ -54,7 +54,7 @@ def scored_by(model, out, forward) -> dict[str, float]:
     rebuilt from its run.json; `forward(model, batch)` returns logits at the labeled positions."""
     settings = Settings(**json.loads((out / "run.json").read_text())["settings"])
     tokenizer_dir = settings.init or out
-    _, eval_batches, _, _ = build_batches(settings, Distributed(), tokenizer_dir, None)
+    _, eval_batches, _, _ = build_batches(settings, Distributed(), tokenizer_dir, 8000)
     losses, accuracies = [], []
     with torch.no_grad():
         for _, batch in zip(range(settings.eval_batches), eval_batches):

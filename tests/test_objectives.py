@@ -9,13 +9,14 @@ from hypothesis import given, settings, strategies as st
 
 from minibert import MaskedLM, ModelConfig, ReplacedTokenDetector
 from minibert.heads import IGNORE_INDEX
-from minibert.objectives import (KnowledgeDistillation, MaskedLanguageModeling, Pretrainer, ReplacedTokenDetection,
-                                 SentencePairTask)
-from minibert.objectives.kd import init_student_from_teacher, soft_target_kl, student_config
-from minibert.objectives.rtd import generator_config, gumbel_max_sample, replace_masked
+from minibert.objectives.kd import KnowledgeDistillation, init_student_from_teacher, soft_target_kl, student_config
+from minibert.objectives.mlm import MaskedLanguageModeling
+from minibert.objectives.pretrainer import Pretrainer
+from minibert.objectives.rtd import ReplacedTokenDetection, generator_config, gumbel_max_sample, replace_masked
+from minibert.objectives.sentence import SentencePairTask
 from minibert.training.state import trainable_state
 from minibert.training.settings import Settings
-from minibert.variants import VARIANTS, build_pretrainer, run_architecture
+from minibert.variants import VARIANTS, build_pretrainer, example_layout, run_objectives, run_architecture, with_layout
 
 
 def tiny(**changes) -> ModelConfig:
@@ -62,19 +63,16 @@ def test_sentence_task_is_two_way_cross_entropy_on_the_pooled_vector(task):
     torch.manual_seed(0)
     model, batch = MaskedLM(tiny()).eval(), make_batch()
     output = model.encoder(batch["input_ids"], batch["attention_mask"])
-    objective = SentencePairTask(model.config, task)
+    objective = SentencePairTask(model.config, task, 1.0)
     loss, metrics = objective(model, batch, output)
     expected = F.cross_entropy(objective.head(output.pooler_output), batch["sentence_label"])
     torch.testing.assert_close(loss, expected)
     assert set(metrics) == {f"{task}_loss", f"{task}_accuracy"}
-    del batch["sentence_label"]
-    with pytest.raises(ValueError, match="sentence_label"):
-        objective(model, batch, output)
 
 
 def test_objectives_share_one_encoder_pass():
     model = MaskedLM(tiny())
-    pretrainer = Pretrainer(model, {"mlm": MaskedLanguageModeling(), "nsp": SentencePairTask(model.config)})
+    pretrainer = Pretrainer(model, {"mlm": MaskedLanguageModeling(1.0), "nsp": SentencePairTask(model.config, "nsp", 1.0)})
     calls = []
     model.encoder.register_forward_hook(lambda *args: calls.append(1))
     loss, metrics = pretrainer(make_batch())
@@ -232,9 +230,28 @@ def test_every_variant_builds_and_returns_a_finite_loss(name):
         small["embedding_size"] = 8
     config = run_architecture(variant, settings_, small, vocab_size=50, pad_token_id=0)
     pretrainer = build_pretrainer(variant, settings_, config)
-    loss, metrics = pretrainer(make_batch(pair=settings_.layout != "full_sentences"))
+    loss, metrics = pretrainer(make_batch(pair=with_layout(variant, settings_).layout != "full_sentences"))
     assert torch.isfinite(loss) and ("rtd_loss" in metrics) == (name == "electra")
     assert math.isfinite(float(metrics["mlm_accuracy"]))
+
+
+def test_the_examples_follow_the_objectives_so_the_two_cannot_disagree():
+    """NSP and SOP are objectives like the others; the example layout is derived from them, and
+    a --layout flag (or --nsp, --sop, --no-nsp) swaps the sentence objective itself."""
+    assert VARIANTS["bert"].objectives == ("mlm", "nsp") and VARIANTS["albert"].objectives == ("mlm", "sop")
+    for name, variant in VARIANTS.items():
+        settings_ = with_layout(variant, variant.default_settings())
+        objectives = run_objectives(variant, settings_)
+        assert objectives == variant.objectives and settings_.layout == example_layout(objectives)
+    albert = VARIANTS["albert"]
+    assert run_objectives(albert, albert.default_settings(layout="nsp")) == ("mlm", "nsp")
+    assert run_objectives(albert, albert.default_settings(layout="full_sentences")) == ("mlm",)
+    roberta = VARIANTS["roberta"]
+    assert with_layout(roberta, roberta.default_settings(layout="sop")).layout == "sop"
+    config = run_architecture(albert, albert.default_settings(seq_len=10), dict(hidden_size=32, num_heads=4, intermediate_size=48,
+                              num_layers=2, embedding_size=8), vocab_size=50, pad_token_id=0)
+    built = build_pretrainer(albert, albert.default_settings(layout="nsp"), config)
+    assert list(built.objectives) == ["mlm", "nsp"]
 
 
 def test_distilbert_without_teacher_is_a_clear_error():

@@ -12,8 +12,7 @@ import torch
 
 from minibert.training.cli import main
 from minibert.training.distributed import Distributed
-from minibert.training.loop import train_step
-from minibert.training.metrics import Window
+from minibert.training.loop import Window, train_step
 from minibert.training.precision import Precision, resolve
 from minibert.training.settings import Settings
 from tiny_run import tiny_args, write_corpus
@@ -49,9 +48,10 @@ def test_autocast_dtype_and_scaler_per_format():
     layer = torch.nn.Linear(4, 4)
     for name, dtype in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
         amp = Precision.of(name, CPU)
-        with amp.autocast():
-            assert layer(x).dtype == dtype
-        assert not amp.scales and amp.metrics() == {}
+        for _ in range(2):  # one context per run, entered at every step
+            with amp.autocast:
+                assert layer(x).dtype == dtype
+        assert not amp.scales and not amp.scaler.is_enabled()
     assert Precision("fp16", CPU).scales  # built directly: resolve() refuses fp16 on a CPU
 
 
@@ -74,33 +74,33 @@ def step(amp, x, clip=1.0):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     window = Window()
     batch = {"x": x, "attention_mask": torch.ones(1, 4)}
-    taken = train_step(model, optimizer, [iter([batch])], Settings(clip=clip), Distributed(), amp, window)
-    return taken, model.w.detach(), window
+    metrics = train_step(model, optimizer, [iter([batch])], Settings(clip=clip), Distributed(), amp, window)
+    return metrics, model.w.detach(), window
 
 
 def test_fp16_gradients_are_unscaled_before_clipping():
     amp = Precision("fp16", CPU)
-    taken, w, window = step(amp, torch.tensor([3.0, 4.0, 0.0, 0.0]))  # gradient norm 5, scaled by 65536
-    assert taken
-    assert float(window.sums["grad_norm"]) == pytest.approx(5.0)  # the true norm, not 5 * scale
+    metrics, w, window = step(amp, torch.tensor([3.0, 4.0, 0.0, 0.0]))  # gradient norm 5, scaled by 65536
+    assert metrics
+    assert float(metrics["grad_norm"]) == pytest.approx(5.0)  # the true norm, not 5 * scale
     torch.testing.assert_close(w, torch.tensor([1 - 0.1 * 0.6, 1 - 0.1 * 0.8, 1.0, 1.0]))  # clipped to norm 1
-    assert float(window.sums["loss_scale"]) == 65536.0
+    assert float(metrics["loss_scale"]) == 65536.0 and window.tokens == 4
 
 
 def test_fp16_overflow_is_skipped_by_the_scaler_not_reported_as_nan():
     amp = Precision("fp16", CPU)
-    taken, w, window = step(amp, torch.tensor([1e35, 0.0, 0.0, 0.0]))  # finite loss, scaled gradient overflows
-    assert taken and window.steps == 0  # not a NaN fault, and not averaged into the log
+    metrics, w, window = step(amp, torch.tensor([1e35, 0.0, 0.0, 0.0]))  # finite loss, scaled gradient overflows
+    assert metrics == {}  # taken (not a NaN fault), and nothing to average into the log
     assert torch.equal(w, torch.ones(4))  # no update
     assert amp.scaler.get_scale() == 32768.0  # the scaler backed off
 
 
 def test_a_nonfinite_loss_is_a_fault_in_every_format():
     for amp in (Precision("fp16", CPU), Precision.of("fp32", CPU)):
-        taken, w, _ = step(amp, torch.tensor([float("inf"), 0.0, 0.0, 0.0]))
-        assert not taken and torch.equal(w, torch.ones(4))
-    taken, _, _ = step(Precision.of("fp32", CPU), torch.tensor([1e35, 1e35, 0.0, 0.0]), clip=0)  # inf gradient norm
-    assert not taken
+        metrics, w, _ = step(amp, torch.tensor([float("inf"), 0.0, 0.0, 0.0]))
+        assert metrics is None and torch.equal(w, torch.ones(4))
+    metrics, _, _ = step(Precision.of("fp32", CPU), torch.tensor([1e35, 1e35, 0.0, 0.0]), clip=0)  # inf gradient norm
+    assert metrics is None
 
 
 # --- the command line ---------------------------------------------------------------------------

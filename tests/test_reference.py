@@ -1,19 +1,21 @@
 """`--reference`, the textbook path: one training step gives the fast path's loss and gradients.
 
-The fast path (unpadding, SDPA in length buckets, the last layer only at the labelled
-positions, the fused vocabulary loss) and the reference path (padded grid, the naive
-attention, every layer at every position, a plain F.cross_entropy) are two ways of computing
-the same function; only float rounding may tell them apart. Tolerance, in fp32: the loss to
+The fast path (SDPA, the last layer only at the positions a loss reads, the fused vocabulary
+loss, and unpadding where a batch is mostly padding) and the reference path (the padded grid,
+the naive attention, every layer at every position, a plain F.cross_entropy) are two ways of
+computing the same function; only float rounding may tell them apart. Tolerance, in fp32: the loss to
 1e-5 relative, every gradient to atol 1e-5 + rtol 1e-4 (observed differences are ~1e-7).
 """
 
 import pytest
 import torch
 
-import minibert.attention
-import minibert.heads
-from minibert.attention import TokenLayout
+import torch.nn.functional as F
+
 from minibert.data.masking import IGNORE_INDEX
+from minibert.model import Encoder
+from minibert.objectives.mlm import LinearCrossEntropy
+from minibert.unpad import TokenLayout
 from minibert.variants import VARIANTS, build_pretrainer, run_architecture
 
 VOCAB = 300
@@ -53,8 +55,10 @@ def step(pretrainer, batch):
     return loss, metrics, {name: p.grad for name, p in pretrainer.named_parameters() if p.grad is not None}
 
 
+@pytest.mark.parametrize("unpad_from", [0.0, 1.0])  # the fast path unpadded, and on the padded grid
 @pytest.mark.parametrize("name", ["albert", "bert", "electra"])
-def test_one_reference_step_gives_the_fast_paths_loss_and_gradients(name):
+def test_one_reference_step_gives_the_fast_paths_loss_and_gradients(name, unpad_from, monkeypatch):
+    monkeypatch.setattr(Encoder, "UNPAD_FROM", unpad_from)
     fast, reference = pretrainer_pair(name)
     batch = padded_batch()
     fast_loss, fast_metrics, fast_grads = step(fast, batch)
@@ -67,15 +71,21 @@ def test_one_reference_step_gives_the_fast_paths_loss_and_gradients(name):
 
 
 def test_the_reference_path_runs_none_of_the_speed_tricks(monkeypatch):
-    """Not the same code twice: under --reference the fused loss, SDPA and unpadding never run."""
+    """Not the same code twice: under --reference the fused loss, SDPA, the sparse last layer and
+    unpadding never run, and on the fast path each of them does."""
     fast, reference = pretrainer_pair("albert")
 
     def trick(*args, **kwargs):
-        raise AssertionError("a fast-path trick ran on the reference path")
+        raise AssertionError("a fast-path trick ran")
 
-    monkeypatch.setattr(minibert.heads, "linear_cross_entropy", trick)
-    monkeypatch.setattr(TokenLayout, "from_mask", trick)
-    monkeypatch.setitem(minibert.attention.PADDED_BACKENDS, "sdpa", trick)
+    tricks = [(LinearCrossEntropy, "apply"), (TokenLayout, "from_mask"), (F, "scaled_dot_product_attention"),
+              (Encoder, "last_layer_at")]
+    for owner, name in tricks:
+        monkeypatch.setattr(owner, name, trick)
     step(reference, padded_batch())
-    with pytest.raises(AssertionError, match="fast-path trick"):
-        step(fast, padded_batch())
+    for owner, name in tricks:  # each one alone: the fast path runs it
+        monkeypatch.undo()
+        monkeypatch.setattr(Encoder, "UNPAD_FROM", 0.0)
+        monkeypatch.setattr(owner, name, trick)
+        with pytest.raises(AssertionError, match="fast-path trick"):
+            step(fast, padded_batch())

@@ -15,7 +15,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from minibert.objectives import Pretrainer
+from minibert.objectives.pretrainer import Pretrainer
 from minibert.training.cli import main
 from minibert.training.outdir import OutputDir
 from tiny_run import REPO, run_cli, tiny_args, write_corpus

@@ -27,7 +27,7 @@ def test_print_config_names_each_values_layer_and_builds_nothing(capsys, tmp_pat
     model, settings = layers(out, "model"), layers(out, "settings")
     assert model["flag"] == "num_layers=4"
     assert "share_layers=all" in model["variant"] and "embedding_size=64" in model["variant"]
-    assert "hidden_size=128" in model["small run"] and "position_encoding=rotary" in model["small run"]
+    assert "hidden_size=128" in model["default"] and "position_encoding=rotary" in model["default"]
     assert "hidden_size=768" not in out and "norm=post" in model["default"]
     assert settings["flag"] == "steps=20"
     assert "whole_word=True" in settings["variant"] and "max_span=3" in settings["variant"]

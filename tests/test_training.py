@@ -18,7 +18,7 @@ from minibert.training.cli import main, parse
 from minibert.training.errors import TrainingError
 from minibert.training.loop import PlateauWarning
 from minibert.training.metrics import MetricsLog
-from minibert.training.optim import build_optimizer, learning_rate
+from minibert.training.loop import build_optimizer, learning_rate
 from minibert.training.settings import Settings
 from minibert.training.state import decode, encode, rng_state, set_rng_state
 from minibert.variants import VARIANTS

@@ -35,7 +35,8 @@ from minibert import from_pretrained
 from minibert.data.masking import IGNORE_INDEX
 from minibert.data.pipeline import build_pretraining_data
 from minibert.files import read_json_object, write_json
-from minibert.heads import SentencePairHead, mean_over_tokens
+from minibert.heads import mean_over_tokens
+from minibert.objectives.sentence import SentencePairHead
 from minibert.training.checkpoint import Checkpoints
 
 from .budget import REPO, Budget
@@ -63,9 +64,13 @@ def pairs(budget: Budget, runs: Path, run_out: str, layout: str) -> tuple[list[d
 
 
 def build_pairs(budget: Budget, runs: Path, run_out: str, layout: str) -> tuple[list[dict], list[dict]]:
+    # the held-out pairs: the pipeline's held-out documents, masked at BERT's rate (and unmasked below)
+    run = read_json_object(REPO / run_out / "run.json", "delete the folder to run it again")
     data = build_pretraining_data(str(REPO / corpus(budget, runs)), data_dir=REPO / runs / "cache",
-                                  tokenizer_dir=REPO / run_out, seq_len=budget.seq_len, layout=layout,
-                                  masking="dynamic", dupe_factor=1, batch_size=BATCH, seed=PAIR_SEED)
+                                  tokenizer_dir=REPO / run_out, vocab_size=run["config"]["vocab_size"], seq_len=budget.seq_len,
+                                  layout=layout, masking="dynamic", dupe_factor=1, mask_prob=0.15,
+                                  replace_probs=(0.8, 0.1, 0.1), whole_word=False, max_span=1, short_seq_prob=0.1,
+                                  batch_size=BATCH, seed=PAIR_SEED)
     train = iter(data.train)
     training = [unmasked(next(train)) for _ in range(PROBE_PAIRS // BATCH)]
     return training, [unmasked(batch) for batch in data.eval]

@@ -1,4 +1,4 @@
-"""Step 7 of the pipeline: serve masked batches — in a seeded, resumable, sharded order.
+"""Serve masked batches — in a seeded, resumable, sharded order.
 
 `PretrainingBatches` is what the training loop iterates. It owns four decisions:
 
@@ -26,33 +26,29 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from .batching import MaskingRecipe, collate, example_features
+from .examples import Examples
+from .masking import Masking
 from .static_masks import StaticMasks
-from .storage import TokenStore
-from ..tokenizers.base import Tokenizer
 
 
 class PretrainingBatches:
-    """An iterator of masked training batches (dicts of LongTensors, see `batching.py`)."""
+    """An iterator of masked batches, each a dict of LongTensors:
 
-    def __init__(
-        self,
-        store: TokenStore,
-        examples: np.ndarray,
-        tokenizer: Tokenizer,
-        recipe: MaskingRecipe,
-        *,
-        batch_size: int,
-        static_masks: StaticMasks | None = None,
-        seed: int = 0,
-        rank: int = 0,
-        world_size: int = 1,
-        repeat: bool = True,
-    ):
+        input_ids       [B, T]  what the model sees: the masked token ids ([PAD] after each sequence)
+        attention_mask  [B, T]  1 = real token, 0 = padding
+        token_type_ids  [B, T]  segment ids: 0 for [CLS] A [SEP], 1 for B [SEP]
+        labels          [B, T]  the original id where the MLM loss applies, -100 elsewhere
+        sentence_label  [B]     the NSP/SOP target (only for the pair layouts)
+
+    T is the longest example of the batch.
+    """
+
+    def __init__(self, examples: Examples, masking: Masking, *, batch_size: int, static_masks: StaticMasks | None,
+                 seed: int, rank: int = 0, world_size: int = 1, repeat: bool = True):
         if not 0 <= rank < world_size:
             raise ValueError(f"rank={rank} must be in [0, world_size={world_size})")
-        self.store, self.examples, self.tokenizer, self.recipe = store, examples, tokenizer, recipe
-        self.static_masks = static_masks
+        self.examples, self.masking, self.static_masks = examples, masking, static_masks
+        self.n_examples = len(examples)
         self.n_copies = len(examples) if static_masks is None else static_masks.n_copies
         self.batch_size, self.seed, self.rank, self.world_size, self.repeat = batch_size, seed, rank, world_size, repeat
         self.copies_per_rank = self.n_copies // world_size
@@ -87,12 +83,21 @@ class PretrainingBatches:
         return order[self.rank :: self.world_size][: self.copies_per_rank]
 
     def batch(self, epoch: int, position: int, copies: np.ndarray) -> dict[str, torch.Tensor]:
-        examples = [example_features(self.store, self.examples[c % len(self.examples)], self.tokenizer) for c in copies]
-        if self.static_masks is not None:
-            return collate([self.static_masks.apply(int(c), f) for c, f in zip(copies, examples)], self.tokenizer.pad_id)
+        """Batch number `position` of `epoch`, of these example copies [B]: cut to the longest, masked."""
+        rows, examples = copies % self.n_examples, self.examples  # copy c is example c % n
+        lengths = torch.from_numpy(examples.lengths[rows].astype(np.int64))  # [B]
+        longest = int(lengths.max())
+        batch = {"input_ids": torch.from_numpy(examples.input_ids[rows, :longest].astype(np.int64)),  # [B, T]
+                 "attention_mask": (torch.arange(longest) < lengths[:, None]).long(),
+                 "token_type_ids": torch.from_numpy(examples.token_type_ids[rows, :longest].astype(np.int64))}
+        if examples.sentence_label is not None:
+            batch["sentence_label"] = torch.from_numpy(examples.sentence_label[rows].astype(np.int64))  # [B]
+        if self.static_masks is not None:  # BERT: the mask stored for each copy
+            return self.static_masks.apply(copies, batch)
+        # RoBERTa: a new mask every time, from a generator seeded by where the batch is served
         key = np.random.SeedSequence([self.seed, epoch, self.rank, position]).generate_state(1, np.uint64)[0]
-        generator = torch.Generator().manual_seed(int(key) >> 1)
-        return self.recipe(collate(examples, self.tokenizer.pad_id), generator)
+        batch["input_ids"], batch["labels"] = self.masking(batch["input_ids"], torch.Generator().manual_seed(int(key) >> 1))
+        return batch
 
     def state_dict(self) -> dict[str, int]:
         return {"epoch": self.epoch, "position": self.position, "seed": self.seed, "copies": self.n_copies, "world_size": self.world_size}

@@ -13,11 +13,14 @@
 (The labels follow Hugging Face's `next_sentence_label`/`sentence_order_label`, so
 imported NSP/SOP heads keep their meaning: 1 always means "B is not A's continuation".)
 
-An example is stored as five integers — spans of the flat token array, not copies of
-tokens: (a_start, a_end, b_start, b_end, sentence_label), with b_start = -1 when there is
-no segment B and sentence_label = -1 when the layout has none. `example_ids` turns a row
-into model input; segment ids and special tokens come from the tokenizer's `join`, truncation
-from `truncate_pair` (applied to token positions, which keeps the spans contiguous).
+`build_examples` cuts an example as five integers — spans of the flat token array:
+(a_start, a_end, b_start, b_end, sentence_label), with b_start = -1 when there is no
+segment B and sentence_label = -1 when the layout has none; truncation comes from
+`truncate_pair` (applied to token positions, which keeps the spans contiguous). `Examples`
+then lays every example out once as model input, as BERT's own preprocessing wrote its
+training files: token ids with the tokenizer's special tokens (`Tokenizer.join`), segment
+ids, the length and the sentence label, one row each, stored and memory-mapped. Serving a
+batch (dataset.py) is then a few row reads and the masks.
 
 With probability `short_seq_prob` (BERT: 0.1) an example aims at a random shorter length,
 so the model also sees the short inputs it will meet when fine-tuning. RoBERTa always
@@ -25,6 +28,9 @@ packed to the full length: give it short_seq_prob=0.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -40,10 +46,10 @@ def build_examples(
     layout: str,
     *,
     max_length: int,
+    short_seq_prob: float,
+    seed: int,
+    specials: tuple[int, int],
     documents: range | None = None,
-    short_seq_prob: float = 0.1,
-    seed: int = 0,
-    specials: tuple[int, int] = (2, 3),
 ) -> np.ndarray:
     """Cut the documents in `documents` (default: all) into examples -> int64 [n, 5], one example per row.
 
@@ -67,13 +73,46 @@ def build_examples(
     return np.array(examples, dtype=np.int64).reshape(-1, 5)
 
 
-def example_ids(store: TokenStore, row, tokenizer: Tokenizer) -> tuple[np.ndarray, np.ndarray]:
-    """One example row -> (input_ids, token_type_ids) laid out by the tokenizer's `join`."""
-    a_start, a_end, b_start, b_end, _ = (int(x) for x in row)
-    ids_a = store.tokens_between(a_start, a_end, tokenizer.sep_id).tolist()
-    ids_b = None if b_start < 0 else store.tokens_between(b_start, b_end, tokenizer.sep_id).tolist()
-    ids, segments = tokenizer.join(ids_a, ids_b)
-    return np.array(ids, dtype=np.int64), np.array(segments, dtype=np.int64)
+@dataclass
+class Examples:
+    """Training examples as model input, one row each ([n, seq_len] arrays, padded with [PAD])."""
+
+    input_ids: np.ndarray  # [n, seq_len] token ids, the tokenizer's special tokens included
+    token_type_ids: np.ndarray  # [n, seq_len] segment ids: 0 for [CLS] A [SEP], 1 for B [SEP]
+    lengths: np.ndarray  # [n] real tokens of each example
+    sentence_label: np.ndarray | None  # [n] the NSP/SOP target; None for full sentences
+
+    FIELDS = ("input_ids", "token_type_ids", "lengths", "sentence_label")
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    @classmethod
+    def from_spans(cls, store: TokenStore, spans: np.ndarray, tokenizer: Tokenizer, seq_len: int) -> "Examples":
+        """Lay `build_examples`' spans out as the token ids the model reads."""
+        dtype = store.tokens.dtype
+        input_ids = np.full((len(spans), seq_len), tokenizer.pad_id, dtype=dtype)
+        token_type_ids = np.zeros((len(spans), seq_len), dtype=np.uint8)
+        lengths = np.zeros(len(spans), dtype=np.int32)
+        for row, (a_start, a_end, b_start, b_end, _) in enumerate(spans.tolist()):
+            ids_a = store.tokens_between(a_start, a_end, tokenizer.sep_id).tolist()
+            ids_b = None if b_start < 0 else store.tokens_between(b_start, b_end, tokenizer.sep_id).tolist()
+            ids, segments = tokenizer.join(ids_a, ids_b)
+            input_ids[row, :len(ids)], token_type_ids[row, :len(ids)], lengths[row] = ids, segments, len(ids)
+        labels = spans[:, 4].astype(np.int8)
+        return cls(input_ids, token_type_ids, lengths, None if (labels == NO_LABEL).all() else labels)
+
+    def save(self, directory: Path) -> None:
+        for name in self.FIELDS:
+            if getattr(self, name) is not None:
+                np.save(directory / f"{name}.npy", getattr(self, name))
+
+    @classmethod
+    def load(cls, directory: Path) -> "Examples":
+        """Memory-mapped: the rows a batch reads are paged in, nothing more."""
+        arrays = {name: np.load(directory / f"{name}.npy", mmap_mode="r") if (directory / f"{name}.npy").exists() else None
+                  for name in cls.FIELDS}
+        return cls(**arrays)
 
 
 def _target_length(max_tokens: int, short_seq_prob: float, rng: np.random.Generator) -> int:

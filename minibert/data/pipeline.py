@@ -6,9 +6,9 @@ step that was already done for the same inputs (see `cache.py`):
     corpus files (or the default corpus)      corpus.py, default_corpus.py
       -> tokenizer, trained or reused          vocabulary.py
       -> flat token arrays on disk             storage.py
-      -> examples of the chosen layout         examples.py
+      -> examples of the chosen layout         examples.py (cut, then laid out as token ids)
       -> static masks, if asked for            static_masks.py
-      -> train / eval batch iterators          dataset.py, batching.py, masking.py
+      -> train / eval batch iterators          dataset.py, masking.py
 
 Every setting is checked before any of that work starts, so a typo fails in
 milliseconds, not after the corpus has been tokenized.
@@ -16,24 +16,20 @@ milliseconds, not after the corpus has been tokenized.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
-
 from .baselines import NeighbourCounts
-from .batching import MaskingRecipe
-from ..files import publish_dir, publish_file
+from ..files import publish_dir
 from .cache import DEFAULT_DATA_DIR, fingerprint
 from .corpus import PathLike, corpus_files, corpus_fingerprint, read_documents
 from .dataset import PretrainingBatches
 from .default_corpus import default_corpus_path
-from .examples import LAYOUTS, build_examples
-from .masking import check_mask_options
+from .examples import LAYOUTS, Examples, build_examples
+from .masking import Masking, check_mask_options
 from ..tokenizers import Tokenizer, has_tokenizer, load_tokenizer
 from .vocabulary import MIN_VOCAB_SIZE, MODEL_TYPES, train_tokenizer
 from .static_masks import build_static_masks, StaticMasks
@@ -44,7 +40,8 @@ STATIC_DUPE_FACTOR = 10  # BERT: the corpus stored 10 times, each copy with its 
 # Held-out batches select BERT's 15% of tokens whatever rate training uses, so that held-out
 # accuracies of runs with different --mask-prob are measured on the same kind of task.
 EVAL_MASK_PROB = 0.15
-PARALLEL_FROM_BYTES = 32 << 20  # below this, starting worker processes costs more than it saves
+PARALLEL_FROM_BYTES = 32 << 20
+EXAMPLES_VERSION = 2  # part of the examples' cache key: bump when their files change  # below this, starting worker processes costs more than it saves
 
 
 @dataclass
@@ -64,25 +61,25 @@ class PretrainingData:
 
 
 def build_pretraining_data(
-    paths: PathLike | Sequence[PathLike] | None = None,
+    paths: PathLike | Sequence[PathLike] | None,
     *,
+    vocab_size: int,
+    seq_len: int,
+    layout: str,
+    masking: str,
+    dupe_factor: int,
+    mask_prob: float,
+    replace_probs: Sequence[float],
+    whole_word: bool,
+    max_span: int,
+    short_seq_prob: float,
+    batch_size: int,
+    seed: int,
     data_dir: str | Path = DEFAULT_DATA_DIR,
     tokenizer_dir: str | Path | None = None,
-    vocab_size: int = 8000,
     tokenizer_model: str = "unigram",
-    seq_len: int = 128,
-    layout: str = "nsp",
-    masking: str = "static",
-    dupe_factor: int = STATIC_DUPE_FACTOR,
-    mask_prob: float = 0.15,
-    replace_probs: Sequence[float] = (0.8, 0.1, 0.1),
-    whole_word: bool = False,
-    max_span: int = 1,
-    short_seq_prob: float = 0.1,
-    batch_size: int = 32,
     eval_batch_size: int | None = None,
     eval_fraction: float = 0.05,
-    seed: int = 0,
     rank: int = 0,
     world_size: int = 1,
     workers: int | None = None,
@@ -107,6 +104,9 @@ def build_pretraining_data(
     seed             fixes example building, masks and order; rank, world_size shard for DDP.
     workers          tokenizing processes (default: all cores for large corpora).
 
+    The run's values come from its `Settings` (training/run.py passes them all); this
+    function keeps no defaults of its own for them.
+
     Returns PretrainingData(tokenizer, train, eval, store): `train` is an endless,
     resumable iterator of batches; `eval` (None when eval_fraction=0) one fixed pass.
     Size the model's embeddings by `tokenizer.vocab_size`: on a tiny corpus SentencePiece
@@ -121,7 +121,8 @@ def build_pretraining_data(
     data_dir, replace_probs = Path(data_dir), tuple(replace_probs)
     files = [default_corpus_path(data_dir)] if paths is None else corpus_files(paths)
     tokenizer = _tokenizer(files, tokenizer_dir, vocab_size, tokenizer_model, data_dir)
-    recipe = MaskingRecipe.for_tokenizer(tokenizer, whole_word=whole_word, mask_prob=mask_prob, replace_probs=replace_probs, max_span=max_span)
+    masks = dict(replace_probs=replace_probs, max_span=max_span, whole_word=whole_word)
+    train_masking = Masking.for_tokenizer(tokenizer, mask_prob=mask_prob, **masks)
     if workers is None and sum(f.stat().st_size for f in files) < PARALLEL_FROM_BYTES:
         workers = 1
     store = _token_store(files, tokenizer, data_dir, workers)
@@ -133,19 +134,19 @@ def build_pretraining_data(
     split = store.n_documents - n_eval
     settings = dict(layout=layout, max_length=seq_len, short_seq_prob=short_seq_prob, seed=seed,
                     specials=(tokenizer.num_special(pair=False), tokenizer.num_special(pair=True)))
-    train_examples = _examples(store, range(0, split), settings)
+    train_examples = _examples(store, tokenizer, range(0, split), settings)
     static = None
     if masking == "static":
         directory = store.directory / f"masks-{fingerprint(settings, split, mask_prob, replace_probs, max_span, whole_word, dupe_factor)}"
-        build = lambda d: build_static_masks(store, train_examples, tokenizer, recipe, d, copies=dupe_factor, seed=seed)  # noqa: E731
+        build = lambda d: build_static_masks(train_examples, train_masking, d, copies=dupe_factor, seed=seed)  # noqa: E731
         static = _cached_dir(directory, build, lambda d: StaticMasks(d, store.tokens.dtype))
     shard = dict(seed=seed, rank=rank, world_size=world_size)
-    train = PretrainingBatches(store, train_examples, tokenizer, recipe, batch_size=batch_size, static_masks=static, **shard)
+    train = PretrainingBatches(train_examples, train_masking, batch_size=batch_size, static_masks=static, **shard)
     evaluation = None
     if n_eval:
-        eval_examples = _examples(store, range(split, store.n_documents), settings)
-        evaluation = PretrainingBatches(store, eval_examples, tokenizer, dataclasses.replace(recipe, mask_prob=EVAL_MASK_PROB),
-                                        batch_size=eval_batch_size or batch_size, repeat=False, **shard)
+        eval_examples = _examples(store, tokenizer, range(split, store.n_documents), settings)
+        evaluation = PretrainingBatches(eval_examples, Masking.for_tokenizer(tokenizer, mask_prob=EVAL_MASK_PROB, **masks),
+                                        batch_size=eval_batch_size or batch_size, static_masks=None, repeat=False, **shard)
     return PretrainingData(tokenizer, train, evaluation, store, range(0, split))
 
 
@@ -185,12 +186,12 @@ def _token_store(files, tokenizer, data_dir, workers) -> TokenStore:
     return _cached_dir(directory, lambda d: build_token_store(read_documents(files), tokenizer, d, workers=workers), TokenStore)
 
 
-def _examples(store: TokenStore, documents: range, settings: dict) -> np.ndarray:
-    path = store.directory / f"examples-{fingerprint(settings, documents.start, documents.stop)}.npy"
-    if not path.exists():
-        examples = build_examples(store, documents=documents, **settings)
-        publish_file(lambda tmp: np.save(tmp, examples), path)
-    return np.asarray(np.load(path, mmap_mode="r"))  # memory-mapped; a plain view slices faster
+def _examples(store: TokenStore, tokenizer: Tokenizer, documents: range, settings: dict) -> Examples:
+    """The examples of these documents, cut and laid out once (cached beside the token arrays)."""
+    directory = store.directory / f"examples-{fingerprint(settings, documents.start, documents.stop, EXAMPLES_VERSION)}"
+    build = lambda d: Examples.from_spans(store, build_examples(store, documents=documents, **settings), tokenizer,  # noqa: E731
+                                          settings["max_length"]).save(d)
+    return _cached_dir(directory, build, Examples.load)
 
 
 def _cached_dir(directory: Path, build, open_):

@@ -21,16 +21,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .batching import MaskingRecipe, collate, example_features
-from .masking import IGNORE_INDEX
-from .storage import ArrayWriter, TokenStore, open_array
-from ..tokenizers.base import Tokenizer
+from .examples import Examples
+from .masking import IGNORE_INDEX, Masking
+from .storage import ArrayWriter, open_array
 
 COPIES_PER_CHUNK = 1024
 
 
 class StaticMasks:
-    """Read-only stored masks; `apply(copy, features)` adds `labels` and masks `input_ids`."""
+    """Read-only stored masks; `apply(copies, batch)` masks a batch of those copies and adds `labels`."""
 
     def __init__(self, directory: str | Path, id_dtype: np.dtype):
         directory = Path(directory)
@@ -42,43 +41,37 @@ class StaticMasks:
     def n_copies(self) -> int:
         return len(self.offsets) - 1
 
-    def apply(self, copy: int, features: dict) -> dict:
-        start, end = self.offsets[copy], self.offsets[copy + 1]
-        positions = self.positions[start:end].astype(np.int64)
-        original = features["input_ids"]
-        labels = np.full(len(original), IGNORE_INDEX, dtype=np.int64)
-        labels[positions] = original[positions]
-        masked = original.copy()
-        masked[positions] = self.ids[start:end]
-        return {**features, "input_ids": masked, "labels": labels}
+    def apply(self, copies: np.ndarray, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The batch of these example copies [B], with each copy's stored mask."""
+        starts, counts = self.offsets[copies], self.offsets[copies + 1] - self.offsets[copies]  # [B]
+        entries = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())  # each copy's entries
+        rows = torch.from_numpy(np.repeat(np.arange(len(copies)), counts))
+        positions = torch.from_numpy(self.positions[entries].astype(np.int64))
+        original = batch["input_ids"]
+        labels = torch.full_like(original, IGNORE_INDEX)
+        labels[rows, positions] = original[rows, positions]
+        masked = original.clone()
+        masked[rows, positions] = torch.from_numpy(self.ids[entries].astype(np.int64))
+        return {**batch, "input_ids": masked, "labels": labels}
 
 
-def build_static_masks(
-    store: TokenStore,
-    examples: np.ndarray,
-    tokenizer: Tokenizer,
-    recipe: MaskingRecipe,
-    directory: str | Path,
-    *,
-    copies: int,
-    seed: int,
-) -> StaticMasks:
+def build_static_masks(examples: Examples, masking: Masking, directory: str | Path, *, copies: int, seed: int) -> StaticMasks:
     """Mask `copies` copies of every example once, in order, with one seeded generator."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     offsets = ArrayWriter(directory / "mask_offsets.bin", np.int64)
     positions = ArrayWriter(directory / "mask_positions.bin", np.uint16)
-    ids = ArrayWriter(directory / "mask_ids.bin", store.tokens.dtype)
+    ids = ArrayWriter(directory / "mask_ids.bin", examples.input_ids.dtype)
     offsets.append([0])
     generator = torch.Generator().manual_seed(seed)
     n_copies = len(examples) * copies
     for first in range(0, n_copies, COPIES_PER_CHUNK):
-        chunk = range(first, min(first + COPIES_PER_CHUNK, n_copies))
-        batch = recipe(collate([example_features(store, examples[c % len(examples)], tokenizer) for c in chunk], tokenizer.pad_id), generator)
-        selected = batch["labels"] != IGNORE_INDEX
+        rows = np.arange(first, min(first + COPIES_PER_CHUNK, n_copies)) % len(examples)
+        masked, labels = masking(torch.from_numpy(examples.input_ids[rows].astype(np.int64)), generator)
+        selected = labels != IGNORE_INDEX
         offsets.append(positions.length + np.cumsum(selected.sum(dim=1).numpy()))
         positions.append(selected.nonzero()[:, 1].numpy())
-        ids.append(batch["input_ids"][selected].numpy())
+        ids.append(masked[selected].numpy())
     for writer in (offsets, positions, ids):
         writer.close()
-    return StaticMasks(directory, store.tokens.dtype)
+    return StaticMasks(directory, examples.input_ids.dtype)

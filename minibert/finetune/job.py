@@ -34,9 +34,8 @@ from ..pretrained import from_pretrained
 from ..files import write_atomic, write_json
 from ..pretrained.checkpoint import CONFIG_FILE, read_json
 from ..training.distributed import Distributed
-from ..training.loop import LoopSettings, Progress, train
+from ..training.loop import LoopSettings, Progress, build_optimizer, train
 from ..training.metrics import MetricsLog
-from ..training.optim import build_optimizer
 from ..training.precision import Precision
 from .checkpoint import Classifier, is_classifier, load_classifier, save_classifier
 from .scores import dev_scores
@@ -327,5 +326,5 @@ def logit_batches(model, tokenizer: Tokenizer, data: TaskData | TaggedData, batc
     for start in range(0, len(data), batch_size):
         rows = list(range(start, min(start + batch_size, len(data))))
         inputs, starts = encode(tokenizer, model.config, data, rows, max_len)
-        with amp.autocast():
+        with amp.autocast:
             yield model(**{name: tensor.to(device) for name, tensor in inputs.items()}).logits, starts

@@ -5,8 +5,9 @@
 `model` is the part that survives pretraining (a `MaskedLM`, or the discriminator
 `ReplacedTokenDetector` for ELECTRA); objectives add what is thrown away afterwards (the
 NSP/SOP head, ELECTRA's generator, DistilBERT's teacher). Objectives that read the kept
-model's pass over the masked batch (MLM and NSP for BERT) share ONE encoder forward; the
-loop only ever calls `forward(batch)` and never knows which variant it runs.
+model's pass over the masked batch (MLM and SOP for ALBERT) share ONE encoder forward, and
+its last layer runs only at the positions some objective reads. The loop only ever calls
+`forward(batch)` and never knows which variant it runs.
 """
 
 from __future__ import annotations
@@ -17,13 +18,6 @@ import torch
 from torch import nn
 
 
-def needed_by_any(needed: list[torch.Tensor | None]) -> torch.Tensor | None:
-    """The positions some objective needs ([B, T] bool); None (every position) if one needs all."""
-    if any(mask is None for mask in needed):
-        return None
-    return functools.reduce(torch.logical_or, needed)
-
-
 class Pretrainer(nn.Module):
     def __init__(self, model: nn.Module, objectives: dict[str, nn.Module]):
         super().__init__()
@@ -31,12 +25,13 @@ class Pretrainer(nn.Module):
             raise ValueError("a pretraining run needs at least one objective")
         self.model = model
         self.objectives = nn.ModuleDict(objectives)
+        self.readers = [objective for objective in objectives.values() if objective.reads_output]
 
     def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         output = None
-        readers = [objective for objective in self.objectives.values() if objective.reads_output]
-        if readers:
-            needed = needed_by_any([objective.needed_positions(batch) for objective in readers])
+        if self.readers:  # one encoder pass, its last layer where any of them reads (None: everywhere)
+            needed = [objective.needed_positions(batch) for objective in self.readers]  # each [B, T] bool, or None
+            needed = None if any(n is None for n in needed) else functools.reduce(torch.logical_or, needed)
             output = self.model.encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], needed=needed)
         total, metrics = 0.0, {}
         for objective in self.objectives.values():

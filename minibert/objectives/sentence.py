@@ -6,7 +6,9 @@
 * SOP — sentence order prediction: A and B are always two consecutive segments of one
   document, swapped half of the time. Topic gives nothing away; only coherence does.
 
-Both are the same code: the data layout decides what `sentence_label` means.
+Both are the same code. A variant names "nsp" or "sop" among its objectives, and the
+examples are cut to match (variants.example_layout, data/examples.py): that decides what
+`sentence_label` means (1 = B is not A's continuation, or the two are swapped).
 """
 
 from __future__ import annotations
@@ -15,8 +17,20 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..config import ModelConfig
-from ..heads import SentencePairHead, cls_position, pooled_or_first
-from ..model import init_weights
+from ..model import first_position, init_weights
+
+SENTENCE_TASKS = ("nsp", "sop")
+
+
+class SentencePairHead(nn.Module):
+    """Two classes from the pooled [CLS] vector (or the first token's state without a pooler)."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.classifier = nn.Linear(config.hidden_size, 2)
+
+    def forward(self, pooled):
+        return self.classifier(pooled)  # [B, H] -> [B, 2]
 
 
 class SentencePairTask(nn.Module):
@@ -24,20 +38,20 @@ class SentencePairTask(nn.Module):
 
     reads_output = True
 
-    def __init__(self, config: ModelConfig, name: str = "nsp", weight: float = 1.0):
+    def __init__(self, config: ModelConfig, name: str, weight: float):
         super().__init__()
+        if name not in SENTENCE_TASKS:
+            raise ValueError(f"a sentence-pair task is one of {', '.join(SENTENCE_TASKS)}; got {name!r}")
         self.name = name  # "nsp" or "sop": only the metric names differ
         self.weight = weight
         self.head = SentencePairHead(config)
         init_weights(self.head, config)
 
     def needed_positions(self, batch):
-        return cls_position(batch["input_ids"])  # the pooled [CLS] vector, or the first token's state
+        return first_position(batch["input_ids"])  # the pooled [CLS] vector, or the first token's state
 
     def forward(self, model, batch, output):
-        if "sentence_label" not in batch:
-            raise ValueError(f"the {self.name.upper()} objective needs batches with a sentence_label; use the {self.name} example layout")
-        logits = self.head(pooled_or_first(output))  # [B, H] -> [B, 2]
+        logits = self.head(output.pooled_or_first())  # [B, H] -> [B, 2]
         labels = batch["sentence_label"]
         loss = F.cross_entropy(logits.float(), labels)
         accuracy = (logits.argmax(-1) == labels).float().mean()

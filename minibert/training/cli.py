@@ -16,7 +16,7 @@ from collections import Counter
 from typing import Callable
 
 from ..config import ACTIVATION_CHOICES, ATTENTION_CHOICES, NORM_CHOICES, POSITION_CHOICES, SHARE_CHOICES, ModelConfig
-from ..variants import CLASSIC, VARIANTS
+from ..variants import CLASSIC, VARIANTS, with_layout
 from .errors import EXIT_USER_ERROR, USER_ERRORS, TrainingError
 from .settings import Settings, flag
 
@@ -97,7 +97,7 @@ def build_parser() -> Parser:
                f"Continue pretraining a saved model (a run's --out, or a Hugging Face folder with its vocab.txt,\n"
                f"tokenizer.model or spiece.model), e.g. a second phase at longer sequences: --init DIR --seq-len 128",
     )
-    settings = {name: v.default_settings() for name, v in VARIANTS.items()}
+    settings = {name: with_layout(v, v.default_settings()) for name, v in VARIANTS.items()}
     groups = {name: parser.add_argument_group(name) for name in ("run", "data", "objectives", "training")}
     for field in dataclasses.fields(Settings):
         meta = field.metadata
@@ -116,10 +116,11 @@ def build_parser() -> Parser:
     run.add_argument("--debug", action="store_true", help="show the traceback of an error")
     run.add_argument("--print-config", action="store_true",
                      help="print the resolved architecture and settings, each value with the layer it came from "
-                          "(flag, variant, small run, default), and exit")
+                          "(flag, variant, default), and exit")
     model = parser.add_argument_group("model (any ModelConfig field; distilbert takes the teacher's, --init the checkpoint's)")
     for field in dataclasses.fields(ModelConfig):
-        defaults = {name: {**ModelConfig().to_dict(), **v.model_fields}[field.name] for name, v in VARIANTS.items() if not v.needs_teacher}
+        defaults = {name: {**ModelConfig().to_dict(), **v.model}[field.name]
+                    for name, v in VARIANTS.items() if not v.needs_teacher}
         if field.name == "max_positions":
             defaults = {name: "seq_len + position_offset" for name in defaults}
         add_field(model, field, MODEL_HELP.get(field.name, f"ModelConfig.{field.name}"), MODEL_CHOICES.get(field.name), defaults)

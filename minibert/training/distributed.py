@@ -6,14 +6,13 @@ DistributedDataParallel averages the gradients during backward — so all copies
 same optimizer step. Only rank 0 writes files and prints.
 
 With gradient accumulation, averaging after every micro-step would be wasted
-communication: `no_sync` skips it on all but the last micro-step of a step.
+communication: the loop (loop.py) asks DDP for it on the last micro-step of a step only.
 """
 
 from __future__ import annotations
 
 import os
-from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
@@ -26,14 +25,11 @@ class Distributed:
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
+    enabled: bool = field(init=False)  # more than one process (attributes, not properties: the step reads them)
+    is_main: bool = field(init=False)  # rank 0: the one that writes files and prints
 
-    @property
-    def enabled(self) -> bool:
-        return self.world_size > 1
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
+    def __post_init__(self):
+        self.enabled, self.is_main = self.world_size > 1, self.rank == 0
 
     def device(self, kind: str) -> torch.device:
         """auto/cpu/cuda/mps -> this process's device (its own GPU under torchrun)."""
@@ -52,10 +48,6 @@ class Distributed:
         # Some parameters may get no gradient (RoBERTa's pooler without a sentence task).
         ids = [device.index] if device.type == "cuda" else None
         return DistributedDataParallel(model, device_ids=ids, find_unused_parameters=True)
-
-    def no_sync(self, model: nn.Module, sync: bool):
-        """Average gradients across processes only when `sync` (the last micro-step)."""
-        return model.no_sync() if self.enabled and not sync else nullcontext()
 
     def sum(self, tensor: torch.Tensor) -> torch.Tensor:
         if self.enabled:

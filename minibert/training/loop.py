@@ -1,18 +1,23 @@
-"""The one training loop — every variant, one process or many, CPU or GPU.
+"""The one training loop — every variant, one process or many, CPU or GPU — with its optimizer.
 
     for each optimizer step, until --steps are done (or the --budget deadline is reached):
-        lr ← warm-up / decay schedule(step, or seconds spent)
+        lr ← warm-up, then linear decay (of the step, or of the seconds spent)
         for each of the grad_accum micro-batches:
             loss, metrics = module(batch)         # the objectives of the variant, summed
-            backward(loss / grad_accum)           # DDP averages gradients on the last one only
+            backward(loss / grad_accum)
         clip the gradient norm; a NaN/Inf loss or gradient stops the run (or skips the step)
-        AdamW step                                # fp16: loss scaling around backward and step
+        AdamW step
         now and then: a line in metrics.jsonl, held-out evaluation, a checkpoint
 
 `module` is whatever is trained: anything that maps a batch to (loss, metrics) — a
-`Pretrainer` (the kept model and its objectives), or a task model's loss (minibert/finetune); so
-nothing here knows, or asks, which variant or task it trains. What the loop reads of a
-run is `LoopSettings`: pretraining fills it from its `Settings`, fine-tuning from its flags.
+`Pretrainer` (the kept model and its objectives), or a task model's loss (minibert/finetune);
+nothing here knows, or asks, which variant or task it trains. What the loop reads of a run is
+`LoopSettings`: pretraining fills it from its `Settings`, fine-tuning from its flags.
+
+Two operations read in place and cost nothing where they do nothing: mixed precision is
+PyTorch's own recipe (an autocast context, and a GradScaler whose calls pass straight through
+unless --precision fp16 turns loss scaling on; precision.py), and DDP (distributed.py)
+averages gradients during backward, on the last micro-step only.
 """
 
 from __future__ import annotations
@@ -27,9 +32,38 @@ from tqdm import tqdm
 
 from .distributed import Distributed
 from .errors import NonFiniteLoss, warn
-from .metrics import MetricsLog, Window
-from .optim import learning_rate
+from .metrics import MetricsLog
 from .precision import Precision
+
+
+def build_optimizer(model: torch.nn.Module, *, lr: float, weight_decay: float) -> torch.optim.AdamW:
+    """AdamW at peak `lr`, decaying the matrices by `weight_decay` and nothing else.
+
+    Weight decay pulls weights towards zero, which regularises matrices; but biases and
+    LayerNorm gains only shift and scale, and decaying them just fights the normalisation.
+    They are exactly the 1-D parameters, so they form the no-decay group (BERT's exclusions).
+    """
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    groups = [
+        {"params": [p for p in trainable if p.ndim >= 2], "weight_decay": weight_decay},
+        {"params": [p for p in trainable if p.ndim < 2], "weight_decay": 0.0},  # biases, LayerNorm
+    ]
+    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-6)
+
+
+def learning_rate(done: float, total: float, *, peak: float, warmup: float) -> float:
+    """BERT's schedule: a linear warm-up from 0 to `peak` over the first `warmup` share of
+    `total` (Adam's moment estimates are noisy in the first steps, and big early updates can
+    wreck post-LN training), then a linear decay to 0 at `total`.
+
+    `done` and `total` count optimizer steps, or seconds under --budget (the schedule is then
+    stretched to end at the deadline, as the academic-budget BERT recipe does). The first unit
+    already gets 1/W of the peak, so no step is wasted at lr 0.
+    """
+    warmup_units = round(warmup * total)
+    if done < warmup_units:
+        return peak * min(1.0, (done + 1) / warmup_units)
+    return peak * max(0.0, (total - done) / max(1, total - warmup_units))
 
 
 @dataclass(frozen=True)
@@ -74,14 +108,6 @@ class Progress:
         budget = settings.budget_seconds
         return (self.step, settings.steps) if budget is None else (self.elapsed, budget)
 
-    def fraction(self, settings: LoopSettings) -> float:
-        """How much of the run is done: of its steps, or of its --budget."""
-        done, total = self.position(settings)
-        return done / total
-
-    def finished(self, settings: LoopSettings) -> bool:
-        return self.fraction(settings) >= 1.0
-
 
 def train(module, optimizer, streams, eval_batches, settings: LoopSettings, progress: Progress, *,
           dist: Distributed, device: torch.device, save=None, log: MetricsLog, baselines: dict | None = None) -> dict:
@@ -90,40 +116,43 @@ def train(module, optimizer, streams, eval_batches, settings: LoopSettings, prog
     writes a checkpoint (None: the run keeps none, as fine-tuning). `baselines`: the
     held-out accuracies of the unigram and neighbour-count guesses (data/baselines.py),
     logged once at step 0, shown beside the model's and used by the plateau warning."""
-    ddp = dist.wrap(module, device)
-    window, record = Window(), {}
-    baselines = baselines or {}
-    plateau = PlateauWarning(baselines)
-    budget = settings.budget_seconds
+    model = dist.wrap(module, device)  # DDP under torchrun; the module itself in one process
     amp = Precision.of(settings.precision, device)  # --precision: autocast, and loss scaling for fp16
+    window, record, baselines = Window(), {}, baselines or {}
+    plateau = PlateauWarning(baselines)
     if progress.step == 0 and eval_batches is not None:  # where learning starts from
         log.write({"step": 0, "elapsed_s": 0.0, **baselines, **evaluate(module, eval_batches, settings, device, amp)})
-    total, unit = round(progress.position(settings)[1]), "step" if budget is None else "s"  # for the progress bar
+    unit, total = ("step", settings.steps) if settings.budget_seconds is None else ("s", round(settings.budget_seconds))
     started, elapsed_before = time.perf_counter(), progress.elapsed
-    with tqdm(total=total, initial=min(total, round(progress.fraction(settings) * total)), disable=not dist.is_main,
+    model.train()  # evaluate() switches back to training mode after each evaluation
+    with tqdm(total=total, initial=min(total, round(progress.position(settings)[0])), disable=not dist.is_main,
               unit=unit, dynamic_ncols=True) as bar:
-        while not progress.finished(settings):
-            lr = learning_rate(*progress.position(settings), peak=settings.lr, warmup=settings.warmup)
+        while (position := progress.position(settings))[0] < position[1]:
+            lr = learning_rate(*position, peak=settings.lr, warmup=settings.warmup)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            if not train_step(ddp, optimizer, streams, settings, dist, amp, window):
+            metrics = train_step(model, optimizer, streams, settings, dist, amp, window)
+            if metrics is None:  # a NaN/Inf loss or gradient
                 if not settings.skip_nonfinite:
                     raise nonfinite_loss(progress, settings, resumable=save is not None)
                 progress.skipped_steps += 1
+            if metrics:  # taken, and not an fp16 overflow: into the logged means
+                window.metrics.append(metrics)
             progress.step += 1
-            seconds = time.perf_counter() - started
-            # Every process must agree when a --budget run ends: rank 0's clock decides.
-            progress.elapsed = elapsed_before + (seconds if budget is None else dist.broadcast_float(seconds))
-            bar.update(min(total, round(progress.fraction(settings) * total)) - bar.n)
+            progress.elapsed = elapsed_before + time.perf_counter() - started
+            if settings.budget_seconds is not None:  # every process must agree when the run ends: rank 0's clock decides
+                progress.elapsed = dist.broadcast_float(progress.elapsed)
+            (done, _), step = progress.position(settings), progress.step
+            bar.update(min(total, round(done)) - bar.n)
 
-            step, last = progress.step, progress.finished(settings)
+            last = done >= position[1]
             evaluate_now = step % settings.eval_every == 0 or last
             if step % settings.log_every == 0 or evaluate_now:
                 record = {"step": step, "elapsed_s": round(progress.elapsed, 2), **window.summary(dist), "lr": lr,
                           "skipped_steps": progress.skipped_steps}
                 if evaluate_now and eval_batches is not None:
                     record.update(evaluate(module, eval_batches, settings, device, amp))
-                    plateau.check(record, progress.fraction(settings))
+                    plateau.check(record, done / position[1])
                 if dist.is_main:
                     log.write(record)
                     bar.set_postfix(postfix(record, baselines))
@@ -131,6 +160,63 @@ def train(module, optimizer, streams, eval_batches, settings: LoopSettings, prog
                 save(progress)
                 progress.saved_step = step
     return record
+
+
+def train_step(model, optimizer, streams, settings: LoopSettings, dist: Distributed, amp: Precision,
+               window: "Window") -> dict[str, torch.Tensor] | None:
+    """One optimizer step over len(streams) micro-batches: its metrics (empty after an fp16
+    overflow), or None when it was not taken (a NaN/Inf loss or gradient).
+
+    With fp16, the scaler multiplies the loss before backward and divides the gradients back
+    before clipping; a step whose scaled gradients overflowed (with a finite loss) is skipped
+    by the scaler, which lowers the loss scale: that is loss scaling at work, so it counts as
+    taken, not as a NaN/Inf fault, and stays out of the logged means."""
+    metrics: dict[str, torch.Tensor] = {}
+    for micro, stream in enumerate(streams):
+        batch = {name: tensor.to(amp.device, non_blocking=True) for name, tensor in next(stream).items()}
+        window.tokens += int(batch["attention_mask"].sum())
+        if dist.enabled:  # DDP averages the gradients during backward: on the last micro-step only
+            model.require_backward_grad_sync = micro == len(streams) - 1
+        with amp.autocast:
+            loss, values = model(batch)
+        amp.scaler.scale(loss / len(streams)).backward()
+        for name, value in {"loss": loss, **values}.items():
+            metrics[name] = metrics.get(name, 0.0) + value.detach().float() / len(streams)
+    amp.scaler.unscale_(optimizer)
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), settings.clip or math.inf)
+    bad = (~torch.isfinite(torch.stack([metrics["loss"], grad_norm.float()]))).float()  # [loss, gradient]: 1 = NaN/Inf
+    if dist.enabled:  # one process's NaN/Inf decides for all of them
+        torch.distributed.all_reduce(bad)
+    bad_loss, bad_grad = (bad > 0).tolist()
+    if bad_loss or (bad_grad and not amp.scales):
+        optimizer.zero_grad(set_to_none=True)
+        return None
+    if amp.scales:  # fp16: the loss scale of this step, for metrics.jsonl
+        metrics["loss_scale"] = torch.tensor(amp.scaler.get_scale())
+    amp.scaler.step(optimizer)  # fp16 after an overflow: no update, and a smaller loss scale
+    amp.scaler.update()
+    optimizer.zero_grad(set_to_none=True)
+    return {} if bad_grad else {**metrics, "grad_norm": grad_norm}
+
+
+class Window:
+    """The steps since the last log line: each taken step's metrics, and the tokens read."""
+
+    def __init__(self):
+        self.metrics: list[dict[str, torch.Tensor]] = []
+        self.tokens = 0
+        self.started = time.perf_counter()
+
+    def summary(self, dist: Distributed) -> dict[str, float]:
+        """Means over the window and over all processes; starts a new window."""
+        result = {}
+        if self.metrics:
+            names = sorted(self.metrics[0])
+            means = torch.stack([torch.stack([step[n] for step in self.metrics]).mean() for n in names])
+            result = dict(zip(names, (dist.sum(means) / dist.world_size).tolist()))
+        result["tokens_per_s"] = self.tokens * dist.world_size / max(time.perf_counter() - self.started, 1e-9)
+        self.__init__()
+        return result
 
 
 def nonfinite_loss(progress: Progress, settings: LoopSettings, resumable: bool) -> NonFiniteLoss:
@@ -185,40 +271,6 @@ class PlateauWarning:
                  f"learned token frequencies only. Try a lower --lr or more --warmup (docs/training.md: Time to quality)")
 
 
-def train_step(ddp, optimizer, streams, settings: LoopSettings, dist: Distributed, amp: Precision, window: Window) -> bool:
-    """One optimizer step over len(streams) micro-batches; False if it was not taken (NaN/Inf).
-
-    With fp16 the gradients are unscaled before clipping, and a step whose scaled gradients
-    overflowed (with a finite loss) is skipped by the scaler, which lowers the loss scale: that
-    is loss scaling at work, so it counts as taken, not as a NaN/Inf fault, and stays out of
-    the logged means."""
-    ddp.train()
-    device = amp.device
-    step_metrics: dict[str, torch.Tensor] = {}
-    for micro, stream in enumerate(streams):
-        batch = next(stream)
-        window.tokens += int(batch["attention_mask"].sum())
-        batch = {name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()}
-        with dist.no_sync(ddp, sync=micro == len(streams) - 1):
-            with amp.autocast():
-                loss, metrics = ddp(batch)
-            amp.backward(loss / len(streams))
-        for name, value in {"loss": loss, **metrics}.items():
-            step_metrics[name] = step_metrics.get(name, 0.0) + value.detach().float() / len(streams)
-    amp.unscale(optimizer)
-    grad_norm = torch.nn.utils.clip_grad_norm_(ddp.parameters(), settings.clip or math.inf)
-    nonfinite = ~torch.isfinite(torch.stack([step_metrics["loss"], grad_norm.float()]))
-    bad_loss, bad_grad = (dist.sum(nonfinite.float()) > 0).tolist()  # any process: all decide together
-    if bad_loss or (bad_grad and not amp.scales):
-        optimizer.zero_grad(set_to_none=True)
-        return False
-    amp.step(optimizer)  # fp16 after an overflow: no update, a smaller loss scale
-    optimizer.zero_grad(set_to_none=True)
-    if not bad_grad:
-        window.add({**step_metrics, "grad_norm": grad_norm, **amp.metrics()})
-    return True
-
-
 @torch.no_grad()
 def evaluate(module, batches, settings: LoopSettings, device: torch.device, amp: Precision | None = None) -> dict[str, float]:
     """Mean metrics over the first `eval_batches` held-out batches, as `eval_*`.
@@ -235,7 +287,7 @@ def evaluate(module, batches, settings: LoopSettings, device: torch.device, amp:
         torch.manual_seed(settings.seed)
         for batch in itertools.islice(batches, settings.eval_batches):
             batch = {name: tensor.to(device) for name, tensor in batch.items()}
-            with amp.autocast():
+            with amp.autocast:
                 loss, metrics = module(batch)
             for name, value in {"loss": loss, **metrics}.items():
                 sums[name] = sums.get(name, 0.0) + float(value)

@@ -9,38 +9,9 @@ line means the file can be read while the run is going, and a crash loses at mos
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
-import torch
-
 from ..files import write_atomic
-from .distributed import Distributed
-
-
-class Window:
-    """Training metrics summed over the steps since the last log line."""
-
-    def __init__(self):
-        self.sums: dict[str, torch.Tensor] = {}
-        self.steps = self.tokens = 0
-        self.started = time.perf_counter()
-
-    def add(self, metrics: dict[str, torch.Tensor]) -> None:
-        for name, value in metrics.items():
-            self.sums[name] = self.sums.get(name, 0.0) + value.detach().float()
-        self.steps += 1
-
-    def summary(self, dist: Distributed) -> dict[str, float]:
-        """Means over the window and over all processes; starts a new window."""
-        result = {}
-        if self.sums:
-            names = sorted(self.sums)
-            means = dist.sum(torch.stack([self.sums[n] for n in names]) / self.steps) / dist.world_size
-            result = dict(zip(names, means.tolist()))
-        result["tokens_per_s"] = self.tokens * dist.world_size / max(time.perf_counter() - self.started, 1e-9)
-        self.__init__()
-        return result
 
 
 class MetricsLog:

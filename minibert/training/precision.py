@@ -42,44 +42,26 @@ def resolve(name: str, device: torch.device) -> str:
 
 
 class Precision:
-    """An autocast context per forward pass, and the loss scaling around backward and step.
+    """The autocast context of every forward pass, and the loss scaling around backward and step.
 
-    With bf16/fp32 the scaler is disabled and every method below is the plain operation, so
-    the training step reads the same for all three formats.
+    Plain attributes, read in place by the loop (PyTorch's own mixed-precision recipe):
+
+        with precision.autocast: loss = model(batch)      # nullcontext() for fp32
+        precision.scaler.scale(loss).backward()           # the GradScaler: loss scaling for fp16;
+        precision.scaler.unscale_(optimizer)              # disabled for bf16/fp32, where each of
+        precision.scaler.step(optimizer); .update()       # its calls is the plain operation
     """
 
     def __init__(self, name: str, device: torch.device):
         self.name, self.device = name, device
+        dtype = DTYPES.get(name)
+        self.autocast = torch.autocast(device.type, dtype=dtype) if dtype else nullcontext()  # reusable, one per run
         self.scaler = torch.amp.GradScaler(device.type, enabled=name == "fp16")
+        self.scales = name == "fp16"  # gradients are scaled: an overflow then skips a step by design
 
     @classmethod
     def of(cls, name: str, device: torch.device) -> "Precision":
         return cls(resolve(name, device), device)
-
-    @property
-    def scales(self) -> bool:
-        """True when gradients are scaled (fp16): an overflow then skips a step by design."""
-        return self.scaler.is_enabled()
-
-    def autocast(self):
-        dtype = DTYPES.get(self.name)
-        return torch.autocast(self.device.type, dtype=dtype) if dtype else nullcontext()
-
-    def backward(self, loss: torch.Tensor) -> None:
-        self.scaler.scale(loss).backward()
-
-    def unscale(self, optimizer) -> None:
-        """Divide the gradients back to their true size: call before clipping or reading their norm."""
-        self.scaler.unscale_(optimizer)
-
-    def step(self, optimizer) -> None:
-        """optimizer.step(), except after an fp16 overflow (skipped); then adapt the loss scale."""
-        self.scaler.step(optimizer)
-        self.scaler.update()
-
-    def metrics(self) -> dict[str, torch.Tensor]:
-        """The current loss scale when there is one, for metrics.jsonl."""
-        return {"loss_scale": torch.tensor(self.scaler.get_scale())} if self.scales else {}
 
     def __repr__(self) -> str:
         return f"Precision({self.name!r}, {self.device})"

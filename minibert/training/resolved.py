@@ -2,11 +2,9 @@
 
 A pretraining run's values are stacked from layers, each later one winning:
 
-    default     the dataclasses' own defaults: ModelConfig's are BERT-base's architecture,
-                Settings' the base layer the default runs share (settings.py)
-    small run   variants.SMALL: the default runs' size and their fast-learning choices
-                (rotary positions, no dropout)
-    variant     what the variant itself sets (variants.py)
+    default     the one table of defaults (settings.py): DEFAULT_MODEL and Settings' defaults;
+                a ModelConfig field named in neither keeps ModelConfig's own (BERT-base's)
+    variant     what the variant itself sets (variants.py), its objectives' examples included
     tokenizer   vocab_size and pad_token_id, fixed by the tokenizer the run trains or reads
     --seq-len   max_positions, sized to the sequence length
     teacher / --init   the architecture of DistilBERT's teacher, or of the checkpoint started from
@@ -23,10 +21,10 @@ import textwrap
 from pathlib import Path
 
 from ..config import ModelConfig
-from ..variants import SMALL, Variant
+from ..variants import Variant, with_layout
 from .settings import Settings
 
-LAYERS = ("flag", "variant", "small run", "tokenizer", "--seq-len", "teacher", "--init", "default")
+LAYERS = ("flag", "variant", "tokenizer", "--seq-len", "teacher", "--init", "default")
 # Settings that only one kind of objective reads: shown only for the variants that have it.
 ONLY_FOR = {
     "kd": ("teacher", "kd_temperature", "kd_soft_weight", "kd_mlm_weight", "kd_cosine_weight", "kd_all_tokens"),
@@ -40,7 +38,6 @@ def model_sources(variant: Variant, overrides: dict, inherited: str | None = Non
     """ModelConfig field -> the layer its value came from."""
     sources = {}
     for name in (f.name for f in dataclasses.fields(ModelConfig)):
-        own = variant.model_fields.get(name, SMALL.get(name))
         if name in overrides:
             sources[name] = "flag"
         elif inherited:
@@ -49,10 +46,8 @@ def model_sources(variant: Variant, overrides: dict, inherited: str | None = Non
             sources[name] = "tokenizer"
         elif name == "max_positions":
             sources[name] = "--seq-len"
-        elif name in variant.model_fields and (name not in SMALL or own != SMALL[name]):
+        elif name in variant.model_fields:
             sources[name] = "variant"
-        elif name in SMALL:
-            sources[name] = "small run"
         else:
             sources[name] = "default"
     return sources
@@ -61,7 +56,7 @@ def model_sources(variant: Variant, overrides: dict, inherited: str | None = Non
 def settings_sources(variant: Variant, settings: Settings) -> dict[str, str]:
     """Settings field -> the layer its value came from (a flag that repeats its layer's value
     is shown as that layer: the result is the same)."""
-    by_variant = variant.default_settings()
+    by_variant = with_layout(variant, variant.default_settings())
     unused = {name for objective, names in ONLY_FOR.items() if objective not in variant.objectives for name in names}
     sources = {}
     for name in (f.name for f in dataclasses.fields(Settings)):
@@ -73,7 +68,8 @@ def settings_sources(variant: Variant, settings: Settings) -> dict[str, str]:
         elif value != getattr(by_variant, name):
             sources[name] = "flag"
         else:
-            sources[name] = "variant" if name in variant.settings else "default"
+            own = name in variant.settings or (name == "layout" and value != "full_sentences")  # the variant's sentence task
+            sources[name] = "variant" if own else "default"
     return sources
 
 
@@ -97,8 +93,8 @@ def describe_run(variant: Variant, settings: Settings, overrides: dict, config: 
                  inherited: str | None = None, tokenizer_known: bool = False) -> str:
     """The block: the architecture and the settings, each value under the layer it came from.
     `config` None: the architecture is not known yet (a teacher's or a checkpoint's, `inherited`)."""
-    lines = [f"{variant.name}: each value under the layer it came from (a flag beats the variant, the variant the small run "
-             f"and the defaults; minibert/training/resolved.py)"]
+    lines = [f"{variant.name}: each value under the layer it came from (a flag beats the variant, the variant the defaults; "
+             f"minibert/training/resolved.py)"]
     if config is None:
         flags = " ".join(f"{k}={show(v)}" for k, v in overrides.items())
         lines += [f"  model      the {inherited}'s architecture, read when the run starts" + (f"; flags: {flags}" if flags else "")]

@@ -31,15 +31,15 @@ from ..data.corpus import corpus_files
 from ..data.pipeline import STATIC_DUPE_FACTOR
 from ..files import read_json_object, write_atomic
 from ..pretrained import from_pretrained, save_pretrained
-from ..variants import Variant, build_pretrainer, get_variant, run_architecture
+from ..variants import Variant, build_pretrainer, get_variant, run_architecture, with_layout
 from . import distributed
 from .checkpoint import Checkpoints
 from .distributed import Distributed
 from .errors import TrainingError, warn
 from .init_from import Start, load_start
-from .loop import LoopSettings, Progress, train
+from .loop import LoopSettings, Progress, build_optimizer, train
 from .metrics import MetricsLog
-from .optim import build_optimizer
+
 from .outdir import GENERATOR_DIR, OutputDir
 from .precision import resolve as resolve_precision
 from .resolved import describe_run
@@ -57,6 +57,7 @@ def pretrain(settings: Settings, model_overrides: dict | None = None, *, resume:
     variant = get_variant(settings.variant)
     settings = with_default_out(settings)
     settings.check()
+    settings = with_layout(variant, settings)  # the examples the run's objectives need
     streams_total = int(os.environ.get("WORLD_SIZE", "1")) * settings.grad_accum
     if settings.batch_size % streams_total:
         raise ValueError(
@@ -95,6 +96,7 @@ def print_config(settings: Settings, model_overrides: dict) -> None:
     """`--print-config`: the resolved configuration block, without building anything."""
     variant, settings = get_variant(settings.variant), with_default_out(settings)
     settings.check()
+    settings = with_layout(variant, settings)
     inherited = "--init" if settings.init else "teacher" if variant.needs_teacher else None
     config = None if inherited else run_architecture(variant, settings, model_overrides)
     print(describe_run(variant, settings, model_overrides, config, inherited=inherited))
@@ -109,7 +111,7 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
         warn(f"nothing to resume in {out} yet; starting from step 0")
     teacher = load_teacher(settings.teacher, settings.seq_len) if variant.needs_teacher else None
 
-    vocab_size = model_overrides.get("vocab_size", variant.model_fields.get("vocab_size"))
+    vocab_size = model_overrides.get("vocab_size", variant.model["vocab_size"])  # a new tokenizer's
     tokenizer_dir = Path(settings.teacher) if teacher else start.directory if start else out  # where the vocabulary comes from
     shards, eval_batches, tokenizer, baselines = build_batches(settings, dist, tokenizer_dir, vocab_size)
     config = start.config if start else run_architecture(variant, settings, model_overrides, vocab_size=tokenizer.vocab_size,
@@ -176,7 +178,7 @@ def default_threads(config) -> int:
     return max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
 
 
-def build_batches(settings: Settings, dist: Distributed, tokenizer_dir: Path, vocab_size: int | None):
+def build_batches(settings: Settings, dist: Distributed, tokenizer_dir: Path, vocab_size: int):
     """This process's `grad_accum` training shards, the held-out batches (rank 0), the
     tokenizer, and (rank 0) what the baselines score on the held-out batches.
 
@@ -185,7 +187,7 @@ def build_batches(settings: Settings, dist: Distributed, tokenizer_dir: Path, vo
     """
     streams_total = dist.world_size * settings.grad_accum
     common = dict(
-        tokenizer_dir=tokenizer_dir, **({"vocab_size": vocab_size} if vocab_size else {}),
+        tokenizer_dir=tokenizer_dir, vocab_size=vocab_size,
         **({"data_dir": settings.cache_dir} if settings.cache_dir else {}),
         seq_len=settings.seq_len, layout=settings.layout, masking=settings.masking,
         dupe_factor=settings.dupe_factor or (STATIC_DUPE_FACTOR if settings.masking == "static" else 1),

@@ -1,17 +1,20 @@
-"""Everything a pretraining run is configured by, besides the architecture (`ModelConfig`).
+"""The one table of defaults: what every default run uses unless its variant says otherwise.
 
-One flat dataclass, so that the command line, the saved `run.json` and the check that a
-`--resume` continues the SAME run all read one list of fields. Each field's `help` is
-the text of its command-line flag.
+    DEFAULT_MODEL   the default runs' model: ModelConfig fields (those not named keep
+                    ModelConfig's own defaults, the published BERT-base's)
+    Settings        everything else a pretraining run is configured by: data, masking,
+                    objectives' weights, optimisation, bookkeeping
 
-A run's values come in three layers, and `python train.py --print-config` shows which
-layer each value came from (`minibert/training/resolved.py`):
+Settings is one flat dataclass, so that the command line, the saved `run.json` and the check
+that a `--resume` continues the SAME run all read one list of fields. Each field's `help` is
+the text of its command-line flag. A run's values come in three layers, and `python train.py
+--print-config` shows which layer each value came from (`minibert/training/resolved.py`):
 
-    1. these defaults: the base layer, what the default runs share unless a variant says
-       otherwise (packed full sentences, single-token units, dynamic masking of
-       MASK_PROB = 40% of the tokens in every default run but ELECTRA's);
-    2. the variant's `settings` (minibert/variants.py): its layout, masking, spans, steps;
+    1. these defaults;
+    2. the variant's entry (minibert/variants.py): its objectives, model and settings;
     3. the command line's flags.
+
+No library function below keeps a default of its own for these values: they are passed on.
 """
 
 from __future__ import annotations
@@ -27,6 +30,16 @@ from ..objectives.rtd import RTD_TOKENS
 from .precision import PRECISIONS
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
+
+# The default runs' encoder: BERT-Tiny's shape (2 layers of width 128, Turc et al. 2019) and an
+# 8k SentencePiece vocabulary, with what makes it learn context within minutes on a CPU
+# (measured in bench/time_to_quality.py; docs/training.md has the ablation):
+#   rotary positions   attention can prefer a token's neighbours from the first step,
+#                      instead of first learning a position table (the largest single gain);
+#   no dropout         a few passes over the corpus cannot overfit; dropout only slows learning.
+# None of these is a family's defining switch; variants.CLASSIC is the published recipe.
+DEFAULT_MODEL = dict(vocab_size=8000, hidden_size=128, num_layers=2, num_heads=2, intermediate_size=512,
+                     position_encoding="rotary", hidden_dropout=0.0, attention_dropout=0.0)
 # The default runs select 40% of the tokens, not BERT's 15%: more predictions per forward
 # pass, which the few minutes of a default run need (docs/training.md has the ablation).
 # Held-out accuracy is still measured at 15% (data/pipeline.py, EVAL_MASK_PROB).
@@ -44,7 +57,7 @@ class Settings:
     # --- data: what the model reads ------------------------------------------------------
     data: list[str] | None = option(None, "corpus files or folders (.txt/.jsonl); none = the embedded default corpus", group="data", metavar="PATH")
     seq_len: int = option(64, "tokens per example, [CLS] and [SEP] included", group="data")
-    layout: str = option("full_sentences", "example layout: segment pairs for NSP, sentence order for SOP, or packed full sentences (no sentence task)", LAYOUTS, "data")
+    layout: str | None = option(None, "the sentence task, and so the examples: NSP segment pairs, SOP segment pairs, or packed full sentences without one (none = the variant's objectives decide)", LAYOUTS, "data")
     short_seq_prob: float = option(0.1, "share of examples cut shorter than --seq-len (BERT: 0.1)", group="data")
     masking: str = option("dynamic", "static = masks drawn once when examples are built (--dupe-factor copies); dynamic = a new mask every time", MASKINGS, "data")
     dupe_factor: int | None = option(None, f"differently-masked copies of the corpus under static masking (none = {STATIC_DUPE_FACTOR} under static masking)", group="data")
@@ -126,7 +139,7 @@ class Settings:
                 raise ValueError(f"--{flag(name)} must not be negative, got {getattr(self, name)}")
         for name, choices in (("layout", LAYOUTS), ("masking", MASKINGS), ("device", DEVICES), ("precision", PRECISIONS),
                               ("rtd_tokens", RTD_TOKENS)):
-            if getattr(self, name) not in choices:
+            if getattr(self, name) not in choices and not (name == "layout" and self.layout is None):
                 raise ValueError(f"--{flag(name)} must be one of {', '.join(choices)}; got {getattr(self, name)!r}")
         if self.budget is not None:
             parse_duration(self.budget)
