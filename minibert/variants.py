@@ -85,7 +85,7 @@ VARIANTS: dict[str, Variant] = {
             settings=dict(layout="sop", masking="dynamic", max_span=3, whole_word=True),
         ),
         Variant(
-            "distilbert", "student = every other layer of a teacher (--teacher); 5·soft CE (T=2) + 2·MLM + 1·cosine",
+            "distilbert", "student = half a teacher's layers, first to last (--teacher); 5·soft CE (T=2) + 2·MLM + 1·cosine",
             objectives=("kd",),
             settings=dict(layout="full_sentences", masking="dynamic", lr=1e-3, steps=750),
         ),
