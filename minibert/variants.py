@@ -6,7 +6,7 @@ Nothing in the training loop asks which variant it runs. A variant only chooses 
     roberta     BERT's encoder, one segment type; MLM on full sentences; dynamic masking
     albert      factorized embeddings (E < H), all layers shared; MLM + sentence order prediction,
                 n-gram masking of whole words
-    distilbert  a student with part of a teacher's layers, trained to imitate it (soft targets + MLM + cosine)
+    distilbert  a student with half a teacher's layers, trained to imitate it (soft targets + MLM + cosine)
     electra     small generator + discriminator: replaced token detection on every token
 
 Every value a default run uses is in its entry below or in the one table of defaults,
@@ -88,7 +88,7 @@ VARIANTS: dict[str, Variant] = {
             settings=dict(masking="dynamic", max_span=3, whole_word=True),
         ),
         Variant(
-            "distilbert", "student = part of a teacher's layers (--teacher); 5·soft CE (T=2) + 2·MLM + 1·cosine",
+            "distilbert", "student = half a teacher's layers, first to last (--teacher); 5·soft CE (T=2) + 2·MLM + 1·cosine",
             objectives=("kd",),
             settings=dict(masking="dynamic", lr=1e-3, steps=750),
         ),

@@ -9,7 +9,8 @@ from hypothesis import given, settings, strategies as st
 
 from minibert import MaskedLM, ModelConfig, ReplacedTokenDetector
 from minibert.heads import IGNORE_INDEX
-from minibert.objectives.kd import KnowledgeDistillation, init_student_from_teacher, soft_target_kl, student_config
+from minibert.objectives.kd import (KnowledgeDistillation, init_student_from_teacher, soft_target_kl, student_config,
+                                    teacher_layers)
 from minibert.objectives.mlm import MaskedLanguageModeling
 from minibert.objectives.pretrainer import Pretrainer
 from minibert.objectives.rtd import ReplacedTokenDetection, generator_config, gumbel_max_sample, replace_masked
@@ -185,21 +186,43 @@ def test_soft_loss_carries_the_t_squared_factor(student, temperature):
     torch.testing.assert_close(soft_target_kl(s, t, 1.0), by_hand, rtol=1e-4, atol=1e-6)
 
 
-def test_student_takes_every_other_teacher_layer():
+def copied_from(student: MaskedLM, teacher: MaskedLM) -> list[int]:
+    """For each student depth, the teacher depth whose sublayers hold exactly its weights."""
+    def weights(encoder, depth):
+        return [tensor for module in encoder.layer(depth) for tensor in module.state_dict().values()]
+    return [next((t for t in range(teacher.config.num_layers)
+                 if all(torch.equal(a, b) for a, b in zip(weights(student.encoder, s), weights(teacher.encoder, t)))), None)
+            for s in range(student.config.num_layers)]
+
+
+def test_a_student_of_a_twelve_layer_teacher_starts_from_distilberts_layers():
+    """The released DistilBERT was initialised from BERT's layers 0, 2, 4, 7, 9, 11 (the
+    published script's list; `teacher_layers` says why we follow it). Every other layer
+    (0, 2, 4, 6, 8, 10) would leave the teacher's last layer out, and this test would fail.
+    A 12-layer teacher because the default 2 -> 1 student takes layer 0 under either rule."""
     torch.manual_seed(0)
-    teacher = MaskedLM(tiny(num_layers=4))
+    teacher = MaskedLM(tiny(num_layers=12))  # random weights: each layer differs from every other
     config = student_config(teacher.config)
-    assert (config.num_layers, config.type_vocab_size, config.pooler) == (2, 0, False)
+    assert (config.num_layers, config.type_vocab_size, config.pooler) == (6, 0, False)
     student = MaskedLM(config)
     init_student_from_teacher(student, teacher)
-    for depth, source in ((0, 0), (1, 2)):
-        for mine, theirs in zip(student.encoder.layer(depth), teacher.encoder.layer(source)):
-            for a, b in zip(mine.state_dict().values(), theirs.state_dict().values()):
-                assert torch.equal(a, b)
+    assert copied_from(student, teacher) == [0, 2, 4, 7, 9, 11]
     assert torch.equal(student.embedding_table, teacher.embedding_table)
     assert torch.equal(student.head.transform.weight, teacher.head.transform.weight)
     with pytest.raises(ValueError, match="hidden_size"):
         student_config(teacher.config, hidden_size=64)
+
+
+@given(teacher=st.integers(1, 24), data=st.data())
+def test_the_student_layers_run_evenly_from_the_teachers_first_to_its_last(teacher, data):
+    """What the rule promises at any depth: distinct teacher layers in order, the first and
+    (for two or more) the last among them, the gaps between them differing by one at most."""
+    student = data.draw(st.integers(1, teacher))
+    picked = teacher_layers(teacher, student)
+    gaps = [b - a for a, b in zip(picked, picked[1:])]
+    assert len(picked) == student and picked[0] == 0 and all(gap >= 1 for gap in gaps)
+    assert student == 1 or picked[-1] == teacher - 1
+    assert not gaps or max(gaps) - min(gaps) <= 1
 
 
 @pytest.mark.parametrize("all_tokens", [False, True])

@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 
 from minibert import from_pretrained
+from minibert.objectives.kd import teacher_layers
 
 from .budget import REPO, SST2, Budget
 from .measure import (count_parameters, describe_gap, describe_spread, dev_set, finetune_seeds, held_out,
@@ -81,9 +82,16 @@ def notes(result: dict) -> list[str]:
         f"**Size and speed** follow from the architecture and hold at any scale: {result['layers']['student']} of "
         f"{result['layers']['teacher']} layers leave {p['student'] / p['teacher']:.0%} of the parameters (the embeddings "
         "stay whole; they are a larger share of a small model than of BERT-base, hence more than DistilBERT's 60%) and "
-        f"run {t['teacher'] / t['student']:.2f}× faster. The student starts from every other teacher layer and learns "
-        "from the teacher's soft targets (T = 2), MLM and the hidden-state cosine loss.",
+        f"run {t['teacher'] / t['student']:.2f}× faster. The student starts from the teacher's {picked(result['layers'])} (by "
+        "DistilBERT's rule, which takes 0, 2, 4, 7, 9, 11 of BERT's 12) and learns from the teacher's soft targets "
+        "(T = 2), MLM and the hidden-state cosine loss.",
     ]
+
+
+def picked(layers: dict) -> str:
+    """The teacher layers the student started from, as `teacher_layers` picks them: "layer 0"."""
+    chosen = teacher_layers(layers["teacher"], layers["student"])
+    return ("layer " if len(chosen) == 1 else "layers ") + ", ".join(map(str, chosen))
 
 
 def render(result: dict, plots: Path) -> str:

@@ -15,9 +15,10 @@ default we take them at the masked tokens only — where the teacher's distribut
 most (elsewhere it mostly repeats the visible token) — which needs only the masked share (`--mask-prob`) of the
 vocabulary-sized projections that dominate a small model's cost.
 
-The student starts from the teacher: same width, every other layer (DistilBERT takes 6 of
-BERT's 12), the embeddings and the MLM head copied. The teacher is frozen and stays in
-eval mode (no dropout) however the surrounding model is switched.
+The student starts from the teacher: same width, half the layers, spread from the first to
+the last as DistilBERT's release took them (`teacher_layers` says which and why), the
+embeddings and the MLM head copied. The teacher is frozen and stays in eval mode (no
+dropout) however the surrounding model is switched.
 """
 
 from __future__ import annotations
@@ -59,8 +60,32 @@ def student_config(teacher: ModelConfig, **overrides) -> ModelConfig:
     return config
 
 
+def teacher_layers(teacher_depth: int, student_depth: int) -> list[int]:
+    """The teacher layer each student depth starts from: spread evenly from the teacher's first
+    layer to its last, so that 12 -> 6 takes 0, 2, 4, 7, 9, 11.
+
+    Why this and not every other layer (0, 2, 4, 6, 8, 10). The paper (Sanh et al. 2019)
+    says the student is initialised "by taking one layer out of two"; the released
+    distilbert-base-uncased was initialised by transformers' script
+    examples/research_projects/distillation/scripts/extract_distilbert.py, which copies the
+    teacher layers [0, 2, 4, 7, 9, 11] (its default output file name ends in _0247911.pth,
+    and extract.py beside it, for DistilRoBERTa and DistilGPT2, loops over the same list).
+    We follow the script: it is what the published model did, and it keeps the teacher's
+    last layer last. The MLM head copied beside it and the hidden-state cosine loss both read
+    the last layer's output, so the student's last layer starts as the one the head was
+    trained to read; every other layer would leave the teacher's last layer out.
+
+    Student depth i of s takes teacher layer round(i · (t − 1) / (s − 1)) of t, which gives the
+    script's list for 12 -> 6. A one-layer student cannot keep both ends: it takes layer 0,
+    the one that reads the copied embeddings (the default 2 -> 1 run; every other layer
+    would take it too)."""
+    if student_depth == 1:
+        return [0]
+    return [round(i * (teacher_depth - 1) / (student_depth - 1)) for i in range(student_depth)]
+
+
 def init_student_from_teacher(student: MaskedLM, teacher: MaskedLM) -> None:
-    """Copy embeddings, MLM head and every other layer (evenly spaced) of the teacher."""
+    """Copy embeddings, MLM head and the teacher layers `teacher_layers` picks."""
     s, t = student.encoder, teacher.encoder
     with torch.no_grad():
         pairs = [(getattr(s.embeddings, n), getattr(t.embeddings, n)) for n in ("word_embeddings", "position_embeddings",
@@ -69,9 +94,8 @@ def init_student_from_teacher(student: MaskedLM, teacher: MaskedLM) -> None:
         for mine, theirs in pairs:
             if mine is not None and theirs is not None:  # DistilBERT drops the segment table
                 mine.load_state_dict(theirs.state_dict())
-        depth_s, depth_t = s.config.num_layers, t.config.num_layers
-        for depth in range(depth_s):
-            for mine, theirs in zip(s.layer(depth), t.layer(depth * depth_t // depth_s)):
+        for depth, source in enumerate(teacher_layers(t.config.num_layers, s.config.num_layers)):
+            for mine, theirs in zip(s.layer(depth), t.layer(source)):
                 mine.load_state_dict(theirs.state_dict())
         student.head.load_state_dict(teacher.head.state_dict())
 

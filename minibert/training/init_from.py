@@ -73,7 +73,7 @@ def load_start(variant: Variant, settings: Settings, overrides: dict) -> Start:
         raise ValueError("--init-generator continues an ELECTRA generator beside its discriminator; pass the discriminator with --init too")
     if variant.needs_teacher:
         raise ValueError(
-            f"--init does not apply to --variant {variant.name}: its student starts from every other layer of --teacher; "
+            f"--init does not apply to --variant {variant.name}: its student starts from half the layers of --teacher; "
             f"to go on pretraining a DistilBERT checkpoint with MLM alone, use --variant roberta --init {settings.init}"
         )
     if settings.init_generator is not None and variant.head != "rtd":
