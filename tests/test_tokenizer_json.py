@@ -40,6 +40,7 @@ ROLE_PIECES = {"bert-uncased": ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
                "roberta": ["<pad>", "<unk>", "<s>", "</s>", "<mask>"]}
 CHUNKS = [*"abcdefghijklmnopqrstuvwxyz ABCXYZ0123456789,.;:'\"`()-–£€éèüñçÅØßæœıİΣσςﬁ²½ⅧＡｂ",
           "\u0301", "\u0308", "  ", "   ", "\t", "\n", "\r\n", "\u00a0", "\u2028", "\u200b", "\u200d", "\x85", "\x00", "\x1c",
+          "\u0378", "\ue000",  # unassigned: BertNormalizer keeps it; private use: it drops it
           "\ufffd", "日本語", "中文", "한국어", "😀", "👍🏽", "🇫🇷", "ﬁ\u0301", "Ａ\u0301", "آپ", "ड़ी", "เขาไม่ได้",
           "``", "''", "[MASK]", "[CLS]", "[SEP]", "<mask>", "<s>", "</s>", "<unk>", "<pad>", "[PAD]",
           "café ", "the ", "cat ", "Don't ", "1990, ", "<0x41>"]

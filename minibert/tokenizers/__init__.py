@@ -13,8 +13,9 @@ Read in this order:
 5. `json_export.py`           our SentencePiece model as a Hugging Face `tokenizer.json`;
    `json_import.py`           any `tokenizer.json` of the family read (WordPiece, Unigram,
                               byte-level BPE): `json_components.py` its steps on text,
-                              `charsmap.py` SentencePiece's character map, `unigram.py` the
-                              unigram model's Viterbi search.
+                              `json_models.py` its models (word -> ids), `charsmap.py`
+                              SentencePiece's character map, `unigram.py` the unigram model's
+                              Viterbi search.
 6. `load.py`                  `load_tokenizer(folder)`: the one loader every command uses, and
                               the order in which it looks for each layout.
 """

@@ -19,7 +19,8 @@ from typing import Callable
 
 from .byte_bpe import WHITESPACE, char_to_byte, pretokenizer
 from .charsmap import CharsMap
-from .wordpiece import FAST_TOKENIZER_CJK_RANGES, clean_text, separate_cjk, split_punctuation, strip_accents
+from .wordpiece import (FAST_TOKENIZER_CJK_RANGES, FAST_TOKENIZER_CONTROL_CATEGORIES, clean_text, separate_cjk,
+                        split_punctuation, strip_accents)
 
 WHITE_SPACE = frozenset(WHITESPACE)  # Unicode's White_Space: what `tokenizers` splits on and strips
 # Letters Unicode counts as alphabetic although their category is a symbol (circled letters).
@@ -103,15 +104,16 @@ def build(table: dict[str, tuple[Callable, str]], value, kind: str, where: str):
 
 
 def bert_normalizer(spec: Spec) -> Callable[[str], str]:
-    """BERT's text cleanup: drop control characters, isolate CJK ideographs, strip accents
-    (by default exactly when lowercasing), lowercase."""
+    """BERT's text cleanup as `tokenizers` does it: drop control, format and private-use
+    characters, isolate CJK ideographs, strip accents (by default exactly when lowercasing),
+    lowercase."""
     clean, cjk = spec.get("clean_text", True, (True, False)), spec.get("handle_chinese_chars", True, (True, False))
     lower = spec.get("lowercase", True, (True, False))
     accents = spec.get("strip_accents", lower, (True, False))
 
     def normalize(text: str) -> str:
         if clean:
-            text = clean_text(text)
+            text = clean_text(text, FAST_TOKENIZER_CONTROL_CATEGORIES)
         if cjk:
             text = separate_cjk(text, FAST_TOKENIZER_CJK_RANGES)
         if accents:

@@ -2,7 +2,8 @@
 
 The models we pretrain ourselves get their own vocabulary, learned from their own corpus
 (`minibert/data/vocabulary.py` trains it), as ALBERT's did: a SentencePiece *unigram* model
-(or BPE). Two settings make it fit the rest of minibert:
+(or BPE). Three settings make it fit the rest of minibert, the first two given to the trainer
+(`vocabulary.py`), the third applied here when encoding:
 
 * the special tokens sit at fixed ids — [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4 — so
   the masking and padding code never has to look them up;

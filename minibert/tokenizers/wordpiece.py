@@ -14,12 +14,14 @@ BERT (Devlin et al., 2019) turns text into ids in two stages:
 
 The rules follow Google's original `tokenization.py` and the Hugging Face
 tokenizers, so a checkpoint's `vocab.txt` gives the same ids as the tokenizer
-shipped with it. Two choices where the two references differ: we do
-not NFC-normalise before splitting (the original BERT and the fast Hugging Face
+shipped with it. Where the references differ we follow Google's: we do not
+NFC-normalise before splitting (the original BERT and the fast Hugging Face
 tokenizer do not; the slow Python one does, which only matters for cased
-vocabularies fed decomposed accents), and we lowercase with Python's
-`str.lower` like the original (a word-final "Σ" becomes "ς"; the fast tokenizer
-lowercases letter by letter and gives "σ").
+vocabularies fed decomposed accents); we lowercase with Python's `str.lower`
+(a word-final "Σ" becomes "ς"; the fast tokenizer lowercases letter by letter
+and gives "σ"); and only control and format characters are dropped, so a word
+holding an unassigned or private-use code point stays a word (CONTROL_CATEGORIES
+says why).
 
 Special-token strings typed in the text ("paris is the [MASK] of france") become
 their special id, exactly as in the references; the match is on the raw text
@@ -57,6 +59,18 @@ CJK_RANGES = (
 # so the 256 ideographs U+2B820-U+2B91F stay inside words there.
 FAST_TOKENIZER_CJK_RANGES = tuple((0x2B920, hi) if lo == 0x2B820 else (lo, hi) for lo, hi in CJK_RANGES)
 
+# What `clean_text` deletes: the Unicode categories Cc (control) and Cf (format), as Google's
+# tokenization.py decides in `_is_control` since March 2019. Its first release deleted every C*
+# category, unassigned (Cn) and private use (Co) included, and the slow Hugging Face tokenizer
+# still does; Google narrowed it "to support emojis": a code point that the running Python's
+# Unicode tables do not know yet (every emoji, under Python 2's Unicode 5.2) is text those tables
+# are too old for, not debris, and deleting it glues the letters around it into a word the text
+# never had. Kept, it stays in its word, which WordPiece makes [UNK] unless the vocabulary has it.
+CONTROL_CATEGORIES = ("Cc", "Cf")
+# The `tokenizers` library (a tokenizer.json) keeps unassigned code points too, but deletes
+# private use (Co) with the control and format characters.
+FAST_TOKENIZER_CONTROL_CATEGORIES = ("Cc", "Cf", "Co")
+
 SPECIAL_TOKEN_PATTERN = re.compile("(" + "|".join(re.escape(t) for t in SPECIAL_TOKENS) + ")")
 
 
@@ -73,13 +87,13 @@ def is_whitespace(char: str) -> bool:
     return char in " \t\n\r" or unicodedata.category(char) in ("Zs", "Zl", "Zp")
 
 
-def is_control(char: str) -> bool:
-    """Characters of category C* (control, format, private use, unassigned) except tab/newline/return.
+def is_control(char: str, categories: tuple[str, ...] = CONTROL_CATEGORIES) -> bool:
+    """Control and format characters (`categories`) except tab/newline/return.
 
     They carry no meaning for the model (zero-width joiners, byte-order marks,
     stray escape codes) and would otherwise end up as [UNK] inside words.
     """
-    return char not in "\t\n\r" and unicodedata.category(char).startswith("C")
+    return char not in "\t\n\r" and unicodedata.category(char) in categories
 
 
 def is_punctuation(char: str) -> bool:
@@ -100,15 +114,15 @@ def is_cjk(char: str, ranges: tuple[tuple[int, int], ...] = CJK_RANGES) -> bool:
     return any(lo <= cp <= hi for lo, hi in ranges)
 
 
-def clean_text(text: str) -> str:
+def clean_text(text: str, control: tuple[str, ...] = CONTROL_CATEGORIES) -> str:
     """Drop control characters (NUL among them) and U+FFFD, the mark of a decoding error; make all whitespace a plain space.
 
     Web text is full of invisible debris; removing it here means the same visible
-    text always gives the same ids.
+    text always gives the same ids. `control`: the categories deleted.
     """
     out = []
     for char in text:
-        if char == "\ufffd" or is_control(char):
+        if char == "\ufffd" or is_control(char, control):
             continue
         out.append(" " if is_whitespace(char) else char)
     return "".join(out)
