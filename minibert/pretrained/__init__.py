@@ -170,15 +170,17 @@ def save_pretrained(
         for name, value in tokenizer_files.items():
             write_json(directory / name, value)
         if format == "hf":
-            describe_inputs(directory / TOKENIZER_CONFIG_FILE, chosen, model.config)
+            describe_inputs(directory / TOKENIZER_CONFIG_FILE, model.config)
     return directory
 
 
-def describe_inputs(path: Path, family: Family, config: ModelConfig) -> None:
+def describe_inputs(path: Path, config: ModelConfig) -> None:
     """Tell the exported tokenizer what the model takes: no token_type_ids for a family without
-    segment embeddings (DistilBERT's forward refuses them), and at most max_length tokens."""
+    segment embeddings (DistilBERT's forward refuses them) nor for a model with one segment type
+    (RoBERTa's: a pair's second segment, numbered 1, would index past its table), and at most
+    max_length tokens."""
     tokenizer_config = read_json(path) if path.is_file() else {}
-    segments = ["token_type_ids"] if "embeddings.token_type_embeddings" in family.backbone else []
+    segments = ["token_type_ids"] if config.type_vocab_size > 1 else []
     tokenizer_config["model_input_names"] = ["input_ids", *segments, "attention_mask"]
     tokenizer_config["model_max_length"] = config.max_length
     write_json(path, tokenizer_config)
