@@ -156,7 +156,7 @@ def save_pretrained(
         # refused before anything is written.
         tokenizer_files = tokenizer.hugging_face_files() if isinstance(tokenizer, SentencePieceTokenizer) else {}
         stored_config = chosen.reference_config(model.config, head)
-        names = {ours: chosen.reference_names(ours, head, prefixed=head is not None) for ours in model.state_dict()}
+        names = export_names(chosen, model, head)
         computed = chosen.computed_tensors(model.config, prefixed=head is not None)
     else:
         stored_config = {FORMAT_KEY: {"format": FORMAT_VERSION, "head": head}, **model.config.to_dict()}
@@ -172,6 +172,12 @@ def save_pretrained(
         if format == "hf":
             describe_inputs(directory / TOKENIZER_CONFIG_FILE, model.config)
     return directory
+
+
+def export_names(family: Family, model: nn.Module, head: str | None) -> dict[str, tuple[str, ...]]:
+    """Our parameter -> the tensor(s) `format="hf"` writes it as in `family` (a task model's
+    backbone under the family's prefix, as transformers' task classes name it)."""
+    return {ours: family.reference_names(ours, head, prefixed=head is not None) for ours in model.state_dict()}
 
 
 def describe_inputs(path: Path, config: ModelConfig) -> None:
