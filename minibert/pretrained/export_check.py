@@ -36,8 +36,8 @@ AUTO_CLASSES = {None: "AutoModel", "mlm": "AutoModelForMaskedLM", "rtd": "AutoMo
 # whitespace, a mask token), one longer than many models take (truncation), and sentence pairs
 # (the segment layout). "{mask}" becomes the tokenizer's own spelling of its mask token. A pair
 # is compared only where it fits the model untruncated: how to cut a pair that is too long is
-# the tokenizer's rule, not the export's, and minibert's (the slow tokenizers' longest-first,
-# one token at a time) gives the odd token to the other text than transformers 5's does.
+# the tokenizer's rule, not the export's, and where both texts must be cut to an odd total,
+# minibert's longest-first keeps the odd token in the first text, transformers 5's in the longer.
 PROBES = (
     "The cat sat on the mat.",
     "Return a new list with the same elements, unless the list is empty!",
