@@ -4,12 +4,13 @@
     python -m minibert detect DIR "The cat ate on the mat."
     python -m minibert info DIR
     python -m minibert attention DIR "The cat sat on the mat." [--layer L] [--head H] --out FILE.png
+    python -m minibert export DIR OUT [--overwrite]
 
 DIR is a minibert checkpoint (what `python train.py` leaves in checkpoints/<variant>) or a
 Hugging Face BERT-family directory with its vocab.txt. The work is done by minibert/probe.py
-(fill-mask, detect) and minibert/info.py (info); this file only parses and prints. Bad input
-is one line on stderr and exit status 2, through the same handler as `python train.py`
-(`--debug` shows the traceback).
+(fill-mask, detect), minibert/info.py (info) and minibert/pretrained/export.py (export); this
+file only parses and prints. Bad input is one line on stderr and exit status 2, through the
+same handler as `python train.py` (`--debug` shows the traceback).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
             command.add_argument("texts", nargs="+", metavar="TEXT", help="one or more texts")
         command.add_argument("--debug", action="store_true", help="show the traceback of an error")
     add_attention_command(commands)
+    add_export_command(commands)
     return parser
 
 
@@ -62,6 +64,19 @@ def add_attention_command(commands) -> None:
     attention.add_argument("--debug", action="store_true", help="show the traceback of an error")
 
 
+def add_export_command(commands) -> None:
+    """`export`: a checkpoint and its tokenizer as a Hugging Face folder, read back by transformers first."""
+    export = commands.add_parser(
+        "export", help="write a checkpoint and its tokenizer as a Hugging Face folder, checked with transformers",
+        description="Write DIR's model and tokenizer as a folder transformers loads, read it back with transformers "
+                    "(ids, weights, outputs) where it is installed, and only then move it to OUT.",
+    )
+    export.add_argument("checkpoint", metavar="DIR", help="minibert checkpoint or Hugging Face directory")
+    export.add_argument("out", metavar="OUT", help="the folder to write (must not hold a model, unless --overwrite)")
+    export.add_argument("--overwrite", action="store_true", help="replace the model and tokenizer already in OUT")
+    export.add_argument("--debug", action="store_true", help="show the traceback of an error")
+
+
 def draw(args: argparse.Namespace) -> None:
     from .look_inside import attention_maps, draw_attention
 
@@ -75,6 +90,10 @@ def run(args: argparse.Namespace) -> None:
 
     if args.command == "attention":
         return draw(args)
+    if args.command == "export":
+        from .pretrained.export import export, summary
+
+        return print("\n".join(summary(export(args.checkpoint, args.out, overwrite=args.overwrite))))
     if args.command == "info":
         facts = describe(args.checkpoint)
         width = max(map(len, facts)) + 2

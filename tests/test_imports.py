@@ -7,6 +7,8 @@ through type hints still couples), not from what Python happened to load.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -111,3 +113,123 @@ def test_no_bench_script_shadows_a_package_the_benches_import():
     third_party = {"torch", "numpy", "transformers", "tokenizers", "triton", "sentencepiece", "safetensors", "tqdm",
                    "matplotlib", "minibert", "pytest", "hypothesis"}
     assert not scripts & (third_party | {name for name in imported if name not in scripts}), scripts & third_party
+
+
+# --- transformers: a test oracle, never a dependency ------------------------------------------------
+
+# The one function that may import transformers: the export's read-back check, at run time and
+# only where transformers is installed (it says the check was skipped otherwise).
+TRANSFORMERS_ALLOWED = {("minibert.pretrained.export_check", "check_export")}
+
+
+class TransformersImports(ast.NodeVisitor):
+    """Every import of transformers in one module, with the function it sits in (None: at import
+    time) and whether an `except ImportError` around it makes it optional."""
+
+    def __init__(self):
+        self.scope: list[str] = []
+        self.guards: list[bool] = []
+        self.found: list[tuple[str | None, bool, int]] = []
+
+    def visit_FunctionDef(self, node):
+        self.scope.append(node.name)
+        self.generic_visit(node)
+        self.scope.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Try(self, node):
+        catches = any(handler.type is None or "ImportError" in ast.unparse(handler.type) for handler in node.handlers)
+        self.guards.append(catches)
+        for statement in node.body:
+            self.visit(statement)
+        self.guards.pop()
+        for part in (*node.handlers, *node.orelse, *node.finalbody):
+            self.visit(part)
+
+    def record(self, node, module: str | None) -> None:
+        if module and module.split(".")[0] == "transformers":
+            self.found.append((".".join(self.scope) or None, any(self.guards), node.lineno))
+
+    def visit_Import(self, node):
+        for alias in node.names:
+            self.record(node, alias.name)
+
+    def visit_ImportFrom(self, node):
+        self.record(node, node.module if not node.level else None)
+
+    def visit_Call(self, node):  # importlib.import_module("transformers"), __import__("transformers")
+        name = ast.unparse(node.func)
+        if name.split(".")[-1] in ("import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant):
+            self.record(node, str(node.args[0].value))
+        self.generic_visit(node)
+
+
+def transformers_imports(root: Path) -> dict[tuple[str, str | None], list[tuple[bool, int]]]:
+    """(module, function) -> [(guarded by except ImportError, line)] for every import of transformers under `root`."""
+    found: dict[tuple[str, str | None], list[tuple[bool, int]]] = {}
+    for path in sorted(root.rglob("*.py")):
+        visitor = TransformersImports()
+        visitor.visit(ast.parse(path.read_text(encoding="utf-8")))
+        for function, guarded, line in visitor.found:
+            found.setdefault((module_name(path, root), function), []).append((guarded, line))
+    return found
+
+
+def transformers_violations(root: Path, allowed=TRANSFORMERS_ALLOWED) -> list[str]:
+    """Imports of transformers outside the allowed functions, or inside them but not optional."""
+    problems = []
+    for (module, function), imports in transformers_imports(root).items():
+        for guarded, line in imports:
+            if (module, function) not in allowed:
+                problems.append(f"{module}:{line} imports transformers {'in ' + function if function else 'at import time'}")
+            elif not guarded:
+                problems.append(f"{module}:{line} imports transformers without an except ImportError around it")
+    return problems
+
+
+def test_only_the_export_check_imports_transformers_and_only_if_installed():
+    assert transformers_violations(PACKAGE) == []
+    assert set(transformers_imports(PACKAGE)) == TRANSFORMERS_ALLOWED  # the allowed import is where the rule says
+
+
+@pytest.mark.parametrize("source", [
+    "import transformers\n",
+    "from transformers import AutoModel\n",
+    "import transformers.models.bert\n",
+    "def load():\n    from transformers import AutoModel\n",
+    "def load():\n    try:\n        import transformers\n    except ImportError:\n        return None\n",
+    "import importlib\ndef load():\n    return importlib.import_module('transformers')\n",
+    "try:\n    import transformers\nexcept ImportError:\n    transformers = None\n",
+])
+def test_any_other_import_of_transformers_is_caught(tmp_path, source):
+    root = package(tmp_path, {"pretrained/export_check.py": ALLOWED_SOURCE, "elsewhere.py": source})
+    assert [p.split(":")[0] for p in transformers_violations(root)] == ["minibert.elsewhere"]
+
+
+def test_the_allowed_import_must_be_optional(tmp_path):
+    root = package(tmp_path, {"pretrained/export_check.py": "def check_export():\n    import transformers\n"})
+    assert transformers_violations(root) == ["minibert.pretrained.export_check:2 imports transformers without an except "
+                                             "ImportError around it"]
+
+
+ALLOWED_SOURCE = "def check_export():\n    try:\n        import transformers\n    except ImportError:\n        return None\n"
+
+
+def package(tmp_path: Path, modules: dict[str, str]) -> Path:
+    """A package named minibert under `tmp_path`: `modules` (path inside it -> source), an
+    empty __init__.py in every folder."""
+    root = tmp_path / "minibert"
+    for path, source in modules.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(source)
+    for folder in (root, *(path for path in root.rglob("*") if path.is_dir())):
+        (folder / "__init__.py").touch()
+    return root
+
+
+def test_importing_every_command_loads_no_transformers():
+    """What Python actually loads: the package and its commands import without transformers."""
+    code = ("import sys, minibert, minibert.__main__, minibert.pretrained.export, minibert.training.cli, minibert.finetune; "
+            "sys.exit('transformers' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], cwd=PACKAGE.parent).returncode == 0

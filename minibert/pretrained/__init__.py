@@ -156,7 +156,7 @@ def save_pretrained(
         # refused before anything is written.
         tokenizer_files = tokenizer.hugging_face_files() if isinstance(tokenizer, SentencePieceTokenizer) else {}
         stored_config = chosen.reference_config(model.config, head)
-        names = {ours: chosen.reference_names(ours, head, prefixed=head is not None) for ours in model.state_dict()}
+        names = export_names(chosen, model, head)
         computed = chosen.computed_tensors(model.config, prefixed=head is not None)
     else:
         stored_config = {FORMAT_KEY: {"format": FORMAT_VERSION, "head": head}, **model.config.to_dict()}
@@ -170,15 +170,23 @@ def save_pretrained(
         for name, value in tokenizer_files.items():
             write_json(directory / name, value)
         if format == "hf":
-            describe_inputs(directory / TOKENIZER_CONFIG_FILE, chosen, model.config)
+            describe_inputs(directory / TOKENIZER_CONFIG_FILE, model.config)
     return directory
 
 
-def describe_inputs(path: Path, family: Family, config: ModelConfig) -> None:
+def export_names(family: Family, model: nn.Module, head: str | None) -> dict[str, tuple[str, ...]]:
+    """Our parameter -> the tensor(s) `format="hf"` writes it as in `family` (a task model's
+    backbone under the family's prefix, as transformers' task classes name it)."""
+    return {ours: family.reference_names(ours, head, prefixed=head is not None) for ours in model.state_dict()}
+
+
+def describe_inputs(path: Path, config: ModelConfig) -> None:
     """Tell the exported tokenizer what the model takes: no token_type_ids for a family without
-    segment embeddings (DistilBERT's forward refuses them), and at most max_length tokens."""
+    segment embeddings (DistilBERT's forward refuses them) nor for a model with one segment type
+    (RoBERTa's: a pair's second segment, numbered 1, would index past its table), and at most
+    max_length tokens."""
     tokenizer_config = read_json(path) if path.is_file() else {}
-    segments = ["token_type_ids"] if "embeddings.token_type_embeddings" in family.backbone else []
+    segments = ["token_type_ids"] if config.type_vocab_size > 1 else []
     tokenizer_config["model_input_names"] = ["input_ids", *segments, "attention_mask"]
     tokenizer_config["model_max_length"] = config.max_length
     write_json(path, tokenizer_config)

@@ -63,6 +63,10 @@ class Family:
         """The reference modules / parameters of one head (prefixes of its tensor names)."""
         return flatten(self.heads[head].values())
 
+    def held_heads(self, present: set[str]) -> list[str]:
+        """The heads whose tensors are among `present` (a checkpoint's tensor names)."""
+        return [h for h in self.heads if any(inside(n, t) for n in present for t in self.head_tensors(h))]
+
     def tolerated(self, head: str | None, prefixed: bool) -> tuple[str, ...]:
         """Module / tensor paths a checkpoint may hold although nothing is loaded from them."""
         prefix = self.prefix if prefixed else ""
