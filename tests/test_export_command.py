@@ -62,9 +62,9 @@ def wide_model(corpus, folder: Path, variant: str = "bert", kind=MaskedLM, **cha
     tokenizer = train_tokenizer(text, vocab_size=400, cache_dir=cache)
     tiny = dict(vocab_size=tokenizer.vocab_size, hidden_size=32, num_heads=2, intermediate_size=64, max_positions=40,
                 initializer_range=0.5)
-    config = ModelConfig(**{**VARIANTS[variant].model_fields, **tiny, **changes})
+    config = ModelConfig(**{**VARIANTS[variant].model, **tiny, **changes})
     if variant == "distilbert":  # a student: its teacher's shape, half the layers, no segments
-        config = student_config(ModelConfig(**{**VARIANTS["bert"].model_fields, **tiny, **changes}))
+        config = student_config(ModelConfig(**{**VARIANTS["bert"].model, **tiny, **changes}))
     torch.manual_seed(0)
     return minibert.save_pretrained(kind(config), folder, tokenizer=tokenizer)
 
@@ -166,7 +166,7 @@ def test_tensors_exchanged_for_one_another_are_refused_by_the_outputs(wide_bert,
 
 def test_a_model_no_family_holds_gets_the_refusal_save_pretrained_gives(corpus, tmp_path, capsys):
     """The default albert: rotary positions (RoFormer only) and shared layers (ALBERT only)."""
-    config = ModelConfig(**{**VARIANTS["albert"].model_fields, "vocab_size": 400, "hidden_size": 32, "num_heads": 2,
+    config = ModelConfig(**{**VARIANTS["albert"].model, "vocab_size": 400, "hidden_size": 32, "num_heads": 2,
                             "intermediate_size": 64, "embedding_size": 16, "max_positions": 32})
     assert (config.position_encoding, config.share_layers) == ("rotary", "all")
     model = MaskedLM(config)
