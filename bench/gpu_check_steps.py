@@ -134,7 +134,7 @@ def end_to_end(dry_run: bool) -> tuple[dict, str, bool]:
     from throughput import SHAPES, build_pair, make_batch, shape_config
 
     from minibert.flops import BatchShape, training_flops
-    from minibert.training.precision import Precision
+    from minibert.operations.precision import Precision
 
     device = torch.device("cpu" if dry_run else "cuda")
     shape = DRY_RUN_SHAPE if dry_run else {**SHAPES["base"], "batch": 128}

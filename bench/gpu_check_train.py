@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from minibert.files import read_json_lines  # noqa: E402
+from minibert.operations.files import read_json_lines  # noqa: E402
 
 # ELECTRA-small's discriminator (H 256, 4 heads, E 128) at 4 layers, GPU-sized batches.
 GPU_RUN = dict(flags=["--hidden-size", "256", "--num-layers", "4", "--num-heads", "4", "--intermediate-size", "1024",
@@ -47,7 +47,7 @@ def dry_run_flags(out: Path) -> list[str]:
 
 def interrupted_run(command: list[str], env: dict, checkpoints: Path, after: float, log) -> int:
     """Run `command`; send SIGINT once `after` seconds have passed and a complete checkpoint exists."""
-    from minibert.training.checkpoint import Checkpoints
+    from minibert.operations.checkpoint import Checkpoints
 
     started = time.monotonic()
     process = subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)

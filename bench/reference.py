@@ -24,7 +24,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for minibert
 
-from minibert.training.distributed import Distributed  # noqa: E402
+from minibert.operations.distributed import Distributed  # noqa: E402
 from minibert.training.loop import LoopSettings  # noqa: E402
 from minibert.training.loop import build_optimizer  # noqa: E402
 from minibert.training.run import build_batches  # noqa: E402

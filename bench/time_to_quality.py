@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
 from minibert import variants  # noqa: E402
-from minibert.files import read_json_lines  # noqa: E402
+from minibert.operations.files import read_json_lines  # noqa: E402
 
 # The ablation (docs/training.md). First the path from the first build's recipe to today's
 # default, one change at a time; then single changes on top of the default.

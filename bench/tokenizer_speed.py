@@ -35,7 +35,7 @@ import transformers  # noqa: E402
 
 from minibert.data.default_corpus import default_corpus_path  # noqa: E402
 from minibert.tokenizers import ByteLevelBPETokenizer  # noqa: E402
-from minibert.tokenizers.byte_bpe import pretokenizer  # noqa: E402
+from minibert.interop.tokenizers.byte_bpe import pretokenizer  # noqa: E402
 
 DATASETS = REPO.parent / "shared" / "datasets" / "wikitext-2"
 

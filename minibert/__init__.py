@@ -9,7 +9,7 @@ from .tokenizers import WordPieceTokenizer, load_tokenizer
 from .heads import (ClassifierOutput, MaskedLM, MaskedLMOutput, ReplacedTokenDetector, ReplacedTokenOutput, SequenceClassifier,
                     TokenClassifier, TokenClassifierOutput)
 from .model import Encoder, ModelOutput
-from .pretrained import from_pretrained, save_pretrained
+from .interop.huggingface import from_pretrained, save_pretrained
 from .probe import detect_replaced, fill_mask
 
 __all__ = ["ModelConfig", "Encoder", "ModelOutput", "MaskedLM", "ReplacedTokenDetector", "SequenceClassifier",

@@ -8,7 +8,7 @@
 
 DIR is a minibert checkpoint (what `python train.py` leaves in checkpoints/<variant>) or a
 Hugging Face BERT-family directory with its vocab.txt. The work is done by minibert/probe.py
-(fill-mask, detect), minibert/info.py (info) and minibert/pretrained/export.py (export); this
+(fill-mask, detect), minibert/info.py (info) and minibert/interop/huggingface/export.py (export); this
 file only parses and prints. Bad input is one line on stderr and exit status 2, through the
 same handler as `python train.py` (`--debug` shows the traceback).
 """
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> None:
     if args.command == "attention":
         return draw(args)
     if args.command == "export":
-        from .pretrained.export import export, summary
+        from .interop.huggingface.export import export, summary
 
         return print("\n".join(summary(export(args.checkpoint, args.out, overwrite=args.overwrite))))
     if args.command == "info":

@@ -24,12 +24,12 @@ import torch
 from .config import ModelConfig
 from .finetune.checkpoint import HEADS as FINE_TUNED_HEADS, LABELS_FILE, is_classifier
 from .model import Encoder
-from .pretrained import FORMAT_KEY, HEAD_NAMES, checkpoint_directory, export_family, read_plan
-from .pretrained.checkpoint import CONFIG_FILE, open_tensors, read_json
-from .pretrained.families import FAMILIES
-from .pretrained.family import inside
+from .interop.huggingface import FORMAT_KEY, HEAD_NAMES, checkpoint_directory, export_family, read_plan
+from .interop.huggingface.checkpoint import CONFIG_FILE, open_tensors, read_json
+from .interop.huggingface.families import FAMILIES
+from .interop.huggingface.family import inside
 from .tokenizers.load import find_layout, load_tokenizer
-from .training.outdir import GENERATOR_DIR
+from .operations.outdir import GENERATOR_DIR
 
 RUN_FILE = "run.json"  # what `python train.py` was asked, beside the model it left
 SHOWN_LABELS = 5

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from .pretrained import from_pretrained
+from .interop.huggingface import from_pretrained
 from .tokenizers import load_tokenizer
 
 

@@ -36,7 +36,7 @@ from torch import nn
 from .tokenizers import load_tokenizer
 from .tokenizers.base import Tokenizer
 from .heads import MaskedLM, ReplacedTokenDetector
-from .pretrained import HEAD_NAMES, MissingHead, from_pretrained
+from .interop.huggingface import HEAD_NAMES, MissingHead, from_pretrained
 
 MASK_SPELLINGS = ("[MASK]", "<mask>")
 MASK_PATTERN = re.compile("(" + "|".join(re.escape(s) for s in MASK_SPELLINGS) + ")")

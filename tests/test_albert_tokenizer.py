@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from minibert import fill_mask, from_pretrained
 from minibert.tokenizers import load_tokenizer
-from minibert.tokenizers.albert import AlbertTokenizer
-from minibert.tokenizers.json_export import normalizer_spec
+from minibert.interop.tokenizers.albert import AlbertTokenizer
+from minibert.interop.tokenizers.json_export import normalizer_spec
 from minibert.training.cli import main as train
 from tiny_run import strip_model_flags, tiny_args, write_corpus
 

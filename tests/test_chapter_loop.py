@@ -96,7 +96,7 @@ def oracle_tokenizer(directory: Path):
     AutoTokenizer converts it, from spiece.model's pieces, scores and character map (its own
     conversion needs protobuf, which the test environment does not install)."""
     if (directory / "spiece.model").is_file() and not (directory / "tokenizer.json").is_file():
-        from minibert.tokenizers.json_export import normalizer_spec
+        from minibert.interop.tokenizers.json_export import normalizer_spec
 
         proto = (directory / "spiece.model").read_bytes()
         sp = spm.SentencePieceProcessor(model_proto=proto)

@@ -20,10 +20,10 @@ import minibert
 from minibert import Encoder, MaskedLM, ModelConfig, ReplacedTokenDetector
 from minibert.__main__ import main
 from minibert.data.vocabulary import train_tokenizer
-from minibert.files import TMP_PREFIX
+from minibert.operations.files import TMP_PREFIX
 from minibert.objectives.kd import student_config
-from minibert.pretrained.export_check import TOLERANCE
-from minibert.pretrained.families import ROFORMER
+from minibert.interop.huggingface.export_check import TOLERANCE
+from minibert.interop.huggingface.families import ROFORMER
 from minibert.training.cli import main as train_main
 from minibert.variants import VARIANTS
 from tiny_run import tiny_args, write_corpus

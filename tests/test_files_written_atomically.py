@@ -1,8 +1,8 @@
-"""minibert.files: a failed write leaves the old file (or folder) and no debris."""
+"""minibert.operations.files: a failed write leaves the old file (or folder) and no debris."""
 
 import pytest
 
-from minibert.files import publish_dir, publish_file, remove_leftovers, write_atomic
+from minibert.operations.files import publish_dir, publish_file, remove_leftovers, write_atomic
 
 
 def test_a_failed_write_keeps_the_old_file_and_leaves_nothing_behind(tmp_path):

@@ -119,7 +119,7 @@ def test_no_bench_script_shadows_a_package_the_benches_import():
 
 # The one function that may import transformers: the export's read-back check, at run time and
 # only where transformers is installed (it says the check was skipped otherwise).
-TRANSFORMERS_ALLOWED = {("minibert.pretrained.export_check", "check_export")}
+TRANSFORMERS_ALLOWED = {("minibert.interop.huggingface.export_check", "check_export")}
 
 
 class TransformersImports(ast.NodeVisitor):
@@ -203,13 +203,13 @@ def test_only_the_export_check_imports_transformers_and_only_if_installed():
     "try:\n    import transformers\nexcept ImportError:\n    transformers = None\n",
 ])
 def test_any_other_import_of_transformers_is_caught(tmp_path, source):
-    root = package(tmp_path, {"pretrained/export_check.py": ALLOWED_SOURCE, "elsewhere.py": source})
+    root = package(tmp_path, {"interop/huggingface/export_check.py": ALLOWED_SOURCE, "elsewhere.py": source})
     assert [p.split(":")[0] for p in transformers_violations(root)] == ["minibert.elsewhere"]
 
 
 def test_the_allowed_import_must_be_optional(tmp_path):
-    root = package(tmp_path, {"pretrained/export_check.py": "def check_export():\n    import transformers\n"})
-    assert transformers_violations(root) == ["minibert.pretrained.export_check:2 imports transformers without an except "
+    root = package(tmp_path, {"interop/huggingface/export_check.py": "def check_export():\n    import transformers\n"})
+    assert transformers_violations(root) == ["minibert.interop.huggingface.export_check:2 imports transformers without an except "
                                              "ImportError around it"]
 
 
@@ -230,6 +230,6 @@ def package(tmp_path: Path, modules: dict[str, str]) -> Path:
 
 def test_importing_every_command_loads_no_transformers():
     """What Python actually loads: the package and its commands import without transformers."""
-    code = ("import sys, minibert, minibert.__main__, minibert.pretrained.export, minibert.training.cli, minibert.finetune; "
+    code = ("import sys, minibert, minibert.__main__, minibert.interop.huggingface.export, minibert.training.cli, minibert.finetune; "
             "sys.exit('transformers' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], cwd=PACKAGE.parent).returncode == 0

@@ -15,7 +15,7 @@ from minibert.objectives.mlm import MaskedLanguageModeling
 from minibert.objectives.pretrainer import Pretrainer
 from minibert.objectives.rtd import ReplacedTokenDetection, generator_config, gumbel_max_sample, replace_masked
 from minibert.objectives.sentence import SentencePairTask
-from minibert.training.state import trainable_state
+from minibert.operations.state import trainable_state
 from minibert.training.settings import Settings
 from minibert.variants import VARIANTS, build_pretrainer, example_layout, run_objectives, run_architecture, with_layout
 

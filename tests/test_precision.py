@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from minibert.training.cli import main
-from minibert.training.distributed import Distributed
+from minibert.operations.distributed import Distributed
 from minibert.training.loop import Window, train_step
-from minibert.training.precision import Precision, resolve
+from minibert.operations.precision import Precision, resolve
 from minibert.training.settings import Settings
 from tiny_run import tiny_args, write_corpus
 

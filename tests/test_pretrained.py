@@ -17,8 +17,8 @@ from hypothesis import given, settings, strategies as st
 from safetensors.torch import load_file, save_file
 
 from minibert import Encoder, MaskedLM, ModelConfig, ReplacedTokenDetector, from_pretrained, save_pretrained
-from minibert.pretrained import export_family
-from minibert.pretrained.families import FAMILIES
+from minibert.interop.huggingface import export_family
+from minibert.interop.huggingface.families import FAMILIES
 
 transformers = pytest.importorskip("transformers")
 transformers.logging.set_verbosity_error()

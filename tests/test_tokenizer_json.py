@@ -1,4 +1,4 @@
-"""A tokenizer.json read directly (minibert/tokenizers/json_import.py).
+"""A tokenizer.json read directly (minibert/interop/tokenizers/json_import.py).
 
 Small vocabularies of each family are learned here (WordPiece cased and uncased, an ALBERT-style
 SentencePiece unigram model, RoBERTa's byte-level BPE), turned into transformers 5 tokenizers
@@ -25,8 +25,8 @@ import sentencepiece as spm
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from minibert.tokenizers import JsonTokenizer, load_tokenizer
-from minibert.tokenizers.charsmap import CharsMap
-from minibert.tokenizers.json_export import normalizer_spec
+from minibert.interop.tokenizers.charsmap import CharsMap
+from minibert.interop.tokenizers.json_export import normalizer_spec
 
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")

@@ -13,14 +13,14 @@ from hypothesis import given, settings, strategies as st
 
 import minibert
 from minibert import MaskedLM, ModelConfig
-from minibert.training.checkpoint import Checkpoints
+from minibert.operations.checkpoint import Checkpoints
 from minibert.training.cli import main, parse
 from minibert.training.errors import TrainingError
 from minibert.training.loop import PlateauWarning
 from minibert.training.metrics import MetricsLog
 from minibert.training.loop import build_optimizer, learning_rate
 from minibert.training.settings import Settings
-from minibert.training.state import decode, encode, rng_state, set_rng_state
+from minibert.operations.state import decode, encode, rng_state, set_rng_state
 from minibert.variants import VARIANTS
 from safetensors.torch import load_file
 from tiny_run import tiny_args, write_corpus

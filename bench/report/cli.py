@@ -10,7 +10,7 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from minibert.files import read_json_object
+from minibert.operations.files import read_json_object
 
 from . import SECTIONS, __doc__ as DESCRIPTION
 from .budget import FULL, QUICK, REPO

@@ -34,10 +34,10 @@ import torch
 from minibert import from_pretrained
 from minibert.data.masking import IGNORE_INDEX
 from minibert.data.pipeline import build_pretraining_data
-from minibert.files import read_json_object, write_json
+from minibert.operations.files import read_json_object, write_json
 from minibert.heads import mean_over_tokens
 from minibert.objectives.sentence import SentencePairHead
-from minibert.training.checkpoint import Checkpoints
+from minibert.operations.checkpoint import Checkpoints
 
 from .budget import REPO, Budget
 from .recipes import corpus

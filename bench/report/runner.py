@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Sequence, TypeVar
 
-from minibert.files import read_json_lines, read_json_object
+from minibert.operations.files import read_json_lines, read_json_object
 
 from .budget import FINETUNE_BATCH, REPO, THREADS
 

@@ -5,7 +5,7 @@ once and saved under a name that is a hash of *what it was built from* (the corp
 bytes and every setting that changes the result). Same inputs -> same name -> reuse;
 any change -> a new name, so a stale file can never be picked up by mistake.
 
-Results are published with `minibert.files` (a temporary name, then a rename), so a build
+Results are published with `minibert.operations.files` (a temporary name, then a rename), so a build
 that is interrupted (or two processes building at once, e.g. DDP ranks) never leaves a
 half-written file under the final name.
 """

@@ -28,7 +28,7 @@ import re
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence, Union
 
-from ..files import hash_file
+from ..operations.files import hash_file
 
 PathLike = Union[str, Path]
 CORPUS_SUFFIXES = (".txt", ".jsonl")

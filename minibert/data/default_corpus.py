@@ -28,7 +28,7 @@ from typing import Iterator
 
 import pydoc_data.topics
 
-from ..files import publish_file
+from ..operations.files import publish_file
 from .cache import DEFAULT_DATA_DIR
 
 RECIPE_VERSION = 1  # bump when the cleaning below changes, so old caches are not reused

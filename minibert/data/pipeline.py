@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .baselines import NeighbourCounts
-from ..files import publish_dir
+from ..operations.files import publish_dir
 from .cache import DEFAULT_DATA_DIR, fingerprint
 from .corpus import PathLike, corpus_files, corpus_fingerprint, read_documents
 from .dataset import PretrainingBatches

@@ -28,7 +28,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from ..files import read_json_object
+from ..operations.files import read_json_object
 from ..tokenizers.base import Tokenizer
 
 CHUNK_CHARACTERS = 1 << 20  # documents are sent to workers in chunks of about 1 MB of text

@@ -19,7 +19,7 @@ from typing import Sequence
 
 import sentencepiece as spm
 
-from ..files import publish_file
+from ..operations.files import publish_file
 from ..tokenizers import SPECIAL_TOKENS, SentencePieceTokenizer
 from .cache import DEFAULT_DATA_DIR, fingerprint
 from .corpus import PathLike, corpus_files, corpus_fingerprint, read_documents

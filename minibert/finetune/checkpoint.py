@@ -23,9 +23,9 @@ from ..tokenizers.load import load_tokenizer, tokenizer_file_names
 from .tasks import LabelMap
 from ..tokenizers.base import Tokenizer
 from ..heads import SequenceClassifier, TokenClassifier
-from ..pretrained import FORMAT_KEY, FORMAT_VERSION
-from ..files import write_json
-from ..pretrained.checkpoint import CONFIG_FILE, SAFETENSORS_FILE, load_tensors, open_tensors, read_json, save_tensors
+from ..interop.huggingface import FORMAT_KEY, FORMAT_VERSION
+from ..operations.files import write_json
+from ..interop.huggingface.checkpoint import CONFIG_FILE, SAFETENSORS_FILE, load_tensors, open_tensors, read_json, save_tensors
 
 HEADS = {"classifier": SequenceClassifier, "token_classifier": TokenClassifier}  # as named in config.json
 LABELS_FILE = "labels.json"

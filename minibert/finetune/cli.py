@@ -16,10 +16,10 @@ from pathlib import Path
 
 from . import tagged, tasks
 from ..heads import POOLINGS
-from ..pretrained.checkpoint import SAFETENSORS_FILE
+from ..interop.huggingface.checkpoint import SAFETENSORS_FILE
 from ..training.cli import Parser, report_errors
-from ..training.distributed import Distributed
-from ..training.precision import PRECISIONS, Precision
+from ..operations.distributed import Distributed
+from ..operations.precision import PRECISIONS, Precision
 from ..training.settings import DEVICES
 from .job import DEFAULT_ALPHA, DEFAULT_EPOCHS, DEFAULT_MAX_LEN, DEFAULT_TEMPERATURE, TASKS, TaskFiles, finetune, load_backbone
 

@@ -30,13 +30,13 @@ from ..tokenizers.base import Tokenizer
 from ..heads import IGNORE_INDEX, SequenceClassifier, TokenClassifier
 from ..objectives.task_distillation import TaskDistillation
 from ..model import Encoder
-from ..pretrained import from_pretrained
-from ..files import write_atomic, write_json
-from ..pretrained.checkpoint import CONFIG_FILE, read_json
-from ..training.distributed import Distributed
+from ..interop.huggingface import from_pretrained
+from ..operations.files import write_atomic, write_json
+from ..interop.huggingface.checkpoint import CONFIG_FILE, read_json
+from ..operations.distributed import Distributed
 from ..training.loop import LoopSettings, Progress, build_optimizer, train
 from ..training.metrics import MetricsLog
-from ..training.precision import Precision
+from ..operations.precision import Precision
 from .checkpoint import Classifier, is_classifier, load_classifier, save_classifier
 from .scores import dev_scores
 

@@ -10,7 +10,7 @@ for the teacher again and a re-run with the same teacher and rows does not eithe
 
 The Hugging Face heads differ by family (HEADS): BERT and ALBERT put one linear layer on the
 pooler; RoBERTa and ELECTRA a dense layer, tanh or GELU, then the output layer on the first
-token; DistilBERT the same with ReLU. The encoder is minibert's own import (pretrained/).
+token; DistilBERT the same with ReLU. The encoder is minibert's own import (interop/huggingface/).
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from torch import nn
 
-from ..files import publish_file
+from ..operations.files import publish_file
 from ..heads import ClassifierOutput
 from ..model import Encoder
-from ..pretrained import build_and_load, reference_plan
-from ..pretrained.checkpoint import CONFIG_FILE, SAFETENSORS_FILE, open_tensors, read_json
+from ..interop.huggingface import build_and_load, reference_plan
+from ..interop.huggingface.checkpoint import CONFIG_FILE, SAFETENSORS_FILE, open_tensors, read_json
 from ..tokenizers import load_tokenizer
 from ..tokenizers.base import Tokenizer
 from .checkpoint import is_classifier, load_classifier

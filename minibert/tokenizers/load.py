@@ -15,10 +15,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from .albert import FILE_NAME as ALBERT_FILE, AlbertTokenizer
+from ..interop.tokenizers.albert import FILE_NAME as ALBERT_FILE, AlbertTokenizer
 from .base import Tokenizer
-from .byte_bpe import MERGES_FILE, VOCAB_FILE as BPE_VOCAB_FILE, ByteLevelBPETokenizer
-from .json_import import COMPANION_FILES, FILE_NAME as JSON_FILE, JsonTokenizer
+from ..interop.tokenizers.byte_bpe import MERGES_FILE, VOCAB_FILE as BPE_VOCAB_FILE, ByteLevelBPETokenizer
+from ..interop.tokenizers.json_import import COMPANION_FILES, FILE_NAME as JSON_FILE, JsonTokenizer
 from .sentencepiece_tokenizer import SentencePieceTokenizer
 from .wordpiece import VOCAB_FILE as WORDPIECE_FILE, WordPieceTokenizer
 

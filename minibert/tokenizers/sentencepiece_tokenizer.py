@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..files import write_atomic
+from ..operations.files import write_atomic
 from .base import SPECIAL_TOKENS
-from .json_export import hugging_face_files
+from ..interop.tokenizers.json_export import hugging_face_files
 from .sentencepiece_backed import SentencePieceBacked
 
 

@@ -35,7 +35,7 @@ import unicodedata
 from pathlib import Path
 from typing import Sequence
 
-from ..files import read_flags, write_atomic, write_json
+from ..operations.files import read_flags, write_atomic, write_json
 from .base import CONFIG_FILE, SPECIAL_TOKENS, Tokenizer
 
 VOCAB_FILE = "vocab.txt"

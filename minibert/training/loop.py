@@ -16,8 +16,8 @@ nothing here knows, or asks, which variant or task it trains. What the loop read
 
 Two operations read in place and cost nothing where they do nothing: mixed precision is
 PyTorch's own recipe (an autocast context, and a GradScaler whose calls pass straight through
-unless --precision fp16 turns loss scaling on; precision.py), and DDP (distributed.py)
-averages gradients during backward, on the last micro-step only.
+unless --precision fp16 turns loss scaling on: operations/precision.py), and DDP
+(operations/distributed.py) averages gradients during backward, on the last micro-step only.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from dataclasses import dataclass, fields
 import torch
 from tqdm import tqdm
 
-from .distributed import Distributed
+from ..operations.distributed import Distributed
 from .errors import NonFiniteLoss, warn
 from .metrics import MetricsLog
-from .precision import Precision
+from ..operations.precision import Precision
 
 
 def build_optimizer(model: torch.nn.Module, *, lr: float, weight_decay: float) -> torch.optim.AdamW:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..files import write_atomic
+from ..operations.files import write_atomic
 
 
 class MetricsLog:

@@ -29,22 +29,22 @@ from ..data import build_pretraining_data
 from ..data.baselines import mlm_baselines
 from ..data.corpus import corpus_files
 from ..data.pipeline import STATIC_DUPE_FACTOR
-from ..files import read_json_object, write_atomic
-from ..pretrained import from_pretrained, save_pretrained
+from ..operations.files import read_json_object, write_atomic
+from ..interop.huggingface import from_pretrained, save_pretrained
 from ..variants import Variant, build_pretrainer, get_variant, run_architecture, with_layout
-from . import distributed
-from .checkpoint import Checkpoints
-from .distributed import Distributed
+from ..operations import distributed
+from ..operations.checkpoint import Checkpoints
+from ..operations.distributed import Distributed
 from .errors import TrainingError, warn
 from .init_from import Start, load_start
 from .loop import LoopSettings, Progress, build_optimizer, train
 from .metrics import MetricsLog
 
-from .outdir import GENERATOR_DIR, OutputDir
-from .precision import resolve as resolve_precision
+from ..operations.outdir import GENERATOR_DIR, OutputDir
+from ..operations.precision import resolve as resolve_precision
 from .resolved import describe_run
 from .settings import Settings
-from .state import load_trainable_state, rng_state, seed_everything, set_rng_state, trainable_state
+from ..operations.state import load_trainable_state, rng_state, seed_everything, set_rng_state, trainable_state
 
 # Settings that may change between a run and its --resume without changing its result.
 OPERATIONAL = ("device", "threads", "out", "cache_dir", "eval_every", "eval_batches", "log_every", "save_every", "keep")

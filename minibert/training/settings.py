@@ -27,7 +27,7 @@ from ..data.examples import LAYOUTS
 from ..data.masking import check_replace_probs
 from ..data.pipeline import MASKINGS, STATIC_DUPE_FACTOR
 from ..objectives.rtd import RTD_TOKENS
-from .precision import PRECISIONS
+from ..operations.precision import PRECISIONS
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 

@@ -14,7 +14,7 @@ from typing import Callable
 from .byte_bpe import ByteLevelBPETokenizer, byte_to_char
 from .json_components import Spec
 from .unigram import Unigram
-from .wordpiece import wordpiece
+from ...tokenizers.wordpiece import wordpiece
 
 
 class Model:

@@ -19,7 +19,7 @@ from typing import Callable
 
 from .byte_bpe import WHITESPACE, char_to_byte, pretokenizer
 from .charsmap import CharsMap
-from .wordpiece import (FAST_TOKENIZER_CJK_RANGES, FAST_TOKENIZER_CONTROL_CATEGORIES, clean_text, separate_cjk,
+from ...tokenizers.wordpiece import (FAST_TOKENIZER_CJK_RANGES, FAST_TOKENIZER_CONTROL_CATEGORIES, clean_text, separate_cjk,
                         split_punctuation, strip_accents)
 
 WHITE_SPACE = frozenset(WHITESPACE)  # Unicode's White_Space: what `tokenizers` splits on and strips

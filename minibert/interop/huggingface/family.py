@@ -13,7 +13,7 @@ from typing import Callable
 
 import torch
 
-from ..config import ModelConfig
+from ...config import ModelConfig
 
 Names = dict[str, str | tuple[str, ...]]
 

@@ -37,8 +37,8 @@ from typing import Sequence
 
 import torch
 
-from ..files import read_flags, read_json_object, write_atomic, write_json
-from .base import CONFIG_FILE, Tokenizer, special_spellings
+from ...operations.files import read_flags, read_json_object, write_atomic, write_json
+from ...tokenizers.base import CONFIG_FILE, Tokenizer, special_spellings
 
 VOCAB_FILE = "vocab.json"
 MERGES_FILE = "merges.txt"

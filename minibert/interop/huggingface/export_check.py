@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..tokenizers.base import Tokenizer
+from ...tokenizers.base import Tokenizer
 from .checkpoint import listing
 
 TOLERANCE = 1e-4  # largest difference allowed, relative to the largest output (or 1, if larger)

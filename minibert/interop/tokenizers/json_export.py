@@ -36,7 +36,7 @@ from typing import Iterator
 
 import sentencepiece as spm
 
-from .base import CONFIG_FILE, SPECIAL_TOKENS, SPECIAL_TOKENS_MAP_FILE
+from ...tokenizers.base import CONFIG_FILE, SPECIAL_TOKENS, SPECIAL_TOKENS_MAP_FILE
 
 TOKENIZER_FILE = "tokenizer.json"
 ROLES = ("pad_token", "unk_token", "cls_token", "sep_token", "mask_token")  # SPECIAL_TOKENS' order

@@ -21,7 +21,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from torch import nn
 
-from ..files import publish_file, read_json_object
+from ...operations.files import publish_file, read_json_object
 from .family import LEGACY_SUFFIXES, inside
 
 CONFIG_FILE = "config.json"

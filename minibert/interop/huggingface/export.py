@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..files import TMP_PREFIX, publish_dir
-from ..tokenizers.load import load_tokenizer, tokenizer_file_names
+from ...operations.files import TMP_PREFIX, publish_dir
+from ...tokenizers.load import load_tokenizer, tokenizer_file_names
 from . import FORMAT_KEY, HEADS, checkpoint_directory, export_family, export_names, from_pretrained, save_pretrained
 from .checkpoint import CONFIG_FILE, PICKLE_FILE, SAFETENSORS_FILE, listing, open_tensors, read_json
 from .export_check import AUTO_CLASSES, INSTALL, TOLERANCE, Check, ExportMismatch, check_export

@@ -19,12 +19,12 @@ from typing import Callable
 import torch
 from torch import nn
 
-from ..config import ModelConfig
-from ..tokenizers import SentencePieceTokenizer
+from ...config import ModelConfig
+from ...tokenizers import SentencePieceTokenizer
 from ..tokenizers.json_export import CONFIG_FILE as TOKENIZER_CONFIG_FILE
-from ..heads import MaskedLM, ReplacedTokenDetector
-from ..model import Encoder
-from ..files import write_json
+from ...heads import MaskedLM, ReplacedTokenDetector
+from ...model import Encoder
+from ...operations.files import write_json
 from .checkpoint import CONFIG_FILE, SAFETENSORS_FILE, TensorFile, load_tensors, open_tensors, read_json, save_tensors
 from .families import EXPORT_ORDER, FAMILIES, ROFORMER
 from .family import Family, inside

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import torch
 
-from ..attention import Rotary
-from ..config import ModelConfig
+from ...attention import Rotary
+from ...config import ModelConfig
 from .family import Family, Names
 
 # --- config.json ------------------------------------------------------------------------------

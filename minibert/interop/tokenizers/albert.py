@@ -26,9 +26,9 @@ import re
 import unicodedata
 from pathlib import Path
 
-from ..files import read_flags, write_atomic, write_json
-from .base import CONFIG_FILE
-from .sentencepiece_backed import WORD_START, SentencePieceBacked
+from ...operations.files import read_flags, write_atomic, write_json
+from ...tokenizers.base import CONFIG_FILE
+from ...tokenizers.sentencepiece_backed import WORD_START, SentencePieceBacked
 
 FILE_NAME = "spiece.model"
 SPECIAL_PIECES = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")  # pad, unk, cls, sep, mask

@@ -43,8 +43,8 @@ from typing import Callable, Sequence
 
 import torch
 
-from ..files import parse_json_object, write_atomic
-from .base import SPECIAL_TOKEN_FILES, Tokenizer, special_spellings
+from ...operations.files import parse_json_object, write_atomic
+from ...tokenizers.base import SPECIAL_TOKEN_FILES, Tokenizer, special_spellings
 from .json_components import (BYTE_LEVEL_KEYS, DECODERS, NORMALIZERS, PRE_TOKENIZERS, WHITE_SPACE, Spec, Unsupported,
                               build, is_word_char)
 from .json_models import MODELS, BPEModel

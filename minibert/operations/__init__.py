@@ -1,0 +1,11 @@
+"""Operations: what keeps a run safe and repeatable, apart from what it computes.
+
+    checkpoint.py   atomic, checksummed checkpoints; state.py their contents without pickle
+                    (model, optimizer, RNG, data position: --resume ends bit-identical)
+    outdir.py       OUT's lock, and refusing to clobber a checkpoint
+    distributed.py  torchrun / DDP: one process per device, gradients averaged in backward
+    precision.py    --precision: the autocast context and the fp16 loss scaler
+    files.py        atomic writes (temp file, fsync, rename), one JSON-object reader, hashing
+
+In a single-process fp32 run none of this runs inside a training step (bench/step_path.py).
+"""
