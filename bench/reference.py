@@ -1,4 +1,4 @@
-"""The fast path against the textbook path (`--reference`), side by side in one process.
+"""The fast path against the reference path (`--reference`), side by side in one process.
 
 Both are the variant's default-run pretrainer (the default corpus, its tokenizer and its
 batches, 32 × 64 tokens), with the same initial weights; only `ModelConfig.reference`

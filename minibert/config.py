@@ -77,14 +77,15 @@ class ModelConfig:
     # kernel), "triton" (our FlashAttention on packed tokens) or "auto" (= sdpa). A run-time
     # choice: the weights are the same for all of them.
     attention_backend: str = "auto"
-    # Run the layers on the real tokens only (gathered once by the attention mask).
+    # Run the layers on the real tokens only (gathered once by the attention mask, unpad.py),
+    # for a batch that is mostly padding (Encoder.UNPAD_FROM); the Triton kernel always does.
     unpad: bool = True
-    # The textbook path, to read and debug with (`--reference`): padded batches, the naive
+    # The reference path, to read and debug with (`--reference`): padded batches, the naive
     # attention (scores, mask, softmax, dropout, weighted sum), every layer at every position
     # and a plain F.cross_entropy over the masked positions. Same weights and the same loss
     # and gradients as the fast path (tests/test_reference.py), only slower
-    # (docs/throughput.md). Off, the fast path: unpadding, SDPA in length buckets, the last
-    # layer only where a loss reads, the fused vocabulary loss.
+    # (docs/throughput.md). Off, the fast path: SDPA, the last layer only where a loss reads,
+    # the fused vocabulary loss, and unpadding for a batch that is mostly padding.
     reference: bool = False
     # Standard deviation of the initial weights (BERT: N(0, 0.02)).
     initializer_range: float = 0.02

@@ -8,7 +8,7 @@ with it, so both must count the same way — this module is that way.
 backward twice that) assumes every parameter is a matmul weight every token goes through.
 In an encoder two things break it. The word-embedding table is most of a small model's
 parameters (30k × 256 against 3M in four layers at H = 256) but a lookup costs nothing; the
-decoder that is tied to it is a real [E, V] matmul, yet minibert runs it at the labelled positions
+decoder that is tied to it is a real [E, V] matmul, yet minibert runs it at the masked positions
 only (`--mask-prob`: BERT's 15%, 40% in the default runs) (sparse prediction, `heads.masked_lm_loss`). And attention's QKᵀ and PV
 have no parameters but cost 4·H·T per token per layer, a quarter of a layer at T = 512, H = 256.
 So the matmuls are counted one by one, 2 FLOPs per multiply-add:
@@ -16,7 +16,7 @@ So the matmuls are counted one by one, 2 FLOPs per multiply-add:
     per token, per layer        2·(4H² + 2H·I)   Q, K, V and output projections; FFN up and down
     per sequence, per layer     4·H·T²           QKᵀ and PV over the T real tokens (unpadded)
     per token, if E ≠ H         2·E·H            the factorized embedding's projection to H
-    per labelled position       2·(H·E + E·V)    the MLM head's transform and its tied decoder
+    per masked position       2·(H·E + E·V)    the MLM head's transform and its tied decoder
     per token (ELECTRA)         2·(H² + H)       the replaced-token head (H → H → 1)
     a training step             3 × forward      the backward computes two matmuls per forward one
 
@@ -24,7 +24,7 @@ Left out, as small or not matmuls: LayerNorms, softmax, activations, biases, the
 the sentence heads (once per sequence), the optimizer. Padding is not counted: the useful
 work is on real tokens, whatever a kernel spends on padding.
 
-**The last layer at the labelled positions.** A loss that reads only the labelled positions
+**The last layer at the masked positions.** A loss that reads only the masked positions
 needs, from the last layer, keys and values for every token but queries, attention rows,
 the output projection and the feed-forward at those positions alone. `sparse_last_layer=True`
 credits only that much: the strictest count of necessary arithmetic. minibert's `Encoder`
@@ -48,25 +48,25 @@ OBJECTIVES = ("mlm", "rtd")
 @dataclass(frozen=True)
 class BatchShape:
     """What the FLOPs of a batch depend on, summed over its sequences (T = real tokens of a
-    sequence, l = its labelled positions; l may be fractional, an expected count)."""
+    sequence, l = its masked positions; l may be fractional, an expected count)."""
 
     tokens: float  # Σ T
-    labelled: float  # Σ l
+    masked: float  # Σ l
     squared_lengths: float  # Σ T²: attention's query-key pairs
-    labelled_by_length: float  # Σ l·T: the pairs of the labelled queries alone
+    masked_by_length: float  # Σ l·T: the pairs of the masked queries alone
 
     @classmethod
-    def uniform(cls, batch: int, seq_len: int, labelled_fraction: float = 0.15) -> BatchShape:
-        """`batch` full sequences of `seq_len` tokens, `labelled_fraction` of them labelled."""
-        labelled = batch * seq_len * labelled_fraction
-        return cls(batch * seq_len, labelled, batch * seq_len**2, labelled * seq_len)
+    def uniform(cls, batch: int, seq_len: int, masked_fraction: float = 0.15) -> BatchShape:
+        """`batch` full sequences of `seq_len` tokens, `masked_fraction` of them masked."""
+        masked = batch * seq_len * masked_fraction
+        return cls(batch * seq_len, masked, batch * seq_len**2, masked * seq_len)
 
     @classmethod
     def of(cls, attention_mask: torch.Tensor, labels: torch.Tensor) -> BatchShape:
         """A real batch: attention_mask [B, T] (1 = real token), labels [B, T] (IGNORE_INDEX = none)."""
         lengths = attention_mask.sum(1).double()
-        labelled = (labels != IGNORE_INDEX).sum(1).double()
-        return cls(float(lengths.sum()), float(labelled.sum()), float((lengths**2).sum()), float((labelled * lengths).sum()))
+        masked = (labels != IGNORE_INDEX).sum(1).double()
+        return cls(float(lengths.sum()), float(masked.sum()), float((lengths**2).sum()), float((masked * lengths).sum()))
 
 
 def encoder_flops(config: ModelConfig, shape: BatchShape, sparse_last_layer: bool = False) -> float:
@@ -76,18 +76,18 @@ def encoder_flops(config: ModelConfig, shape: BatchShape, sparse_last_layer: boo
     attention = 2 * 2 * H  # per query-key pair: QKᵀ and PV
     full_layers = config.num_layers - 1 if sparse_last_layer else config.num_layers
     flops = shape.tokens * dense * full_layers + shape.squared_lengths * attention * full_layers
-    if sparse_last_layer:  # K and V for every token; Q, output, FFN and attention rows where labelled
-        flops += shape.tokens * 2 * (2 * H * H) + shape.labelled * 2 * (2 * H * H + 2 * H * I)
-        flops += shape.labelled_by_length * attention
+    if sparse_last_layer:  # K and V for every token; Q, output, FFN and attention rows where masked
+        flops += shape.tokens * 2 * (2 * H * H) + shape.masked * 2 * (2 * H * H + 2 * H * I)
+        flops += shape.masked_by_length * attention
     if E != H:
         flops += shape.tokens * 2 * E * H
     return flops
 
 
 def masked_lm_head_flops(config: ModelConfig, shape: BatchShape) -> float:
-    """Forward FLOPs of the MLM head at the labelled positions only: H → E, then E → V."""
+    """Forward FLOPs of the MLM head at the masked positions only: H → E, then E → V."""
     H, E = config.hidden_size, config.embedding_dim
-    return shape.labelled * 2 * (H * E + E * config.vocab_size)
+    return shape.masked * 2 * (H * E + E * config.vocab_size)
 
 
 def replaced_token_head_flops(config: ModelConfig, shape: BatchShape) -> float:
@@ -100,7 +100,7 @@ def training_flops(config: ModelConfig, shape: BatchShape, objective: str = "mlm
                    sparse_last_layer: bool = False) -> float:
     """FLOPs of one training step (forward + backward) of `objective` on a batch.
 
-    mlm: the encoder and the MLM head at the labelled positions. rtd (ELECTRA, `config` is the
+    mlm: the encoder and the MLM head at the masked positions. rtd (ELECTRA, `config` is the
     discriminator's): the generator at `generator_fraction` of the width — encoder and MLM head
     — AND the discriminator's encoder and per-token head. Sampling the replacements needs no
     backward, but the generator's own MLM loss trains it, so it counts in full, as the ELECTRA

@@ -27,12 +27,17 @@ from .objectives.mlm import MaskedLMHead
 @dataclass
 class MaskedLMOutput(ModelOutput):
     """`MaskedLM`'s output. Without labels: `logits` [B, T, V] over the whole grid. With
-    labels: `loss`, and `labelled_logits` [labelled, V] at the labelled positions only, in
-    row-major order (the sparse prediction of `MaskedLM.masked_lm_loss`)."""
+    labels: `loss`, and `masked_logits` [masked, V] at the masked positions only, in
+    row-major order (the sparse prediction of `MaskedLMHead.loss`)."""
 
     logits: torch.Tensor | None = None
-    labelled_logits: torch.Tensor | None = None
+    masked_logits: torch.Tensor | None = None
     loss: torch.Tensor | None = None
+
+    @property
+    def labelled_logits(self) -> torch.Tensor | None:
+        """The name `masked_logits` had before: kept for code written against it."""
+        return self.masked_logits
 
 
 @dataclass
@@ -56,7 +61,7 @@ class ClassifierOutput(ModelOutput):
 @dataclass
 class TokenClassifierOutput(ModelOutput):
     """`TokenClassifier`'s output: `logits` [B, T, num_labels], a tag score per position;
-    `loss` with labels (exact at labelled positions, where the last layer ran)."""
+    `loss` with labels (exact where a label is, where the last layer ran)."""
 
     logits: torch.Tensor | None = None
     loss: torch.Tensor | None = None
@@ -143,10 +148,10 @@ class MaskedLM(EncoderWithHead):
         if labels is None:
             out = self.encoder(input_ids, attention_mask, token_type_ids)
             return MaskedLMOutput(**encoder_fields(out), logits=self.predict(out.last_hidden_state))
-        # the loss reads the labelled positions only: the last layer computes just those
+        # the loss reads the masked positions only: the last layer computes just those
         out = self.encoder(input_ids, attention_mask, token_type_ids, needed=labels != IGNORE_INDEX)
-        loss, labelled_logits, _ = self.masked_lm_loss(out.needed_hidden_state, labels)
-        return MaskedLMOutput(**encoder_fields(out), labelled_logits=labelled_logits, loss=loss)
+        loss, masked_logits, _ = self.masked_lm_loss(out.needed_hidden_state, labels)
+        return MaskedLMOutput(**encoder_fields(out), masked_logits=masked_logits, loss=loss)
 
 
 class ReplacedTokenDetector(EncoderWithHead):

@@ -11,7 +11,7 @@ plain way beside it: with `needed`, the last layer runs only at the positions a 
 (`last_layer_at`: for the default runs' 40% masking, about a sixth of the encoder's matmuls
 saved), and a batch that is mostly padding runs on its real tokens only (unpad.py).
 `ModelConfig.reference` (`python train.py --reference`) turns both off, with the naive
-attention: the textbook path, for reading and debugging, tested equal to the fast one.
+attention: the reference path, for reading and debugging, tested equal to the fast one.
 """
 
 from __future__ import annotations
@@ -173,7 +173,7 @@ class Encoder(nn.Module):
         self.attention, self.feed_forward = build_layers(config)
         self.final_norm = nn.LayerNorm(H, eps=config.layer_norm_eps) if config.norm == "pre" else None
         self.pooler = nn.Linear(H, H) if config.pooler else None
-        # The speed tricks, each switched off by --reference (the textbook path, to read and debug with)
+        # The speed tricks, each switched off by --reference (the reference path, to read and debug with)
         self.sparse_last_layer = not config.reference
         self.unpad = config.unpad and not config.reference
         self.packs_always = config.attention_backend == "triton" and not config.reference  # the kernel reads packed tokens

@@ -15,7 +15,7 @@ WORD_STARTS = torch.arange(VOCAB) < 500  # ids 5..499 begin a word, 500..999 con
 
 def masking(whole_word: bool = False, **options) -> Masking:
     options = {"mask_prob": 0.15, "replace_probs": (0.8, 0.1, 0.1), "max_span": 1, **options}
-    return Masking(vocab_size=VOCAB, mask_id=MASK, never_selected=SPECIAL_IDS, never_drawn=SPECIAL_IDS,
+    return Masking(vocab_size=VOCAB, mask_id=MASK, never_masked=SPECIAL_IDS, never_drawn=SPECIAL_IDS,
                    word_starts=WORD_STARTS if whole_word else None, **options)
 
 
@@ -187,7 +187,7 @@ def test_different_generators_give_different_masks():
     ],
 )
 def test_bad_options_fail_clearly(options, message):
-    kwargs = dict(vocab_size=VOCAB, mask_id=MASK, never_selected=SPECIAL_IDS, never_drawn=SPECIAL_IDS, mask_prob=0.15,
+    kwargs = dict(vocab_size=VOCAB, mask_id=MASK, never_masked=SPECIAL_IDS, never_drawn=SPECIAL_IDS, mask_prob=0.15,
                   replace_probs=(0.8, 0.1, 0.1), max_span=1, word_starts=None)
     with pytest.raises(ValueError, match=message):
         Masking(**{**kwargs, **options})

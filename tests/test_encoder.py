@@ -201,7 +201,7 @@ def test_sparse_mlm_loss_equals_the_full_projection_loss(lengths, rate, embeddin
     if (labels != -100).any():
         expected = F.cross_entropy(full_logits.reshape(-1, 97), labels.reshape(-1), ignore_index=-100)
         torch.testing.assert_close(sparse.loss, expected, atol=1e-5, rtol=1e-5)
-        assert sparse.labelled_logits.shape == ((labels != -100).sum(), 97) and sparse.logits is None
+        assert sparse.masked_logits.shape == ((labels != -100).sum(), 97) and sparse.logits is None
     else:
         assert sparse.loss == 0
 
@@ -322,7 +322,7 @@ def test_masked_lm_with_labels_computes_the_last_layer_at_labeled_positions_only
     labelled = labels != -100
     torch.testing.assert_close(out.needed_hidden_state[labelled], full.last_hidden_state[labelled])
     assert out.last_hidden_state is None and not out.needed_hidden_state[~labelled].any()
-    torch.testing.assert_close(out.labelled_logits, full.logits[labelled])
+    torch.testing.assert_close(out.masked_logits, full.logits[labelled])
     expected = F.cross_entropy(full.logits[labelled], labels[labelled])
     torch.testing.assert_close(out.loss, expected)
 

@@ -34,9 +34,9 @@ def batch(seed: int = 0, padded: bool = False):
     ids = torch.randint(5, V, (B, T), generator=g)
     lengths = torch.tensor([T, T // 2, 5]) if padded else torch.full((B,), T)
     mask = (torch.arange(T)[None, :] < lengths[:, None]).long()
-    labelled = (torch.rand(B, T, generator=g) < 0.3) & mask.bool()
-    labelled[:, 1] = True
-    return ids, mask, torch.where(labelled, ids, IGNORE_INDEX)
+    masked = (torch.rand(B, T, generator=g) < 0.3) & mask.bool()
+    masked[:, 1] = True
+    return ids, mask, torch.where(masked, ids, IGNORE_INDEX)
 
 
 def counted(model, ids, mask, labels) -> int:
@@ -77,9 +77,9 @@ def test_masked_lm_step_lies_between_the_strict_and_the_plain_count(embedding_si
     measured = counted(MaskedLM(config), ids, mask, labels)
     strict, plain = training_flops(config, shape, sparse_last_layer=True), training_flops(config, shape)
     assert strict < measured < plain
-    # minibert's last layer also computes queries and attention rows at the unlabelled tokens
+    # minibert's last layer also computes queries and attention rows at the other tokens
     H = config.hidden_size
-    extra = (shape.tokens - shape.labelled) * 2 * H * H + 4 * H * (shape.squared_lengths - shape.labelled_by_length)
+    extra = (shape.tokens - shape.masked) * 2 * H * H + 4 * H * (shape.squared_lengths - shape.masked_by_length)
     assert measured == pytest.approx(strict + 3 * extra, rel=1e-12)
 
 

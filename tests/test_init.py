@@ -66,7 +66,7 @@ def scored_by(model, out, forward) -> dict[str, float]:
 
 
 def ours(model, batch):
-    return model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], labels=batch["labels"]).labelled_logits
+    return model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], labels=batch["labels"]).masked_logits
 
 
 def assert_step0_is(out, expected: dict[str, float]):

@@ -1,4 +1,4 @@
-"""`--reference`, the textbook path: one training step gives the fast path's loss and gradients.
+"""`--reference`, the reference path: one training step gives the fast path's loss and gradients.
 
 The fast path (SDPA, the last layer only at the positions a loss reads, the fused vocabulary
 loss, and unpadding where a batch is mostly padding) and the reference path (the padded grid,

@@ -121,7 +121,7 @@ class NeighbourCounts:
 
 def mlm_baselines(counts: NeighbourCounts, batches: Iterable[dict[str, torch.Tensor]],
                   unknown_ids: Iterable[int]) -> dict[str, float]:
-    """The accuracy of both guesses at the labeled positions of `batches` (the held-out
+    """The accuracy of both guesses at the masked positions of `batches` (the held-out
     batches a run evaluates on), as `baseline_unigram_accuracy` and `baseline_neighbour_accuracy`."""
     unknown = list(unknown_ids)
     correct_unigram = correct_neighbour = total = 0

@@ -2,7 +2,7 @@
 
 MLM hides some input tokens and asks the model to recover them. Two decisions define it:
 
-1. *Which* positions to predict (`Masking.select`): `mask_prob` of the ordinary tokens
+1. *Which* positions to predict, the masked positions (`Masking.choose`): `mask_prob` of the ordinary tokens
    (BERT's 15%; 40% in the default runs) — never [CLS], [SEP] or [PAD]. The unit is a
    token, or a whole word (all pieces of a word together, BERT's later "whole word
    masking"), which removes the easy cue of guessing a piece from the rest of its own word;
@@ -27,12 +27,12 @@ IGNORE_INDEX = -100  # label of positions the loss skips (torch's cross_entropy 
 class Masking:
     """A masking recipe bound to a vocabulary's ids: `masking(input_ids, generator)` -> (masked ids, labels).
 
-    never_selected  ids never chosen for prediction ([CLS], [SEP], [PAD], [MASK])
+    never_masked    ids never chosen for prediction ([CLS], [SEP], [PAD], [MASK])
     never_drawn     ids never drawn as a random replacement (those, and [UNK])
     word_starts     bool [V], True where a token begins a word: whole-word units; None = token units
     """
 
-    def __init__(self, *, vocab_size: int, mask_id: int, never_selected: Sequence[int], never_drawn: Sequence[int],
+    def __init__(self, *, vocab_size: int, mask_id: int, never_masked: Sequence[int], never_drawn: Sequence[int],
                  mask_prob: float, replace_probs: Sequence[float], max_span: int, word_starts: torch.Tensor | None):
         check_mask_options(mask_prob, replace_probs, max_span)
         if not 0 <= mask_id < vocab_size:
@@ -40,7 +40,7 @@ class Masking:
         self.mask_id, self.mask_prob, self.max_span = mask_id, mask_prob, max_span
         self.replace_probs = tuple(replace_probs)
         self.special = torch.zeros(vocab_size, dtype=torch.bool)  # [V]
-        self.special[list(never_selected)] = True
+        self.special[list(never_masked)] = True
         drawn = torch.ones(vocab_size, dtype=torch.bool)
         drawn[[*never_drawn, mask_id]] = False
         self.ordinary_ids = drawn.nonzero().squeeze(1)  # the ids a random replacement is drawn from
@@ -57,21 +57,21 @@ class Masking:
         if whole_word and not hasattr(tokenizer, "word_starts"):
             raise ValueError(f"whole-word masking needs to know where words start, which {type(tokenizer).__name__} "
                              f"does not provide; drop --whole-word")
-        return cls(vocab_size=tokenizer.vocab_size, mask_id=tokenizer.mask_id, never_selected=sorted(tokenizer.special_ids),
+        return cls(vocab_size=tokenizer.vocab_size, mask_id=tokenizer.mask_id, never_masked=sorted(tokenizer.special_ids),
                    never_drawn=sorted(tokenizer.special_ids | {tokenizer.unk_id}), mask_prob=mask_prob,
                    replace_probs=replace_probs, max_span=max_span, word_starts=tokenizer.word_starts if whole_word else None)
 
     def __call__(self, input_ids: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """input ids [B, T] -> (what the model sees [B, T], labels [B, T]: the original id
-        where a position was selected, IGNORE_INDEX elsewhere)."""
+        """input ids [B, T] -> (what the model sees [B, T], labels [B, T]: the original id at
+        the masked positions, IGNORE_INDEX elsewhere)."""
         can_mask = ~self.special[input_ids]  # [B, T]
-        selected = self.select(input_ids, can_mask, generator)
-        labels = torch.where(selected, input_ids, IGNORE_INDEX)
-        return self.replace(input_ids, selected, generator), labels
+        masked = self.choose(input_ids, can_mask, generator)
+        labels = torch.where(masked, input_ids, IGNORE_INDEX)
+        return self.replace(input_ids, masked, generator), labels
 
-    def select(self, input_ids: torch.Tensor, can_mask: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        """Which positions to predict [B, T] bool: spans of 1..max_span units covering `mask_prob`
-        of the maskable tokens on average.
+    def choose(self, input_ids: torch.Tensor, can_mask: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """The masked positions, the ones to predict [B, T] bool: spans of 1..max_span units
+        covering `mask_prob` of the maskable tokens on average.
 
         A unit is a token, or a word when `word_starts` is set; each special token is a unit
         of its own. Every unit begins a span with probability `begin_prob`, its length drawn
@@ -95,8 +95,8 @@ class Masking:
             covered[rows[inside], units[inside]] = True
         return can_mask & covered.gather(1, unit)  # [B, units] -> [B, T]
 
-    def replace(self, input_ids: torch.Tensor, selected: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        """BERT's 80/10/10 rule: a selected token becomes [MASK] (80%), a random token (10%), or stays (10%).
+    def replace(self, input_ids: torch.Tensor, masked: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """BERT's 80/10/10 rule: a masked position shows [MASK] (80%), a random token (10%), or its own (10%).
 
         Why not always [MASK]? [MASK] never occurs when the model is fine-tuned, so a model
         that only learned "predict at [MASK]" would have no reason to build a good
@@ -106,8 +106,8 @@ class Masking:
         p_mask, p_random, _ = self.replace_probs
         draw = torch.rand(input_ids.shape, generator=generator)
         random_ids = self.ordinary_ids[torch.randint(len(self.ordinary_ids), input_ids.shape, generator=generator)]
-        masked = torch.where(selected & (draw < p_mask), self.mask_id, input_ids)
-        return torch.where(selected & (draw >= p_mask) & (draw < p_mask + p_random), random_ids, masked)
+        shown = torch.where(masked & (draw < p_mask), self.mask_id, input_ids)
+        return torch.where(masked & (draw >= p_mask) & (draw < p_mask + p_random), random_ids, shown)
 
 
 def begin_probability(mask_prob: float, span_probs: torch.Tensor) -> float:

@@ -37,7 +37,7 @@ from .storage import FORMAT_VERSION, TokenStore, build_token_store
 
 MASKINGS = ("static", "dynamic")
 STATIC_DUPE_FACTOR = 10  # BERT: the corpus stored 10 times, each copy with its own masks
-# Held-out batches select BERT's 15% of tokens whatever rate training uses, so that held-out
+# Held-out batches mask BERT's 15% of tokens whatever rate training uses, so that held-out
 # accuracies of runs with different --mask-prob are measured on the same kind of task.
 EVAL_MASK_PROB = 0.15
 PARALLEL_FROM_BYTES = 32 << 20
@@ -97,7 +97,7 @@ def build_pretraining_data(
     masking          "static" (BERT: `dupe_factor` stored copies, each with its own mask)
                      | "dynamic" (RoBERTa: a new mask every time; needs dupe_factor=1).
     mask_prob, replace_probs, whole_word, max_span   MLM options, see `masking.py`
-                     (held-out batches always select EVAL_MASK_PROB = 15% of tokens).
+                     (held-out batches always mask EVAL_MASK_PROB = 15% of tokens).
     short_seq_prob   chance that an example targets a shorter random length (BERT 0.1).
     batch_size, eval_batch_size (default batch_size)  sequences per batch per rank.
     eval_fraction    share of documents (the last ones) held out for evaluation; 0 = none.

@@ -7,11 +7,11 @@ mask each time a sequence is served — *dynamic* masking — is as good or slig
 and needs no copies; that path lives in `dataset.py` and stores nothing.)
 
 Stored here, per example copy (copy c = number c // n_examples of example c % n_examples), are only
-the selected positions and the ids shown there — about `mask_prob` of the tokens:
+the masked positions and the ids shown there — about `mask_prob` of the tokens:
 
     mask_offsets.bin    int64 [n_copies + 1]: copy c's entries are [o[c], o[c+1])
-    mask_positions.bin  uint16: selected positions within the copy's input_ids
-    mask_ids.bin        the id shown at each selected position ([MASK], random, or itself)
+    mask_positions.bin  uint16: masked positions within the copy's input_ids
+    mask_ids.bin        the id shown at each masked position ([MASK], random, or itself)
 """
 
 from __future__ import annotations
@@ -68,10 +68,10 @@ def build_static_masks(examples: Examples, masking: Masking, directory: str | Pa
     for first in range(0, n_copies, COPIES_PER_CHUNK):
         rows = np.arange(first, min(first + COPIES_PER_CHUNK, n_copies)) % len(examples)
         masked, labels = masking(torch.from_numpy(examples.input_ids[rows].astype(np.int64)), generator)
-        selected = labels != IGNORE_INDEX
-        offsets.append(positions.length + np.cumsum(selected.sum(dim=1).numpy()))
-        positions.append(selected.nonzero()[:, 1].numpy())
-        ids.append(masked[selected].numpy())
+        chosen = labels != IGNORE_INDEX  # the masked positions
+        offsets.append(positions.length + np.cumsum(chosen.sum(dim=1).numpy()))
+        positions.append(chosen.nonzero()[:, 1].numpy())
+        ids.append(masked[chosen].numpy())
     for writer in (offsets, positions, ids):
         writer.close()
     return StaticMasks(directory, examples.input_ids.dtype)

@@ -55,7 +55,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                         help="dropout on hidden states and attention while fine-tuning (default: the checkpoint's; "
                              "BERT fine-tuned with 0.1, this project's pretraining recipe uses 0)")
     parser.add_argument("--reference", action="store_true",
-                        help="the textbook path, to read and debug with: padded batches, naive attention, every layer at "
+                        help="the reference path, to read and debug with: padded batches, naive attention, every layer at "
                              "every position (same results, slower; see ModelConfig.reference)")
     parser.add_argument("--pooling", choices=POOLINGS, default="cls",
                         help="what a sentence task's head reads: cls = the [CLS] token, as BERT; mean = the mean of the "

@@ -63,11 +63,11 @@ def gumbel_max_sample(logits: torch.Tensor) -> torch.Tensor:
 
 
 def replace_masked(input_ids, labels, samples) -> tuple[torch.Tensor, torch.Tensor]:
-    """Write the generator's `samples` (one per labeled position, in row-major order) into
+    """Write the generator's `samples` (one per masked position, in row-major order) into
     the masked positions; return (corrupted ids, 1 where a token differs from the original)."""
-    labelled = labels != IGNORE_INDEX
-    corrupted = input_ids.masked_scatter(labelled, samples)
-    original = torch.where(labelled, labels, input_ids)
+    masked = labels != IGNORE_INDEX
+    corrupted = input_ids.masked_scatter(masked, samples)
+    original = torch.where(masked, labels, input_ids)
     return corrupted, (corrupted != original).long()
 
 
@@ -91,9 +91,9 @@ class ReplacedTokenDetection(nn.Module):
     def forward(self, model, batch, output=None):
         ids, mask, types, labels = batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], batch["labels"]
         hidden = self.generator.encoder(ids, mask, types, needed=labels != IGNORE_INDEX).needed_hidden_state  # [B, T, H_gen]
-        mlm_loss, logits, targets = self.generator.masked_lm_loss(hidden, labels)  # logits [labelled, V]
+        mlm_loss, logits, targets = self.generator.masked_lm_loss(hidden, labels)  # logits [masked, V]
 
-        corrupted, replaced = replace_masked(ids, labels, gumbel_max_sample(logits))  # [labelled] samples -> [B, T] ids
+        corrupted, replaced = replace_masked(ids, labels, gumbel_max_sample(logits))  # [masked] samples -> [B, T] ids
         scores = model(corrupted, mask, types).logits  # [B, T]: one "replaced?" score per token
 
         real, masked = mask.bool(), labels != IGNORE_INDEX

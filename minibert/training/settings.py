@@ -40,7 +40,7 @@ DEVICES = ("auto", "cpu", "cuda", "mps")
 # None of these is a family's defining switch; variants.CLASSIC is the published recipe.
 DEFAULT_MODEL = dict(vocab_size=8000, hidden_size=128, num_layers=2, num_heads=2, intermediate_size=512,
                      position_encoding="rotary", hidden_dropout=0.0, attention_dropout=0.0)
-# The default runs select 40% of the tokens, not BERT's 15%: more predictions per forward
+# The default runs mask 40% of the tokens, not BERT's 15%: more predictions per forward
 # pass, which the few minutes of a default run need (docs/training.md has the ablation).
 # Held-out accuracy is still measured at 15% (data/pipeline.py, EVAL_MASK_PROB).
 MASK_PROB = 0.4
@@ -61,8 +61,8 @@ class Settings:
     short_seq_prob: float = option(0.1, "share of examples cut shorter than --seq-len (BERT: 0.1)", group="data")
     masking: str = option("dynamic", "static = masks drawn once when examples are built (--dupe-factor copies); dynamic = a new mask every time", MASKINGS, "data")
     dupe_factor: int | None = option(None, f"differently-masked copies of the corpus under static masking (none = {STATIC_DUPE_FACTOR} under static masking)", group="data")
-    mask_prob: float = option(MASK_PROB, "share of tokens selected for prediction while training (BERT: 0.15; held-out accuracy is always measured at 15%)", group="data")
-    replace_probs: list[float] = option((0.8, 0.1, 0.1), "what a selected token becomes: [MASK], random token, unchanged", group="data")
+    mask_prob: float = option(MASK_PROB, "share of tokens masked for prediction while training (BERT: 0.15; held-out accuracy is always measured at 15%)", group="data")
+    replace_probs: list[float] = option((0.8, 0.1, 0.1), "what a masked position shows: [MASK], a random token, its own", group="data")
     max_span: int = option(1, "mask spans of up to N units: words with --whole-word, else tokens (ALBERT's n-gram masking: 3 words)", group="data")
     whole_word: bool = option(False, "a masking unit is a whole word (all its pieces together), not a single token", group="data")
     cache_dir: str | None = option(None, "where tokenizers and tokenized corpora are cached (none = the repository's data/ folder)", group="data", metavar="DIR")
