@@ -37,3 +37,27 @@ def test_two_processes_match_one_process_with_the_same_global_batch(tmp_path):
     assert not torch.equal(moved["state.model.model.encoder.embeddings.word_embeddings.weight"],
                            one["encoder.embeddings.word_embeddings.weight"])  # training moved the weights
     assert not (tmp_path / "two" / ".lock").exists()
+
+
+@pytest.mark.parametrize("variant, unused", [("roberta", True), ("bert", False)])
+def test_ddp_looks_for_unused_parameters_only_where_there_are_some(variant, unused, tmp_path):
+    """A pooler that no sentence task reads gets no gradient (RoBERTa's recipe): DDP must look
+    for unused parameters there, or its second step fails; elsewhere (BERT's NSP reads the
+    pooler) the search would cost a pass over the graph every step, and DDP warns about it."""
+    from minibert.objectives.pretrainer import Pretrainer
+    from minibert.variants import VARIANTS, build_pretrainer, run_architecture, with_layout
+
+    settings = with_layout(VARIANTS[variant], VARIANTS[variant].default_settings(seq_len=16))
+    config = run_architecture(VARIANTS[variant], settings, dict(hidden_size=16, num_heads=2, intermediate_size=32),
+                              vocab_size=100, pad_token_id=0)
+    pretrainer: Pretrainer = build_pretrainer(VARIANTS[variant], settings, config)
+    assert pretrainer.unused_parameters == unused
+    corpus, cache = write_corpus(tmp_path / "animals.txt"), tmp_path / "cache"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    run = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(REPO / "train.py"),
+         *tiny_args(variant, corpus, cache, tmp_path / "out", 3, "--batch-size", "8", "--save-every", "3")],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "find_unused_parameters=True" not in run.stderr  # DDP's warning that the search found nothing

@@ -95,6 +95,31 @@ def test_fp16_overflow_is_skipped_by_the_scaler_not_reported_as_nan():
     assert amp.scaler.get_scale() == 32768.0  # the scaler backed off
 
 
+def test_the_fp16_loss_scale_is_saved_with_a_checkpoint_and_restored(tmp_path):
+    """A resumed fp16 run continues with the loss scale it had found, not the initial 65536."""
+    from minibert.operations.checkpoint import Checkpoints
+    from minibert.operations.state import rng_state
+    from minibert.training.loop import Progress
+    from minibert.training.run import restore, training_state
+
+    amp = Precision("fp16", CPU)  # built directly: resolve() refuses fp16 on a CPU
+    for _ in range(2):  # two overflows: 65536 -> 32768 -> 16384
+        step(amp, torch.tensor([1e35, 0.0, 0.0, 0.0]))
+    model = Toy()
+    state = training_state(Progress(step=2), model, torch.optim.SGD(model.parameters(), lr=0.1), amp,
+                           ranks=[{"rng": rng_state(), "data": []}])
+    Checkpoints(tmp_path).save(2, state)
+    saved, _ = Checkpoints(tmp_path).load()
+    resumed = Precision("fp16", CPU)
+    assert resumed.scaler.get_scale() == 65536.0
+    fresh = Toy()
+    restore(saved, fresh, torch.optim.SGD(fresh.parameters(), lr=0.1), resumed, shards=[], dist=Distributed())
+    assert resumed.scaler.get_scale() == amp.scaler.get_scale() == 16384.0
+    assert resumed.scaler.state_dict() == amp.scaler.state_dict()
+    fp32 = Precision.of("fp32", CPU)  # other formats save no scaler state, and resume as before
+    assert training_state(Progress(), model, torch.optim.SGD(model.parameters(), lr=0.1), fp32, [])["scaler"] == {}
+
+
 def test_a_nonfinite_loss_is_a_fault_in_every_format():
     for amp in (Precision("fp16", CPU), Precision.of("fp32", CPU)):
         metrics, w, _ = step(amp, torch.tensor([float("inf"), 0.0, 0.0, 0.0]))

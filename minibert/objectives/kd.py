@@ -104,6 +104,7 @@ class KnowledgeDistillation(nn.Module):
     """DistilBERT's triple loss; owns the frozen teacher."""
 
     reads_output = True
+    reads_pooler = False
 
     def __init__(self, teacher: MaskedLM, temperature: float = 2.0, soft_weight: float = 5.0,
                  mlm_weight: float = 2.0, cosine_weight: float = 1.0, all_tokens: bool = False):

@@ -121,6 +121,7 @@ class MaskedLanguageModeling(nn.Module):
     """loss = weight · CE(the model's prediction, the original token) over the masked tokens."""
 
     reads_output = True  # uses the kept model's pass over the batch
+    reads_pooler = False
 
     def __init__(self, weight: float):
         super().__init__()

@@ -26,6 +26,8 @@ class Pretrainer(nn.Module):
         self.model = model
         self.objectives = nn.ModuleDict(objectives)
         self.readers = [objective for objective in objectives.values() if objective.reads_output]
+        # a pooler that no objective reads gets no gradient: DDP must be told (operations/distributed.py)
+        self.unused_parameters = model.encoder.pooler is not None and not any(o.reads_pooler for o in objectives.values())
 
     def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         output = None

@@ -78,6 +78,7 @@ class ReplacedTokenDetection(nn.Module):
     """loss = mlm_weight · generator MLM + rtd_weight · discriminator BCE over `tokens`."""
 
     reads_output = False  # the discriminator reads the corrupted batch, not the masked one
+    reads_pooler = False
 
     def __init__(self, discriminator: ReplacedTokenDetector, generator_fraction: float = 0.25,
                  mlm_weight: float = 1.0, rtd_weight: float = 50.0, generator: MaskedLM | None = None,

@@ -37,6 +37,7 @@ class SentencePairTask(nn.Module):
     """loss = weight · CE(2-way logits from the pooled [CLS] vector, sentence_label)."""
 
     reads_output = True
+    reads_pooler = True  # the pooled [CLS] vector
 
     def __init__(self, config: ModelConfig, name: str, weight: float):
         super().__init__()

@@ -110,14 +110,17 @@ class Progress:
 
 
 def train(module, optimizer, streams, eval_batches, settings: LoopSettings, progress: Progress, *,
-          dist: Distributed, device: torch.device, save=None, log: MetricsLog, baselines: dict | None = None) -> dict:
+          dist: Distributed, device: torch.device, save=None, log: MetricsLog, baselines: dict | None = None,
+          amp: Precision | None = None) -> dict:
     """Run optimizer steps until `settings.steps` (or the `--budget` deadline); return the
     last logged record. `streams`: one batch iterator per micro-step. `save(progress)`
     writes a checkpoint (None: the run keeps none, as fine-tuning). `baselines`: the
     held-out accuracies of the unigram and neighbour-count guesses (data/baselines.py),
-    logged once at step 0, shown beside the model's and used by the plateau warning."""
-    model = dist.wrap(module, device)  # DDP under torchrun; the module itself in one process
-    amp = Precision.of(settings.precision, device)  # --precision: autocast, and loss scaling for fp16
+    logged once at step 0, shown beside the model's and used by the plateau warning.
+    `amp`: the run's --precision (its loss scale goes into checkpoints), else made here."""
+    # DDP under torchrun (the module itself in one process); some modules leave a parameter unused
+    model = dist.wrap(module, device, find_unused_parameters=getattr(module, "unused_parameters", False))
+    amp = amp or Precision.of(settings.precision, device)  # --precision: autocast, and loss scaling for fp16
     window, record, baselines = Window(), {}, baselines or {}
     plateau = PlateauWarning(baselines)
     if progress.step == 0 and eval_batches is not None:  # where learning starts from

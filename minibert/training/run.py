@@ -41,7 +41,7 @@ from .loop import LoopSettings, Progress, build_optimizer, train
 from .metrics import MetricsLog
 
 from ..operations.outdir import GENERATOR_DIR, OutputDir
-from ..operations.precision import resolve as resolve_precision
+from ..operations.precision import Precision, resolve as resolve_precision
 from .resolved import describe_run
 from .settings import Settings
 from ..operations.state import load_trainable_state, rng_state, seed_everything, set_rng_state, trainable_state
@@ -129,13 +129,14 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
     pretrainer = pretrainer.to(device)
     loop = LoopSettings.of(settings)  # what the loop and the optimizer read of this run
     optimizer = build_optimizer(pretrainer, lr=loop.lr, weight_decay=loop.weight_decay)
+    amp = Precision.of(settings.precision, device)  # its fp16 loss scale is part of a checkpoint
     progress, log = Progress(), MetricsLog(out / "metrics.jsonl")
     record = {"settings": settings.to_dict(), "model_overrides": model_overrides, "config": config.to_dict()}
 
     if resuming:
         check_same_run(out / "run.json", record)
         state, path = checkpoints.load()
-        progress = restore(state, pretrainer, optimizer, shards, dist)
+        progress = restore(state, pretrainer, optimizer, amp, shards, dist)
         if dist.is_main:
             log.keep_until(progress.step)
             print(f"resuming {variant.name} from {path} (step {progress.step})", flush=True)
@@ -149,17 +150,14 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
         mine = {"rng": rng_state(), "data": [shard.state_dict() for shard in shards]}
         ranks = dist.gather(mine)
         if dist.is_main:
-            checkpoints.save(progress.step, {
-                "step": progress.step, "skipped_steps": progress.skipped_steps, "elapsed": progress.elapsed,
-                "model": trainable_state(pretrainer), "optimizer": optimizer.state_dict(), "ranks": ranks,
-            })
+            checkpoints.save(progress.step, training_state(progress, pretrainer, optimizer, amp, ranks))
             save_pretrained(pretrainer.model, out)  # the kept model, loadable with from_pretrained(OUT)
             if "rtd" in pretrainer.objectives:  # ELECTRA's generator too, so that a later run can --init-generator it
                 save_pretrained(pretrainer.objectives["rtd"].generator, out / GENERATOR_DIR, tokenizer=tokenizer)
 
     streams = [iter(shard) for shard in shards]
     last = train(pretrainer, optimizer, streams, eval_batches, loop, progress, dist=dist, device=device, save=save, log=log,
-                 baselines=baselines)
+                 baselines=baselines, amp=amp)
     if dist.is_main:
         scores = ", ".join(f"{k} {v:.3f}" for k, v in {**last, **baselines}.items()
                            if k.startswith(("eval_", "baseline_")) and k.endswith(("accuracy", "auc")))
@@ -212,13 +210,24 @@ def build_batches(settings: Settings, dist: Distributed, tokenizer_dir: Path, vo
     return [shard.train for shard in shards], eval_batches, first.tokenizer, baselines
 
 
-def restore(state: dict, pretrainer, optimizer, shards, dist: Distributed) -> Progress:
+def training_state(progress: Progress, pretrainer, optimizer, amp: Precision, ranks: list) -> dict:
+    """What a checkpoint holds to resume exactly: the step and time spent, the weights, the
+    optimizer's moments, the fp16 loss scale (empty in other formats), and each process's
+    random generators and data position (`ranks`)."""
+    return {"step": progress.step, "skipped_steps": progress.skipped_steps, "elapsed": progress.elapsed,
+            "model": trainable_state(pretrainer), "optimizer": optimizer.state_dict(), "scaler": amp.scaler.state_dict(),
+            "ranks": ranks}
+
+
+def restore(state: dict, pretrainer, optimizer, amp: Precision, shards, dist: Distributed) -> Progress:
     """Put the run back exactly where the checkpoint was taken."""
     ranks = state["ranks"]
     if len(ranks) != dist.world_size:
         raise TrainingError(f"the checkpoint was written by {len(ranks)} process(es); resume with the same number (torchrun --nproc_per_node={len(ranks)})")
     load_trainable_state(pretrainer, state["model"])
     optimizer.load_state_dict(state["optimizer"])
+    if state.get("scaler"):  # fp16: the loss scale the run had found (checkpoints before it was saved restart it)
+        amp.scaler.load_state_dict(state["scaler"])
     mine = ranks[dist.rank]
     for shard, position in zip(shards, mine["data"], strict=True):
         shard.load_state_dict(position)
