@@ -5,11 +5,12 @@
     python -m minibert info DIR
     python -m minibert attention DIR "The cat sat on the mat." [--layer L] [--head H] --out FILE.png
     python -m minibert export DIR OUT [--overwrite]
+    python -m minibert curves RUN [RUN ...] --out FILE.png [--metric NAME ...]
 
 DIR is a minibert checkpoint (what `python train.py` leaves in checkpoints/<variant>) or a
 Hugging Face BERT-family directory with its vocab.txt. The work is done by minibert/probe.py
-(fill-mask, detect), minibert/info.py (info) and minibert/interop/huggingface/export.py (export); this
-file only parses and prints. Bad input is one line on stderr and exit status 2, through the
+(fill-mask, detect), minibert/info.py (info), minibert/interop/huggingface/export.py (export)
+and minibert/training/curves.py (curves); this file only parses and prints. Bad input is one line on stderr and exit status 2, through the
 same handler as `python train.py` (`--debug` shows the traceback).
 """
 
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--debug", action="store_true", help="show the traceback of an error")
     add_attention_command(commands)
     add_export_command(commands)
+    add_curves_command(commands)
     return parser
 
 
@@ -77,6 +79,19 @@ def add_export_command(commands) -> None:
     export.add_argument("--debug", action="store_true", help="show the traceback of an error")
 
 
+def add_curves_command(commands) -> None:
+    """`curves`: training runs' curves side by side, from their metrics.jsonl (minibert/training/curves.py)."""
+    curves = commands.add_parser(
+        "curves", help="draw training runs' loss and held-out metrics side by side, with their variant's default band (needs matplotlib)",
+        description="Overlay the curves of one or more `python train.py` runs (their --out folders): training loss and "
+                    "every held-out metric against steps, the baselines, and the variant's default run where it applies.",
+    )
+    curves.add_argument("runs", nargs="+", metavar="RUN", help="a python train.py --out folder (holding metrics.jsonl)")
+    curves.add_argument("--out", required=True, metavar="FILE", help="the picture to write (.png)")
+    curves.add_argument("--metric", nargs="+", metavar="NAME", help="only these curves, e.g. eval_mlm_accuracy loss")
+    curves.add_argument("--debug", action="store_true", help="show the traceback of an error")
+
+
 def draw(args: argparse.Namespace) -> None:
     from .look_inside import attention_maps, draw_attention
 
@@ -90,6 +105,10 @@ def run(args: argparse.Namespace) -> None:
 
     if args.command == "attention":
         return draw(args)
+    if args.command == "curves":
+        from .training.curves import draw_curves
+
+        return print(f"wrote {draw_curves(args.runs, args.out, args.metric)}")
     if args.command == "export":
         from .interop.huggingface.export import export, summary
 

@@ -17,15 +17,8 @@ from pathlib import Path
 import torch
 
 from .interop.huggingface import from_pretrained
+from .pictures import picture_path, pyplot
 from .tokenizers import load_tokenizer
-
-
-
-class MissingMatplotlib(ImportError, ValueError):
-    """matplotlib is not installed: an ImportError to code, a one-line user error to the command line."""
-
-    def __init__(self):
-        super().__init__("drawing attention needs matplotlib: pip install matplotlib (or pip install 'minibert[viz]')")
 
 
 def attention_maps(checkpoint: str | Path, text: str) -> tuple[list[str], torch.Tensor]:
@@ -50,16 +43,8 @@ def pick(count: int, index: int | None, what: str) -> range:
 def draw_attention(tokens: list[str], probs: torch.Tensor, out: str | Path, layer: int = -1, head: int | None = None,
                    title: str | None = None) -> Path:
     """One heatmap per head of `layer` (or only `head`), queries down, keys across; saved to `out`."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")  # files only: no window, no display needed
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise MissingMatplotlib() from None
-    out = Path(out)
-    if not out.parent.is_dir():
-        raise FileNotFoundError(f"--out {out}: the folder {out.parent} does not exist; create it or choose another path")
+    plt = pyplot("drawing attention")
+    out = picture_path(out)
     (layer,) = pick(probs.shape[0], layer, "layer")
     heads = pick(probs.shape[1], head, "head")
     size = 0.9 + 0.28 * len(tokens)  # inches per heatmap: room for one label per token

@@ -77,6 +77,6 @@ def test_bad_settings_and_missing_files_fail_clearly(corpus, tmp_path):
     with pytest.raises(ValueError, match="vocab_size=100 is too small"):
         train_tokenizer(corpus, vocab_size=100, cache_dir=tmp_path)
     with pytest.raises(ValueError, match="model_type='word'"):
-        train_tokenizer(corpus, model_type="word", cache_dir=tmp_path)
+        train_tokenizer(corpus, vocab_size=400, model_type="word", cache_dir=tmp_path)
     with pytest.raises(FileNotFoundError, match="no tokenizer in"):
         load_tokenizer(tmp_path)

@@ -16,7 +16,7 @@ from minibert import MaskedLM, ModelConfig
 from minibert.operations.checkpoint import Checkpoints
 from minibert.training.cli import main, parse
 from minibert.training.errors import TrainingError
-from minibert.training.loop import PlateauWarning
+from minibert.training.report import BehindWarning
 from minibert.training.metrics import MetricsLog
 from minibert.training.loop import build_optimizer, learning_rate
 from minibert.training.settings import Settings
@@ -56,7 +56,7 @@ def test_a_bad_budget_is_refused_with_the_expected_spelling(text):
 
 
 def test_plateau_warning_fires_once_late_in_the_run_and_only_at_the_plateau(capsys):
-    warning = PlateauWarning({"baseline_unigram_accuracy": 0.06, "baseline_neighbour_accuracy": 0.22})
+    warning = BehindWarning({"baseline_unigram_accuracy": 0.06, "baseline_neighbour_accuracy": 0.22})
     warning.check({"step": 100, "eval_mlm_accuracy": 0.06}, fraction=0.3)  # early: too soon to tell
     warning.check({"step": 200, "eval_mlm_accuracy": 0.20}, fraction=0.6)  # left the plateau
     assert capsys.readouterr().err == ""

@@ -17,6 +17,7 @@ milliseconds, not after the corpus has been tokenized.
 from __future__ import annotations
 
 import hashlib
+import os
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,13 +26,14 @@ from typing import Sequence
 from .baselines import NeighbourCounts
 from ..operations.files import publish_dir
 from .cache import DEFAULT_DATA_DIR, fingerprint
+from .cost import CorpusCost, corpus_cost
 from .corpus import PathLike, corpus_files, corpus_fingerprint, read_documents
 from .dataset import PretrainingBatches
 from .default_corpus import default_corpus_path
 from .examples import LAYOUTS, Examples, build_examples
 from .masking import Masking, check_mask_options
-from ..tokenizers import Tokenizer, has_tokenizer, load_tokenizer
-from .vocabulary import MIN_VOCAB_SIZE, MODEL_TYPES, train_tokenizer
+from ..tokenizers import SentencePieceTokenizer, Tokenizer, has_tokenizer, load_tokenizer
+from .vocabulary import MIN_VOCAB_SIZE, MODEL_TYPES, tokenizer_path, train_tokenizer
 from .static_masks import build_static_masks, StaticMasks
 from .storage import FORMAT_VERSION, TokenStore, build_token_store
 
@@ -40,6 +42,9 @@ STATIC_DUPE_FACTOR = 10  # BERT: the corpus stored 10 times, each copy with its 
 # Held-out batches mask BERT's 15% of tokens whatever rate training uses, so that held-out
 # accuracies of runs with different --mask-prob are measured on the same kind of task.
 EVAL_MASK_PROB = 0.15
+# The held-out batches are cut, masked and batched the same way whatever --seed and --batch-size
+# a run trains with, so that its curve can be held against another run's (training/report.py).
+EVAL_SEED, EVAL_BATCH_SIZE = 0, 32
 PARALLEL_FROM_BYTES = 32 << 20
 EXAMPLES_VERSION = 2  # part of the examples' cache key: bump when their files change  # below this, starting worker processes costs more than it saves
 
@@ -99,7 +104,8 @@ def build_pretraining_data(
     mask_prob, replace_probs, whole_word, max_span   MLM options, see `masking.py`
                      (held-out batches always mask EVAL_MASK_PROB = 15% of tokens).
     short_seq_prob   chance that an example targets a shorter random length (BERT 0.1).
-    batch_size, eval_batch_size (default batch_size)  sequences per batch per rank.
+    batch_size       sequences per training batch per rank; eval_batch_size: per held-out
+                     batch (EVAL_BATCH_SIZE unless given).
     eval_fraction    share of documents (the last ones) held out for evaluation; 0 = none.
     seed             fixes example building, masks and order; rank, world_size shard for DDP.
     workers          tokenizing processes (default: all cores for large corpora).
@@ -144,9 +150,10 @@ def build_pretraining_data(
     train = PretrainingBatches(train_examples, train_masking, batch_size=batch_size, static_masks=static, **shard)
     evaluation = None
     if n_eval:
-        eval_examples = _examples(store, tokenizer, range(split, store.n_documents), settings)
+        eval_examples = _examples(store, tokenizer, range(split, store.n_documents), {**settings, "seed": EVAL_SEED})
         evaluation = PretrainingBatches(eval_examples, Masking.for_tokenizer(tokenizer, mask_prob=EVAL_MASK_PROB, **masks),
-                                        batch_size=eval_batch_size or batch_size, static_masks=None, repeat=False, **shard)
+                                        batch_size=eval_batch_size or EVAL_BATCH_SIZE, static_masks=None, repeat=False,
+                                        seed=EVAL_SEED)
     return PretrainingData(tokenizer, train, evaluation, store, range(0, split))
 
 
@@ -180,9 +187,34 @@ def _tokenizer(files, tokenizer_dir, vocab_size, model_type, data_dir) -> Tokeni
     return tokenizer
 
 
-def _token_store(files, tokenizer, data_dir, workers) -> TokenStore:
+def plan_corpus(paths: PathLike | Sequence[PathLike], *, vocab_size: int, masking: str, dupe_factor: int, mask_prob: float,
+                data_dir: str | Path = DEFAULT_DATA_DIR, tokenizer_dir: str | Path | None = None,
+                tokenizer_model: str = "unigram") -> CorpusCost:
+    """What building the data for this corpus will cost (cost.py), and whether it was built before.
+    Reads the corpus and the cache; writes nothing."""
+    files, data_dir = corpus_files(paths), Path(data_dir)
+    if tokenizer_dir is not None and has_tokenizer(tokenizer_dir):
+        try:
+            tokenizer = load_tokenizer(tokenizer_dir)
+        except (ValueError, OSError):  # a broken folder: its loader says so, with context, when the run reads it
+            tokenizer = None
+    else:
+        path = tokenizer_path(files, vocab_size, tokenizer_model, data_dir)
+        tokenizer = SentencePieceTokenizer(path.read_bytes()) if path.is_file() else None
+    cached = tokenizer is not None and _token_store_dir(files, tokenizer, data_dir).is_dir()
+    token_bytes = 2 if (tokenizer.vocab_size if tokenizer else vocab_size) < 2**16 else 4
+    workers = 1 if sum(f.stat().st_size for f in files) < PARALLEL_FROM_BYTES else os.cpu_count() or 1
+    return corpus_cost(files, data_dir, token_bytes=token_bytes, static_copies=dupe_factor if masking == "static" else 0,
+                       mask_prob=mask_prob, workers=workers, cached=cached)
+
+
+def _token_store_dir(files, tokenizer, data_dir) -> Path:
     tokenizer_key = hashlib.blake2b(pickle.dumps(tokenizer), digest_size=8).hexdigest()
-    directory = data_dir / f"tokens-{fingerprint(corpus_fingerprint(files), tokenizer_key, FORMAT_VERSION)}"
+    return data_dir / f"tokens-{fingerprint(corpus_fingerprint(files), tokenizer_key, FORMAT_VERSION)}"
+
+
+def _token_store(files, tokenizer, data_dir, workers) -> TokenStore:
+    directory = _token_store_dir(files, tokenizer, data_dir)
     return _cached_dir(directory, lambda d: build_token_store(read_documents(files), tokenizer, d, workers=workers), TokenStore)
 
 

@@ -31,7 +31,7 @@ MIN_VOCAB_SIZE = len(SPECIAL_TOKENS) + 256 + 64  # specials + byte pieces + room
 def train_tokenizer(
     paths: PathLike | Sequence[PathLike],
     *,
-    vocab_size: int = 8000,
+    vocab_size: int,
     model_type: str = "unigram",
     cache_dir: str | Path = DEFAULT_DATA_DIR,
     max_sentences: int = 50_000,
@@ -46,11 +46,17 @@ def train_tokenizer(
     if vocab_size < MIN_VOCAB_SIZE:
         raise ValueError(f"vocab_size={vocab_size} is too small: 5 special tokens + 256 byte pieces need at least {MIN_VOCAB_SIZE}")
     files = corpus_files(paths)
-    key = fingerprint(corpus_fingerprint(files), vocab_size, model_type, max_sentences, seed, spm.__version__)
-    path = Path(cache_dir) / f"spm-{model_type}-{vocab_size}-{key}.model"
+    path = tokenizer_path(files, vocab_size, model_type, cache_dir, max_sentences, seed)
     if not path.exists():
         publish_file(lambda tmp: tmp.write_bytes(_train_model_proto(files, vocab_size, model_type, max_sentences, seed)), path)
     return SentencePieceTokenizer(path.read_bytes())
+
+
+def tokenizer_path(files: list[Path], vocab_size: int, model_type: str = "unigram", cache_dir: str | Path = DEFAULT_DATA_DIR,
+                   max_sentences: int = 50_000, seed: int = 0) -> Path:
+    """Where the vocabulary learned from these files is cached (it may not exist yet)."""
+    key = fingerprint(corpus_fingerprint(files), vocab_size, model_type, max_sentences, seed, spm.__version__)
+    return Path(cache_dir) / f"spm-{model_type}-{vocab_size}-{key}.model"
 
 
 def _train_model_proto(files: list[Path], vocab_size: int, model_type: str, max_sentences: int, seed: int) -> bytes:

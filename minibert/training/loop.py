@@ -30,10 +30,12 @@ from dataclasses import dataclass, fields
 import torch
 from tqdm import tqdm
 
+from ..data.pipeline import EVAL_SEED
 from ..operations.distributed import Distributed
-from .errors import NonFiniteLoss, warn
-from .metrics import MetricsLog
 from ..operations.precision import Precision
+from .errors import NonFiniteLoss
+from .metrics import MetricsLog
+from .report import BehindWarning, evaluation_line
 
 
 def build_optimizer(model: torch.nn.Module, *, lr: float, weight_decay: float) -> torch.optim.AdamW:
@@ -80,7 +82,7 @@ class LoopSettings:
     warmup: float  # share of the run spent warming the learning rate up
     weight_decay: float  # AdamW's, on matrices only
     clip: float  # gradient-norm clip (0 = none)
-    seed: int  # of held-out evaluation's random draws
+    seed: int  # the run's seed (fine-tuning's batch order)
     precision: str  # a name in precision.PRECISIONS
     log_every: int  # a metrics.jsonl line every N steps (and at the end)
     eval_every: int  # held-out evaluation every N steps (and at the end)
@@ -111,20 +113,24 @@ class Progress:
 
 def train(module, optimizer, streams, eval_batches, settings: LoopSettings, progress: Progress, *,
           dist: Distributed, device: torch.device, save=None, log: MetricsLog, baselines: dict | None = None,
-          amp: Precision | None = None) -> dict:
+          amp: Precision | None = None, behind: BehindWarning | None = None) -> dict:
     """Run optimizer steps until `settings.steps` (or the `--budget` deadline); return the
     last logged record. `streams`: one batch iterator per micro-step. `save(progress)`
     writes a checkpoint (None: the run keeps none, as fine-tuning). `baselines`: the
     held-out accuracies of the unigram and neighbour-count guesses (data/baselines.py),
-    logged once at step 0, shown beside the model's and used by the plateau warning.
-    `amp`: the run's --precision (its loss scale goes into checkpoints), else made here."""
+    logged once at step 0 and shown beside the model's. `amp`: the run's --precision (its
+    loss scale goes into checkpoints), else made here. `behind`: the run's check against its
+    variant's default band (report.py); by default the plateau check alone."""
     # DDP under torchrun (the module itself in one process); some modules leave a parameter unused
     model = dist.wrap(module, device, find_unused_parameters=getattr(module, "unused_parameters", False))
     amp = amp or Precision.of(settings.precision, device)  # --precision: autocast, and loss scaling for fp16
     window, record, baselines = Window(), {}, baselines or {}
-    plateau = PlateauWarning(baselines)
+    behind = behind or BehindWarning(baselines)
     if progress.step == 0 and eval_batches is not None:  # where learning starts from
-        log.write({"step": 0, "elapsed_s": 0.0, **baselines, **evaluate(module, eval_batches, settings, device, amp)})
+        record = {"step": 0, "elapsed_s": 0.0, **baselines, **evaluate(module, eval_batches, settings, device, amp)}
+        log.write(record)
+        if dist.is_main:
+            print(evaluation_line(record, baselines), flush=True)
     unit, total = ("step", settings.steps) if settings.budget_seconds is None else ("s", round(settings.budget_seconds))
     started, elapsed_before = time.perf_counter(), progress.elapsed
     model.train()  # evaluate() switches back to training mode after each evaluation
@@ -155,10 +161,12 @@ def train(module, optimizer, streams, eval_batches, settings: LoopSettings, prog
                           "skipped_steps": progress.skipped_steps}
                 if evaluate_now and eval_batches is not None:
                     record.update(evaluate(module, eval_batches, settings, device, amp))
-                    plateau.check(record, done / position[1])
+                    if dist.is_main:
+                        bar.write(evaluation_line(record, baselines))  # above the bar: the curve stays on screen
+                    behind.check(record, done / position[1])
                 if dist.is_main:
                     log.write(record)
-                    bar.set_postfix(postfix(record, baselines))
+                    bar.set_postfix(postfix(record))
             if save is not None and (step % settings.save_every == 0 or last):
                 save(progress)
                 progress.saved_step = step
@@ -234,44 +242,10 @@ def nonfinite_loss(progress: Progress, settings: LoopSettings, resumable: bool) 
     )
 
 
-def postfix(record: dict, baselines: dict) -> dict[str, str]:
-    """The progress bar's numbers: training loss, throughput and the latest held-out
-    accuracy, beside what the unigram and neighbour-count guesses score on the same positions."""
-    shown = {"loss": f"{record.get('loss', math.nan):.3f}", "tok_s": f"{record['tokens_per_s']:.0f}"}
-    if "eval_mlm_accuracy" in record:
-        shown["mlm_acc"] = f"{record['eval_mlm_accuracy']:.3f}" + (
-            f" (unigram {baselines['baseline_unigram_accuracy']:.3f}, neighbours {baselines['baseline_neighbour_accuracy']:.3f})"
-            if baselines else "")
-    if "eval_rtd_auc" in record:
-        shown["rtd_auc"] = f"{record['eval_rtd_auc']:.3f}"
-    return shown
-
-
-class PlateauWarning:
-    """Warn once when a run is still at the unigram plateau late in its steps or budget.
-
-    Held-out MLM accuracy within 1.5× of always guessing the most frequent token, past half
-    of the run, means the model has learned token frequencies and little else; the
-    academic-budget BERT recipe kills such runs early rather than spend the rest of the
-    budget on them.
-    """
-
-    LATE = 0.5  # share of the run after which the check applies
-    MARGIN = 1.5  # "at the plateau": accuracy below this multiple of the unigram guess
-
-    def __init__(self, baselines: dict):
-        self.unigram = baselines.get("baseline_unigram_accuracy")
-        self.warned = False
-
-    def check(self, record: dict, fraction: float) -> None:
-        accuracy = record.get("eval_mlm_accuracy")
-        if self.warned or self.unigram is None or accuracy is None or fraction < self.LATE:
-            return
-        if accuracy < self.MARGIN * self.unigram:
-            self.warned = True
-            warn(f"step {record['step']}, {fraction:.0%} of the run: held-out MLM accuracy {accuracy:.3f} is still at the "
-                 f"unigram plateau (always guessing the most frequent token scores {self.unigram:.3f}); the model has "
-                 f"learned token frequencies only. Try a lower --lr or more --warmup (docs/training.md: Time to quality)")
+def postfix(record: dict) -> dict[str, str]:
+    """The progress bar's numbers: the training loss and throughput (held-out evaluations
+    print a line of their own above the bar)."""
+    return {"loss": f"{record.get('loss', math.nan):.3f}", "tok_s": f"{record['tokens_per_s']:.0f}"}
 
 
 @torch.no_grad()
@@ -279,15 +253,15 @@ def evaluate(module, batches, settings: LoopSettings, device: torch.device, amp:
     """Mean metrics over the first `eval_batches` held-out batches, as `eval_*`.
 
     The same batches every time, and random draws (ELECTRA's samples) from a generator
-    seeded for evaluation, so numbers are comparable across steps and evaluation does not
-    change the training run's own random stream.
+    seeded for evaluation alone (EVAL_SEED, not the run's --seed), so numbers are comparable
+    across steps and across runs, and evaluation does not change the run's own random stream.
     """
     amp = amp or Precision.of(settings.precision, device)
     module.eval()
     sums: dict[str, float] = {}
     count = 0
     with torch.random.fork_rng(devices=[device.index] if device.type == "cuda" else []):
-        torch.manual_seed(settings.seed)
+        torch.manual_seed(EVAL_SEED)
         for batch in itertools.islice(batches, settings.eval_batches):
             batch = {name: tensor.to(device) for name, tensor in batch.items()}
             with amp.autocast:

@@ -16,10 +16,11 @@ whether the micro-steps run one after another or side by side on several process
 
 from __future__ import annotations
 
+import errno
 import itertools
 import json
 import os
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import torch
@@ -28,7 +29,9 @@ from ..config import ModelConfig
 from ..data import build_pretraining_data
 from ..data.baselines import mlm_baselines
 from ..data.corpus import corpus_files
-from ..data.pipeline import STATIC_DUPE_FACTOR
+from ..data.cache import DEFAULT_DATA_DIR
+from ..data.cost import size
+from ..data.pipeline import STATIC_DUPE_FACTOR, plan_corpus
 from ..operations.files import read_json_object, write_atomic
 from ..interop.huggingface import from_pretrained, save_pretrained
 from ..variants import Variant, build_pretrainer, get_variant, run_architecture, with_layout
@@ -42,12 +45,12 @@ from .metrics import MetricsLog
 
 from ..operations.outdir import GENERATOR_DIR, OutputDir
 from ..operations.precision import Precision, resolve as resolve_precision
+from .curves import RunPicture
+from .report import BehindWarning, band_for, differences
 from .resolved import describe_run
-from .settings import Settings
+from .settings import OPERATIONAL, Settings
 from ..operations.state import load_trainable_state, rng_state, seed_everything, set_rng_state, trainable_state
 
-# Settings that may change between a run and its --resume without changing its result.
-OPERATIONAL = ("device", "threads", "out", "cache_dir", "eval_every", "eval_batches", "log_every", "save_every", "keep")
 TEACHER_HINT = "train one first with `python train.py --variant bert --out checkpoints/bert`, then pass --teacher checkpoints/bert"
 
 
@@ -77,6 +80,13 @@ def pretrain(settings: Settings, model_overrides: dict | None = None, *, resume:
     try:
         device = dist.device(settings.device)
         resolve_precision(settings.precision, device)  # fp16 on a CPU fails now, before the data is built
+        if settings.data:  # a corpus of one's own: what it will cost, before anything is written
+            plan = plan_corpus(settings.data, vocab_size=model_overrides.get("vocab_size", variant.model["vocab_size"]),
+                               masking=settings.masking, dupe_factor=dupe_factor(settings), mask_prob=settings.mask_prob,
+                               data_dir=cache_dir(settings), tokenizer_dir=tokenizer_source(variant, settings, start))
+            if dist.is_main:
+                print(plan.line(), flush=True)
+            plan.check_room(cache_dir(settings))
         out = OutputDir(settings.out, resume=resume, overwrite=overwrite) if dist.is_main else nullcontext()
         with out:
             dist.barrier()  # the other processes wait until rank 0 holds OUT
@@ -112,7 +122,7 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
     teacher = load_teacher(settings.teacher, settings.seq_len) if variant.needs_teacher else None
 
     vocab_size = model_overrides.get("vocab_size", variant.model["vocab_size"])  # a new tokenizer's
-    tokenizer_dir = Path(settings.teacher) if teacher else start.directory if start else out  # where the vocabulary comes from
+    tokenizer_dir = tokenizer_source(variant, settings, start)
     shards, eval_batches, tokenizer, baselines = build_batches(settings, dist, tokenizer_dir, vocab_size)
     config = start.config if start else run_architecture(variant, settings, model_overrides, vocab_size=tokenizer.vocab_size,
                                                      pad_token_id=tokenizer.pad_id, teacher=teacher.config if teacher else None)
@@ -146,24 +156,48 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
         if tokenizer_dir != out:
             tokenizer.save(out)  # a teacher's or --init's vocabulary: keep it beside the model that reads it
 
+    # held against the variant's default run where it was measured as that one was (report.py)
+    changed = differences(variant, settings, model_overrides)
+    band, no_band = band_for(variant, settings, model_overrides, config.vocab_size)
+    if dist.is_main and no_band:
+        print(f"no default band to hold this run against: {no_band}", flush=True)
+    picture = RunPicture(out, f"python train.py --variant {variant.name} {' '.join(changed)}".strip())
+
     def save(progress: Progress) -> None:
         mine = {"rng": rng_state(), "data": [shard.state_dict() for shard in shards]}
         ranks = dist.gather(mine)
         if dist.is_main:
-            checkpoints.save(progress.step, training_state(progress, pretrainer, optimizer, amp, ranks))
-            save_pretrained(pretrainer.model, out)  # the kept model, loadable with from_pretrained(OUT)
-            if "rtd" in pretrainer.objectives:  # ELECTRA's generator too, so that a later run can --init-generator it
-                save_pretrained(pretrainer.objectives["rtd"].generator, out / GENERATOR_DIR, tokenizer=tokenizer)
+            with disk_full_is_one_line(progress, checkpoints, pretrainer):
+                checkpoints.save(progress.step, training_state(progress, pretrainer, optimizer, amp, ranks))
+                save_pretrained(pretrainer.model, out)  # the kept model, loadable with from_pretrained(OUT)
+                if "rtd" in pretrainer.objectives:  # ELECTRA's generator too, so that a later run can --init-generator it
+                    save_pretrained(pretrainer.objectives["rtd"].generator, out / GENERATOR_DIR, tokenizer=tokenizer)
+                picture.draw()  # OUT/curves.png, from metrics.jsonl
 
     streams = [iter(shard) for shard in shards]
     last = train(pretrainer, optimizer, streams, eval_batches, loop, progress, dist=dist, device=device, save=save, log=log,
-                 baselines=baselines, amp=amp)
+                 baselines=baselines, amp=amp, behind=BehindWarning(baselines, band, changed))
     if dist.is_main:
         scores = ", ".join(f"{k} {v:.3f}" for k, v in {**last, **baselines}.items()
                            if k.startswith(("eval_", "baseline_")) and k.endswith(("accuracy", "auc")))
         print(f"done: {variant.name}, {progress.step} steps in {progress.elapsed:.0f}s{f' ({scores})' if scores else ''}; "
               f"load it with minibert.from_pretrained({str(out)!r}, head={variant.head!r})", flush=True)
     return out
+
+
+def tokenizer_source(variant: Variant, settings: Settings, start: Start | None) -> Path:
+    """Where the run's vocabulary comes from: the teacher's (DistilBERT), the --init checkpoint's,
+    or OUT (trained on the corpus and saved there, or found there on --resume)."""
+    return Path(settings.teacher) if variant.needs_teacher else start.directory if start else Path(settings.out)
+
+
+def cache_dir(settings: Settings) -> Path:
+    return Path(settings.cache_dir) if settings.cache_dir else DEFAULT_DATA_DIR
+
+
+def dupe_factor(settings: Settings) -> int:
+    """Differently-masked copies of the corpus: --dupe-factor, or BERT's 10 under static masking."""
+    return settings.dupe_factor or (STATIC_DUPE_FACTOR if settings.masking == "static" else 1)
 
 
 def default_threads(config) -> int:
@@ -185,10 +219,8 @@ def build_batches(settings: Settings, dist: Distributed, tokenizer_dir: Path, vo
     """
     streams_total = dist.world_size * settings.grad_accum
     common = dict(
-        tokenizer_dir=tokenizer_dir, vocab_size=vocab_size,
-        **({"data_dir": settings.cache_dir} if settings.cache_dir else {}),
-        seq_len=settings.seq_len, layout=settings.layout, masking=settings.masking,
-        dupe_factor=settings.dupe_factor or (STATIC_DUPE_FACTOR if settings.masking == "static" else 1),
+        tokenizer_dir=tokenizer_dir, vocab_size=vocab_size, data_dir=cache_dir(settings),
+        seq_len=settings.seq_len, layout=settings.layout, masking=settings.masking, dupe_factor=dupe_factor(settings),
         mask_prob=settings.mask_prob, replace_probs=tuple(settings.replace_probs), whole_word=settings.whole_word,
         max_span=settings.max_span, short_seq_prob=settings.short_seq_prob, seed=settings.seed,
         batch_size=settings.batch_size // streams_total,
@@ -208,6 +240,29 @@ def build_batches(settings: Settings, dist: Distributed, tokenizer_dir: Path, vo
             baselines = mlm_baselines(whole.baseline_counts(), itertools.islice(eval_batches, settings.eval_batches),
                                       unknown_ids=whole.tokenizer.special_ids)
     return [shard.train for shard in shards], eval_batches, first.tokenizer, baselines
+
+
+@contextmanager
+def disk_full_is_one_line(progress: Progress, checkpoints: Checkpoints, pretrainer):
+    """A save that meets a full disk ends the run in one line: the step it could not save, what
+    a checkpoint takes, and the last good one to --resume from (every write is atomic, so the
+    earlier checkpoints and the kept model are intact)."""
+    try:
+        yield
+    except Exception as error:  # OSError, or safetensors' own error around one
+        if getattr(error, "errno", None) != errno.ENOSPC and "No space left on device" not in str(error):
+            raise
+        saved = checkpoints.steps()
+        # weights and AdamW's two moments in the checkpoint, the weights again as the kept model
+        needs = folder_bytes(saved[0]) if saved else 16 * sum(p.numel() for p in pretrainer.parameters() if p.requires_grad)
+        last = f"the last good one is {saved[0]}: free some space and rerun with --resume" if saved else \
+            "none was saved yet: free some space and run again"
+        raise TrainingError(f"no space left on the disk while saving step {progress.step} (a checkpoint takes about "
+                            f"{size(needs)}); {last}") from None
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
 
 
 def training_state(progress: Progress, pretrainer, optimizer, amp: Precision, ranks: list) -> dict:

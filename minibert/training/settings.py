@@ -30,6 +30,9 @@ from ..objectives.rtd import RTD_TOKENS
 from ..operations.precision import PRECISIONS
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
+# Settings that say how a run is carried out, not what it computes: they may change between a run
+# and its --resume, and they are no difference from a variant's default run.
+OPERATIONAL = ("device", "threads", "out", "cache_dir", "eval_every", "eval_batches", "log_every", "save_every", "keep")
 
 # The default runs' encoder: BERT-Tiny's shape (2 layers of width 128, Turc et al. 2019) and an
 # 8k SentencePiece vocabulary, with what makes it learn context within minutes on a CPU

@@ -1,0 +1,78 @@
+"""What a corpus of one's own will cost, said before any of the work starts.
+
+A run with `--data` trains a vocabulary on the corpus, tokenizes all of it into flat arrays
+(storage.py) and lays the examples out (examples.py), each cached on disk. Before that begins,
+`python train.py` prints one line — the corpus size, about how many tokens, the disk the
+arrays need against the free disk, and about how long the work takes — and refuses, in one
+line and before anything is written, a corpus the disk cannot hold.
+
+The figures are estimates from one corpus and one machine, and the line says so: measured
+with bench/data_build.py on WikiText-2's train split (10.8 MB of English, an 8,000-piece
+SentencePiece unigram vocabulary, this project's 2-core machine under load, 2026-12-02):
+2,924,799 tokens (3.69 bytes of text per token); the vocabulary trained in 12.8 s; one worker
+tokenized 4.4 MB of text a second; the token arrays took 2.21 bytes per token.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+BYTES_PER_TOKEN = 3.69  # text bytes per token (other languages and vocabularies differ)
+TOKENIZER_SECONDS = 13.0  # SentencePiece on its sample of at most 50,000 sentences: about constant
+BUILD_BYTES_PER_SECOND = 4.4e6  # text tokenized per second by one worker process
+ARRAY_BYTES_PER_TOKEN = 2.21  # tokens.bin (uint16 below 65,536 pieces) and the offsets
+EXAMPLE_BYTES_PER_TOKEN = 3.3  # examples: ids (2 bytes) and segment ids (1) per position, padding and pairs' repeats
+MARGIN = 1.2  # room asked for beyond the estimate
+
+
+@dataclass
+class CorpusCost:
+    files: int
+    text_bytes: int
+    tokens: float
+    disk_bytes: float  # what the token arrays, examples and static masks need
+    free_bytes: int  # on the disk that holds the cache
+    seconds: float
+    cached: bool  # the corpus was tokenized before: nothing to build
+
+    def line(self) -> str:
+        if self.cached:
+            return (f"corpus: {size(self.text_bytes)} in {self.files} file(s), tokenized before: its arrays are in the cache")
+        return (f"corpus: {size(self.text_bytes)} in {self.files} file(s), about {self.tokens / 1e6:.1f}M tokens; the token "
+                f"arrays and examples need about {size(self.disk_bytes)} of disk ({size(self.free_bytes)} free) and about "
+                f"{duration(self.seconds)} to build (estimates from WikiText-2's figures, minibert/data/cost.py)")
+
+    def check_room(self, cache: Path) -> None:
+        """A corpus the disk cannot hold: one line, before anything is written."""
+        if not self.cached and self.disk_bytes * MARGIN > self.free_bytes:
+            raise ValueError(f"the corpus needs about {size(self.disk_bytes * MARGIN)} of disk for its token arrays and "
+                             f"examples, and {cache} has {size(self.free_bytes)} free; free some space or pass --cache-dir "
+                             f"on a larger disk")
+
+
+def corpus_cost(files: list[Path], cache: Path, *, token_bytes: int, static_copies: int, mask_prob: float, workers: int,
+                cached: bool) -> CorpusCost:
+    """The estimate for these files, cached in `cache` (its nearest existing folder's disk)."""
+    text = sum(f.stat().st_size for f in files)
+    tokens = text / BYTES_PER_TOKEN
+    per_token = ARRAY_BYTES_PER_TOKEN + (token_bytes - 2) + EXAMPLE_BYTES_PER_TOKEN + static_copies * mask_prob * (2 + token_bytes)
+    existing = next(p for p in (cache, *cache.parents) if p.exists())
+    seconds = TOKENIZER_SECONDS + text / (BUILD_BYTES_PER_SECOND * max(1, workers))
+    return CorpusCost(len(files), text, tokens, tokens * per_token, shutil.disk_usage(existing).free, seconds, cached)
+
+
+def size(count: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count:.0f} bytes"
+
+
+def duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
