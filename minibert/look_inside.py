@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from .interop.huggingface import from_pretrained
-from .pictures import picture_path, pyplot
+from .pictures import picture_path, pyplot, save_figure
 from .tokenizers import load_tokenizer
 
 
@@ -57,9 +57,4 @@ def draw_attention(tokens: list[str], probs: torch.Tensor, out: str | Path, laye
         ax.set_xlabel("key (attended to)")
         ax.set_title(f"layer {layer}, head {h}", fontsize=9)
     axes[0][0].set_ylabel("query (attending)")
-    if title:
-        figure.suptitle(title, fontsize=9)
-    figure.tight_layout()
-    figure.savefig(out, dpi=80)
-    plt.close(figure)
-    return out
+    return save_figure(plt, figure, out, title, dpi=80)

@@ -36,3 +36,13 @@ def picture_path(out: str | Path) -> Path:
     if not out.parent.is_dir():
         raise FileNotFoundError(f"--out {out}: the folder {out.parent} does not exist; create it or choose another path")
     return out
+
+
+def save_figure(plt, figure, out: Path, title: str | None = None, dpi: int = 90) -> Path:
+    """Title the figure, lay it out, write it to `out` and free it."""
+    if title:
+        figure.suptitle(title, fontsize=9)
+    figure.tight_layout()
+    figure.savefig(out, dpi=dpi)
+    plt.close(figure)
+    return out

@@ -65,7 +65,7 @@ def test_reading_streams(tmp_path):
         ("blank.txt", b" \n\n  \n", ValueError, "contains no text"),
         ("binary.txt", b"ok\nab\x00cd", ValueError, r"looks binary \(NUL byte at byte offset 5\)"),
         ("latin1.txt", "caf\xe9 ok".encode("latin-1"), ValueError, "not valid UTF-8 at byte offset 3"),
-        ("bad.jsonl", b'{"text": "fine"}\n{"text": broken}\n', ValueError, "line 2: not valid JSON"),
+        ("bad.jsonl", b'{"text": "fine"}\n{"text": broken}\n', ValueError, "line 2 is not valid JSON"),
         ("field.jsonl", b'{"body": "no text field"}\n', ValueError, 'line 1: expected an object with a "text"'),
         ("data.csv", b"a,b\n", ValueError, "only .txt and .jsonl"),
     ],

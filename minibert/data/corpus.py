@@ -23,12 +23,11 @@ corpus of any size streams through without ever being held in memory.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence, Union
 
-from ..operations.files import hash_file
+from ..operations.files import hash_file, parse_json_object
 
 PathLike = Union[str, Path]
 CORPUS_SUFFIXES = (".txt", ".jsonl")
@@ -117,15 +116,8 @@ def json_objects(path: Path, lines: Iterable[str]) -> Iterator[tuple[int, dict]]
     """(line number, object) for each non-blank line of a JSON Lines file; a line that is not
     one JSON object fails with its file and line number. Shared by corpus and task files."""
     for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path} line {number}: not valid JSON ({error.msg}); write one JSON object per line") from None
-        if not isinstance(record, dict):
-            raise ValueError(f"{path} line {number}: expected a JSON object, got {type(record).__name__}")
-        yield number, record
+        if line.strip():
+            yield number, parse_json_object(line, f"{path} line {number}", "write one JSON object per line")
 
 
 def _read_jsonl(path: Path) -> Iterator[list[str]]:

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 from ..operations.files import read_json_object
-from ..pictures import INSTALL, MissingMatplotlib, picture_path, pyplot
+from ..pictures import INSTALL, MissingMatplotlib, picture_path, pyplot, save_figure
 from ..variants import get_variant
 from .report import Band, band_for, default_bands
 from .settings import Settings
@@ -99,12 +99,7 @@ def draw_curves(runs: list[Path], out: str | Path, metrics: list[str] | None = N
         ax.legend(fontsize=7)
     for ax in axes.flat[len(names):]:
         ax.axis("off")
-    if title:
-        figure.suptitle(title, fontsize=9)
-    figure.tight_layout()
-    figure.savefig(out, dpi=90)
-    plt.close(figure)
-    return out
+    return save_figure(plt, figure, out, title)
 
 
 def shade(ax, band: Band) -> None:
