@@ -131,13 +131,11 @@ def markdown(records: list[dict], extra_header: list[str] = (), extras: list[lis
 
 
 def summary(records: list[dict], seconds: float) -> str:
-    import triton
-
     bad = [r for r in records if offline_compile.problems(r)]
     spilling = sum(1 for r in records if "error" not in r and (r["local_loads"] or r["local_stores"]))
     failed = sum(1 for r in records if "error" in r)
-    return (f"{len(records)} compiles in {seconds:.0f} s, triton {triton.__version__}, "
-            f"{datetime.date.today():%Y-%m-%d}: {len(records) - len(bad)} ok, {spilling} spill, "
+    return (f"{len(records)} compiles in {seconds:.0f} s on {datetime.date.today():%Y-%m-%d} with "
+            f"{offline_compile.toolchain()}: {len(records) - len(bad)} ok, {spilling} spill, "
             f"{failed} do not compile, {len(bad)} with any problem.")
 
 
@@ -183,7 +181,9 @@ def main(argv=None) -> int:
     if args.json:
         import triton
 
-        args.json.write_text(json.dumps({"triton": triton.__version__, "seconds": seconds, "records": records}, indent=1) + "\n")
+        report = {"triton": triton.__version__, "toolchain": offline_compile.toolchain(), "seconds": seconds,
+                  "records": records}
+        args.json.write_text(json.dumps(report, indent=1) + "\n")
     return 1 if any(offline_compile.problems(r) for r in records) else 0
 
 

@@ -120,8 +120,8 @@ def compiled(tmp_path_factory):
 
 
 def describe(report, record):
-    return (f"{record['kernel']} sm_{record['arch']} {record['candidate']} compiled with triton {report['triton']} "
-            f"(verdicts recorded with {VERDICTS_RECORDED_WITH_TRITON}; a changed verdict is a finding to fix)")
+    return (f"{record['kernel']} sm_{record['arch']} {record['candidate']} compiled with {report['toolchain']} "
+            f"(verdicts recorded with triton {VERDICTS_RECORDED_WITH_TRITON}; a changed verdict is a finding to fix)")
 
 
 @pytest.mark.slow
@@ -130,7 +130,7 @@ def test_every_candidate_at_the_worst_case_point_compiles_without_spilling_on_th
     from minibert.kernels import offline_compile
 
     report, result = compiled
-    record_property("triton", report["triton"])  # in the JUnit report beside the verdict
+    record_property("toolchain", report["toolchain"])  # in the JUnit report beside the verdict
     found = [f"{describe(report, r)}: {'; '.join(offline_compile.problems(r))}" for r in report["records"]
              if offline_compile.problems(r)]
     assert not found, "\n".join(found)

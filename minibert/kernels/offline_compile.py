@@ -92,6 +92,16 @@ def tools_missing() -> str | None:
     return None
 
 
+def toolchain() -> str:
+    """The versions that decide the verdicts: triton, and the ptxas it runs for each target
+    (triton 3.9 compiles sm_90 with its newer "ptxas-blackwell")."""
+    import triton
+    from triton import knobs
+
+    return (f"triton {triton.__version__}, ptxas {knobs.nvidia.ptxas.version} (sm_80) and "
+            f"{knobs.nvidia.ptxas_blackwell.version} (sm_90)")
+
+
 def _kernels():
     """The module of `@triton.jit` kernels, compiled (not interpreted)."""
     import triton
