@@ -153,6 +153,8 @@ def parse_args(argv):
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs must be at least 1, got {args.jobs}")
+    if args.json and not args.json.parent.is_dir():
+        parser.error(f"--json {args.json}: its folder does not exist; create it or write the file elsewhere")
     filters = (args.kernel, args.arch, args.dtype, args.head_dim, args.dropout)
     if args.worst_case and any(filters):
         parser.error("--worst-case chooses its own points; drop --kernel/--arch/--dtype/--head-dim/--dropout")
