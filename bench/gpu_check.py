@@ -1,6 +1,6 @@
 """Everything worth knowing from one short session on a lent GPU, in one command.
 
-    python bench/gpu_check.py --out gpu-check            # ≈ 8 minutes at most on an H100/H200-class GPU
+    python bench/gpu_check.py --out gpu-check            # ≈ 11 minutes at most on an H100/H200-class GPU
     python bench/gpu_check.py --out /tmp/x --dry-run     # tiny shapes on the CPU, about a minute
     python bench/gpu_check.py --out gpu-check --only kernel,attention
 
@@ -9,6 +9,7 @@ reported (FAILED, with the last lines of its output) and the others still run:
 
     environment   GPU, torch, triton, CUDA versions, bf16 support, the card's dense bf16 peak
     kernel        the Triton kernel compiled on CUDA vs the float64 reference, forward and dq/dk/dv
+    candidates    each autotuning candidate's measured time beside its compile facts (docs/gpu.md's table)
     attention     bench/attention.py's table: ours vs SDPA flash (unpadded) vs SDPA with a mask
     end_to_end    training tokens/s and MFU at BERT-base shape: minibert triton / sdpa vs transformers
     train_run     python train.py --variant electra --device cuda, interrupted and --resume'd
@@ -44,12 +45,13 @@ class Step:
 STEPS = [
     Step("environment", 30, ["bench/gpu_check_steps.py", "environment"]),
     Step("kernel", 90, ["bench/gpu_check_steps.py", "kernel"]),
+    Step("candidates", 200, ["bench/gpu_check_candidates.py"]),
     Step("attention", 100, ["bench/attention.py"]),
     Step("end_to_end", 100, ["bench/gpu_check_steps.py", "end_to_end"]),
     Step("train_run", 160, ["bench/gpu_check_train.py"]),
-]  # 480 s if every step ran to its limit
+]  # 680 s if every step ran to its limit
 DRY_RUN_LIMIT_S = 120
-WRITES_OWN_JSON = ("environment", "kernel", "end_to_end", "train_run")  # they take --out
+WRITES_OWN_JSON = ("environment", "kernel", "candidates", "end_to_end", "train_run")  # they take --out
 
 
 def run_step(step: Step, out: Path, dry_run: bool) -> dict:

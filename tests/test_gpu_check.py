@@ -23,8 +23,21 @@ def test_dry_run_reports_every_step_and_none_failed(tmp_path):
     for step in gpu_check.STEPS:
         assert f"## {step.name} — passed" in summary and f"## {step.name} — passed" in result.stdout  # printed as it goes
         assert (tmp_path / f"{step.name}.log").is_file() and (tmp_path / f"{step.name}.md").read_text().strip()
-    for table_word in ("| torch |", "worst error / allowed", "SDPA + mask", "tokens/s", "resumed run continued from a checkpoint"):
+    for table_word in ("| torch |", "worst error / allowed", "ms (autotuner)", "tensor-core instr.", "SDPA + mask",
+                       "tokens/s", "resumed run continued from a checkpoint"):
         assert table_word in summary
+
+
+def test_candidate_times_sit_beside_their_own_compile_row():
+    import gpu_check_candidates as candidates
+
+    record = {"kernel": "forward", "dtype": "bf16", "head_dim": 64, "dropout": True, "candidate": [128, 64, 8, 3]}
+    measured = {"times": {("forward", (128, 64, 8, 3)): 0.5, ("forward", (64, 64, 4, 3)): 0.25},
+                "picks": {"forward": (64, 64, 4, 3)}}
+    assert candidates.timing_cells(record, {("bf16", 64, True): measured}) == ["0.500", ""]
+    assert candidates.timing_cells({**record, "candidate": [64, 64, 4, 3]}, {("bf16", 64, True): measured}) == ["0.250", "picked"]
+    assert candidates.timing_cells(record, {("bf16", 64, False): measured}) == ["-", "-"]  # another key: not timed
+    assert candidates.timing_cells(record, {("bf16", 64, True): {"error": "RuntimeError: out of memory"}})[0] == "FAILED"
 
 
 def test_a_failing_step_is_reported_with_its_last_lines(tmp_path):

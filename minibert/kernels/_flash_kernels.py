@@ -50,8 +50,12 @@ The softmax normaliser l uses the undropped P; kept entries are scaled by 1 / (1
 dS formula above still holds with delta = dO . O because O is computed from the dropped P.
 """
 
+import functools
+
 import triton
 import triton.language as tl
+
+from . import candidates as tuning
 
 # The CPU interpreter's tl.dot multiplies bfloat16 bit patterns as integers
 # (triton-lang/triton#11584, "not supported yet"); under it we upcast bfloat16 operands to
@@ -59,17 +63,18 @@ import triton.language as tl
 INTERPRETED = tl.constexpr(triton.knobs.runtime.interpret)
 
 
-def _tuning(candidates):
-    """Autotune over (BLOCK_M, BLOCK_N, num_warps, num_stages) candidates, re-tuned per head_dim,
-    power-of-two bucket of max_seqlen, dropout and dtypes. Tiles too big for a GPU's shared
-    memory cannot launch and are skipped by the autotuner. The interpreter gets one small,
-    deliberately unequal tile pair so that short test sequences still span several blocks."""
+def _tuning(kernel):
+    """Autotune over `candidates.py`'s (BLOCK_M, BLOCK_N, num_warps, num_stages) for `kernel`,
+    re-tuned per head_dim, power-of-two bucket of max_seqlen, dropout, product precision and
+    dtypes; each launch chooses only among its key's candidates (`candidates.prune`), which were
+    compiled for sm_80 and sm_90 without spilling. The interpreter gets one small, deliberately
+    unequal tile pair so that short test sequences still span several blocks."""
+    key = ["HEAD_DIM", "seqlen_bucket", "HAS_DROPOUT", "PRECISION"]
     if triton.knobs.runtime.interpret:
-        configs = [triton.Config({"BLOCK_M": 16, "BLOCK_N": 32})]
-    else:
-        configs = [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
-                   for m, n, w, s in candidates]
-    return triton.autotune(configs, key=["HEAD_DIM", "seqlen_bucket", "HAS_DROPOUT"])
+        return triton.autotune([triton.Config({"BLOCK_M": 16, "BLOCK_N": 32})], key=key)
+    configs = [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
+               for m, n, w, s in tuning.all_candidates(kernel)]
+    return triton.autotune(configs, key=key, prune_configs_by={"early_config_prune": functools.partial(tuning.prune, kernel)})
 
 
 # Integers that change from batch to batch and need no compile-time specialisation.
@@ -117,7 +122,7 @@ def _store_tile(base, rows, stride_t, dims, value, mask):
     tl.store(base + rows[:, None] * stride_t + dims[None, :], value.to(base.dtype.element_ty), mask=mask)
 
 
-@_tuning([(128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 2), (64, 64, 4, 3), (64, 32, 4, 2)])
+@_tuning("forward")
 @triton.jit(do_not_specialize=_RUNTIME_INTS)
 def forward_kernel(
     Q, K, V, O, LSE, cu_seqlens, seed,
@@ -179,7 +184,7 @@ def delta_kernel(O, DO, DELTA, stride_ot, stride_oh, stride_dot, stride_doh, tot
     tl.store(DELTA + head * total_tokens + first + rows, delta, mask=first + rows < total_tokens)
 
 
-@_tuning([(32, 128, 4, 3), (64, 128, 8, 2), (32, 64, 4, 3), (64, 64, 4, 2), (16, 64, 4, 1)])
+@_tuning("backward_dkdv")
 @triton.jit(do_not_specialize=_RUNTIME_INTS)
 def backward_dkdv_kernel(
     Q, K, V, DO, LSE, DELTA, DK, DV, cu_seqlens, seed,
@@ -232,7 +237,7 @@ def backward_dkdv_kernel(
     _store_tile(DV + grad_base, cols, stride_gt, dims, dv, kv_mask)
 
 
-@_tuning([(128, 32, 4, 3), (128, 64, 8, 2), (64, 64, 4, 3), (64, 32, 4, 2), (32, 16, 4, 1)])
+@_tuning("backward_dq")
 @triton.jit(do_not_specialize=_RUNTIME_INTS)
 def backward_dq_kernel(
     Q, K, V, DO, LSE, DELTA, DQ, cu_seqlens, seed,
