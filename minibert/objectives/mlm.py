@@ -84,19 +84,23 @@ class LinearCrossEntropy(torch.autograd.Function):
     graph, so d loss / d logits = (softmax(logits) − onehot(targets)) / N is known as soon as
     the loss is: computed right away and folded into the gradients of the features, the
     decoder weight and the bias, the logits' gradient never reaches autograd, and backward()
-    only scales the three. The price: memory for those three between forward and backward,
-    and their work done even if backward() never comes (only when an input needs a gradient).
-    Measured against the plain way in bench/reference.py.
+    only scales the three; the softmax's exponentials are taken once, for the loss and the
+    gradient both. The price: memory for those three between forward and backward, and their
+    work done even if backward() never comes (only when an input needs a gradient). Measured:
+    forward + backward of the decoder 7–15% faster than the plain way at 300–800 masked rows
+    and 8k–30k words (docs/throughput.md).
     """
 
     @staticmethod
     def forward(ctx, features, weight, bias, targets):
         logits = torch.addmm(bias, features, weight.t())  # [N, V], in the autocast dtype under autocast
         exact = logits.to(torch.promote_types(logits.dtype, torch.float32))  # the softmax in fp32 at least
-        log_total = exact.logsumexp(1, keepdim=True)  # [N, 1]
-        loss = (log_total.squeeze(1) - exact.gather(1, targets[:, None]).squeeze(1)).mean()
+        top = exact.amax(1, keepdim=True)  # [N, 1]
+        probs = (exact - top).exp_()  # exp(logit − max) ≤ 1: no overflow; the one exp pass over [N, V]
+        total = probs.sum(1, keepdim=True)  # [N, 1]
+        loss = ((total.log() + top).squeeze(1) - exact.gather(1, targets[:, None]).squeeze(1)).mean()
         if any(ctx.needs_input_grad[:3]):  # d loss / d logits = (softmax − onehot(targets)) / N, folded in now
-            grad = (exact - log_total).exp_()  # softmax, [N, V]
+            grad = probs.div_(total)  # softmax, [N, V]
             grad[torch.arange(len(targets)), targets] -= 1  # minus the one-hot of the targets
             grad = grad.div_(len(targets)).to(logits.dtype)
             ctx.grads = [(grad @ weight).to(features.dtype), (grad.t() @ features).to(weight.dtype), grad.sum(0).to(bias.dtype)]
