@@ -87,8 +87,8 @@ class LinearCrossEntropy(torch.autograd.Function):
     only scales the three; the softmax's exponentials are taken once, for the loss and the
     gradient both. The price: memory for those three between forward and backward, and their
     work done even if backward() never comes (only when an input needs a gradient). Measured:
-    forward + backward of the decoder 7–15% faster than the plain way at 300–800 masked rows
-    and 8k–30k words (docs/throughput.md).
+    forward + backward of the decoder 7–15% faster than the plain way, for 300–800 rows
+    (the positions chosen for prediction) and 8k–30k words (docs/throughput.md).
     """
 
     @staticmethod
