@@ -20,6 +20,11 @@ from minibert.training.settings import Settings
 from minibert.variants import VARIANTS, build_pretrainer, example_layout, run_objectives, run_architecture, with_layout
 
 
+# ELECTRA's and DistilBERT's recipes, as Settings gives them (the objectives keep no defaults of their own)
+RTD = dict(generator_fraction=0.25, mlm_weight=1.0, rtd_weight=50.0, generator=None, tokens="all")
+KD = dict(temperature=2.0, soft_weight=5.0, mlm_weight=2.0, cosine_weight=1.0, all_tokens=False)
+
+
 def tiny(**changes) -> ModelConfig:
     base = dict(vocab_size=50, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=48, max_positions=16,
                 hidden_dropout=0.0, attention_dropout=0.0)
@@ -102,7 +107,7 @@ def test_gumbel_max_draws_from_the_softmax():
 def test_generator_is_a_quarter_and_shares_embeddings():
     config = tiny(hidden_size=64, embedding_size=16)
     discriminator = ReplacedTokenDetector(config)
-    rtd = ReplacedTokenDetection(discriminator)
+    rtd = ReplacedTokenDetection(discriminator, **RTD)
     generator = rtd.generator
     assert generator.config.hidden_size == 16 and generator.config.num_heads == 1
     assert generator.encoder.embeddings is discriminator.encoder.embeddings
@@ -115,7 +120,7 @@ def test_generator_is_a_quarter_and_shares_embeddings():
 def test_no_discriminator_gradient_reaches_the_generator_through_the_sample():
     torch.manual_seed(0)
     discriminator = ReplacedTokenDetector(tiny(embedding_size=8))
-    rtd = ReplacedTokenDetection(discriminator, mlm_weight=0.0)  # the RTD loss alone
+    rtd = ReplacedTokenDetection(discriminator, **{**RTD, "mlm_weight": 0.0})  # the RTD loss alone
     loss, metrics = rtd(discriminator, make_batch(pair=False))
     loss.backward()
     shared = {id(p) for p in discriminator.parameters()}
@@ -131,7 +136,7 @@ def test_the_detection_loss_reads_every_token_or_only_the_masked_ones(tokens):
     the loss's gradient reaches a token's score exactly when the token is in that set."""
     torch.manual_seed(0)
     discriminator = ReplacedTokenDetector(tiny(embedding_size=8))
-    rtd = ReplacedTokenDetection(discriminator, mlm_weight=0.0, tokens=tokens)
+    rtd = ReplacedTokenDetection(discriminator, **{**RTD, "mlm_weight": 0.0, "tokens": tokens})
     scores = []
 
     def keep(module, args, out):  # the scores, with their gradient kept; returns None: the output is unchanged
@@ -150,12 +155,12 @@ def test_the_detection_loss_reads_every_token_or_only_the_masked_ones(tokens):
 
 def test_an_unknown_detection_token_set_is_a_clear_error():
     with pytest.raises(ValueError, match="tokens must be one of all, masked"):
-        ReplacedTokenDetection(ReplacedTokenDetector(tiny()), tokens="some")
+        ReplacedTokenDetection(ReplacedTokenDetector(tiny()), **{**RTD, "tokens": "some"})
 
 
 def test_electra_state_holds_each_shared_tensor_once():
     discriminator = ReplacedTokenDetector(tiny(embedding_size=8))
-    pretrainer = Pretrainer(discriminator, {"rtd": ReplacedTokenDetection(discriminator)})
+    pretrainer = Pretrainer(discriminator, {"rtd": ReplacedTokenDetection(discriminator, **RTD)})
     state = trainable_state(pretrainer)
     pointers = [t.data_ptr() for t in state.values()]
     assert len(pointers) == len(set(pointers))
@@ -231,7 +236,7 @@ def test_kd_is_zero_when_the_student_is_the_teacher(all_tokens):
     teacher = MaskedLM(tiny())
     student = MaskedLM(student_config(teacher.config, num_layers=2, type_vocab_size=2))
     init_student_from_teacher(student, teacher)
-    kd = KnowledgeDistillation(teacher, all_tokens=all_tokens).train()
+    kd = KnowledgeDistillation(teacher, **{**KD, "all_tokens": all_tokens}).train()
     student.eval()
     batch = make_batch(pair=False)
     loss, metrics = kd(student, batch, student.encoder(batch["input_ids"], batch["attention_mask"]))

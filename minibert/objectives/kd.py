@@ -106,8 +106,8 @@ class KnowledgeDistillation(nn.Module):
     reads_output = True
     reads_pooler = False
 
-    def __init__(self, teacher: MaskedLM, temperature: float = 2.0, soft_weight: float = 5.0,
-                 mlm_weight: float = 2.0, cosine_weight: float = 1.0, all_tokens: bool = False):
+    def __init__(self, teacher: MaskedLM, temperature: float, soft_weight: float, mlm_weight: float,
+                 cosine_weight: float, all_tokens: bool):
         super().__init__()
         self.all_tokens = all_tokens
         self.teacher = teacher.eval().requires_grad_(False)

@@ -80,9 +80,8 @@ class ReplacedTokenDetection(nn.Module):
     reads_output = False  # the discriminator reads the corrupted batch, not the masked one
     reads_pooler = False
 
-    def __init__(self, discriminator: ReplacedTokenDetector, generator_fraction: float = 0.25,
-                 mlm_weight: float = 1.0, rtd_weight: float = 50.0, generator: MaskedLM | None = None,
-                 tokens: str = "all"):
+    def __init__(self, discriminator: ReplacedTokenDetector, generator_fraction: float, mlm_weight: float,
+                 rtd_weight: float, generator: MaskedLM | None, tokens: str):
         super().__init__()
         if tokens not in RTD_TOKENS:
             raise ValueError(f"tokens must be one of {', '.join(RTD_TOKENS)}; got {tokens!r}")
