@@ -8,8 +8,9 @@
 BERT, RoBERTa, ALBERT, DistilBERT and ELECTRA are all this encoder with different
 `ModelConfig` values. Two speed tricks live in `Encoder.forward`, each an `if` with the
 plain way beside it: with `needed`, the last layer runs only at the positions a loss reads
-(`last_layer_at`: for the default runs' 40% masking, about a sixth of the encoder's matmuls
-saved), and a batch that is mostly padding runs on its real tokens only (unpad.py).
+(`last_layer_at`: at the default albert run's 40% masking about a fifth of the encoder's
+matmuls is saved, 15% faster steps measured), and a batch that is mostly padding runs on its
+real tokens only (unpad.py).
 `ModelConfig.reference` (`python train.py --reference`) turns both off, with the naive
 attention: the reference path, for reading and debugging, tested equal to the fast one.
 """
