@@ -4,8 +4,8 @@ A padded batch [B, T] spends every embedding, projection and feed-forward matmul
 padding too. Where padding is heavy (sentence-level batches are often half padding), the
 encoder instead gathers the real tokens once into [tokens, ...], runs every layer on them,
 and scatters the result back into the grid at the end (ModernBERT's and MosaicBERT's
-"unpadding"); `Encoder.forward` decides when (`Encoder.UNPAD_FROM`, measured in
-bench/throughput.py). Where padding is light, as in the default runs, the padded grid is as
+"unpadding"); `Encoder.forward` decides when (`Encoder.UNPAD_FROM`, measured by
+bench/unpad_threshold.py). Where padding is light, as in the default runs, the padded grid is as
 fast and simpler, so the default step never comes here.
 
 Attention is the one layer that needs sequences back: the Triton kernel reads the packed

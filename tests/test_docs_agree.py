@@ -47,3 +47,16 @@ def test_the_n_gram_unit_in_the_prose_is_the_albert_variants():
              if re.search(r"n-gram", line, re.IGNORECASE) and "ALBERT" in line.upper() and "span" in line
              and unit not in line.lower()]
     assert not wrong, f"ALBERT's n-gram masking described without its unit ({unit}s):\n" + "\n".join(wrong)
+
+
+def test_the_reading_order_counts_the_lines_the_files_have():
+    """docs/reading.md's table of the core: each file's line count and the total, as they are."""
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "docs" / "reading.md").read_text()
+    rows = re.findall(r"^\| \d+ \| `(minibert/[^`]+)` \| (\d+) \|", text, re.MULTILINE)
+    assert len(rows) >= 10
+    actual = {path: len((root / path).read_text().splitlines()) for path, _ in rows}
+    wrong = [f"{path}: says {said}, has {actual[path]}" for path, said in rows if int(said) != actual[path]]
+    assert not wrong, "docs/reading.md's line counts are stale:\n" + "\n".join(wrong)
+    total = int(re.search(r"\*\*total\*\* \| \*\*([\d,]+)\*\*", text).group(1).replace(",", ""))
+    assert total == sum(actual.values())
