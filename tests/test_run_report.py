@@ -139,6 +139,14 @@ def test_curves_overlay_runs_with_the_default_band(stored_band, tmp_path):
     assert main_minibert(["curves", *map(str, runs), "--out", str(tmp_path / "two.png"), "--metric", "eval_mlm_accuracy"]) == 0
 
 
+def test_a_run_read_back_from_its_folder_gets_its_band(stored_band, tmp_path):
+    """curves.png holds a finished run against the band from its run.json, where tuples come back as lists."""
+    from minibert.training.curves import run_band
+
+    assert set(run_band(fake_run(tmp_path / "ours", lr=1e-5))) == {"eval_mlm_accuracy"}
+    assert run_band(fake_run(tmp_path / "other-set", max_span=1)) == {}
+
+
 def main_minibert(argv):
     from minibert.__main__ import main as minibert_main
 

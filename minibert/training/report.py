@@ -98,10 +98,15 @@ def differences(variant: Variant, settings, overrides: dict, names: tuple[str, .
     default = dataclasses.asdict(with_layout(variant, variant.default_settings()))
     ignored = () if names else (*OPERATIONAL, "variant", "teacher")
     changed = [f"--{name.replace('_', '-')} {shown(value)}" for name, value in dataclasses.asdict(settings).items()
-               if (names is None or name in names) and name not in ignored and value != default.get(name)]
+               if (names is None or name in names) and name not in ignored and same(value) != same(default.get(name))]
     changed += [f"--{name.replace('_', '-')} {shown(value)}" for name, value in overrides.items()
-                if (names is None or name in names) and value != variant.model.get(name)]
+                if (names is None or name in names) and same(value) != same(variant.model.get(name))]
     return changed
+
+
+def same(value):
+    """A value as compared: a list read back from run.json equals the tuple it was saved from."""
+    return tuple(value) if isinstance(value, list) else value
 
 
 def shown(value) -> str:
