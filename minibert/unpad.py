@@ -5,8 +5,9 @@ padding too. Where padding is heavy (sentence-level batches are often half paddi
 encoder instead gathers the real tokens once into [tokens, ...], runs every layer on them,
 and scatters the result back into the grid at the end (ModernBERT's and MosaicBERT's
 "unpadding"); `Encoder.forward` decides when (`Encoder.UNPAD_FROM`, measured by
-bench/unpad_threshold.py). Where padding is light, as in the default runs, the padded grid is as
-fast and simpler, so the default step never comes here.
+bench/unpad_threshold.py). Where padding is light, as in the default albert run, the padded
+grid is as fast and simpler, so that step never comes here (roberta's and electra's
+full-sentence batches sometimes do).
 
 Attention is the one layer that needs sequences back: the Triton kernel reads the packed
 tokens directly (FlashAttention's "varlen" interface: `cu_seqlens` marks where each sequence
