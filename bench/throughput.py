@@ -14,7 +14,7 @@ MFU (model FLOP utilisation) counts only the FLOPs the math needs — every laye
 tokens only, the vocabulary projection at masked positions only — divided by this machine's
 measured fp32 matmul peak. "Strict MFU" also credits the last layer only with the work a
 loss at the masked positions needs, which minibert exploits: it is the stricter measure of
-how much of the machine goes into necessary arithmetic. Both counts are `minibert.flops`.
+how much of the machine goes into necessary arithmetic. Both counts are `minibert.tools.flops`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import time
 import torch
 
 from minibert import ModelConfig
-from minibert.flops import BatchShape, training_flops
+from minibert.tools.flops import BatchShape, training_flops
 
 SHAPES = {
     "mini": dict(hidden=256, layers=4, heads=4, ffn=1024, vocab=30522, length=128, batch=16),

@@ -4,7 +4,7 @@ Usage: python bench/tokenizer_speed.py [--lines N]
 Learns a RoBERTa-sized vocabulary (up to 50k pieces, with the `tokenizers` library) from
 WikiText-2's training text, or from the default corpus when the shared datasets are absent,
 then tokenizes WikiText-2 valid (or the default corpus's first lines) with, side by side:
-  * ours:   minibert.tokenizers.ByteLevelBPETokenizer (pure Python, `re` + a word cache);
+  * ours:   minibert.interop.tokenizers.ByteLevelBPETokenizer (pure Python, `re` + a word cache);
   * python: transformers 5 has no pure-Python RobertaTokenizer any more; its ClvpTokenizer's
             `_tokenize`, with the English normalizer off, is the same GPT-2 BPE in Python (the
             algorithm of the former slow RobertaTokenizer), on `regex`;
@@ -34,7 +34,7 @@ import tokenizers  # noqa: E402
 import transformers  # noqa: E402
 
 from minibert.data.default_corpus import default_corpus_path  # noqa: E402
-from minibert.tokenizers import ByteLevelBPETokenizer  # noqa: E402
+from minibert.interop.tokenizers import ByteLevelBPETokenizer  # noqa: E402
 from minibert.interop.tokenizers.byte_bpe import pretokenizer  # noqa: E402
 
 DATASETS = REPO.parent / "shared" / "datasets" / "wikitext-2"

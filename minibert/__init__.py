@@ -9,8 +9,9 @@ from .tokenizers import WordPieceTokenizer, load_tokenizer
 from .heads import (ClassifierOutput, MaskedLM, MaskedLMOutput, ReplacedTokenDetector, ReplacedTokenOutput, SequenceClassifier,
                     TokenClassifier, TokenClassifierOutput)
 from .model import Encoder, ModelOutput
-from .interop.huggingface import from_pretrained, save_pretrained
-from .probe import detect_replaced, fill_mask
+from .pretrained import from_pretrained, save_pretrained
+from . import interop  # registers Hugging Face's checkpoint layout and the released tokenizer layouts
+from .tools.probe import detect_replaced, fill_mask
 
 __all__ = ["ModelConfig", "Encoder", "ModelOutput", "MaskedLM", "ReplacedTokenDetector", "SequenceClassifier",
            "TokenClassifier", "MaskedLMOutput", "ReplacedTokenOutput", "ClassifierOutput", "TokenClassifierOutput",

@@ -17,6 +17,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from .operations.old_files import upgrade
+
 SHARE_CHOICES = ("none", "all", "attention", "ffn")
 NORM_CHOICES = ("post", "pre")
 ACTIVATION_CHOICES = ("gelu", "gelu_tanh", "relu", "silu")
@@ -173,9 +175,7 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> "ModelConfig":
-        values = dict(values)
-        if "attention" in values:  # the field's name in configs written before it was renamed
-            values.setdefault("attention_backend", values.pop("attention"))
+        values = upgrade("model config", values)  # names written by earlier versions
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:

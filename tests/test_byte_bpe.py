@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from minibert import fill_mask, from_pretrained, save_pretrained
 from minibert.data.default_corpus import prose_paragraph
 from minibert.finetune.tasks import read_task
-from minibert.tokenizers import ByteLevelBPETokenizer, load_tokenizer
+from minibert.interop.tokenizers import ByteLevelBPETokenizer
+from minibert.tokenizers import load_tokenizer
 from minibert.interop.tokenizers.byte_bpe import byte_to_char, pretokenizer
 from minibert.tokenizers.load import find_layout
 

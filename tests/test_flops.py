@@ -1,4 +1,4 @@
-"""minibert.flops against an independent count: torch's FlopCounterMode, which adds up the
+"""minibert.tools.flops against an independent count: torch's FlopCounterMode, which adds up the
 FLOPs of every matmul the real model dispatches in a forward and backward pass.
 
 The counts agree exactly (integers; compared at a relative 1e-12) wherever the model does
@@ -15,7 +15,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from minibert import MaskedLM, ModelConfig, ReplacedTokenDetector
-from minibert.flops import BatchShape, encoder_flops, replaced_token_head_flops, training_flops
+from minibert.tools.flops import BatchShape, encoder_flops, replaced_token_head_flops, training_flops
 from minibert.heads import IGNORE_INDEX
 from minibert.objectives.rtd import generator_config
 

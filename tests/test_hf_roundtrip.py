@@ -21,9 +21,10 @@ import minibert
 from minibert import MaskedLM, ModelConfig, ReplacedTokenDetector
 from minibert.data.default_corpus import prose_paragraph
 from minibert.data.vocabulary import train_tokenizer
+from minibert.interop.tokenizers.json_export import hugging_face_files
 from minibert.tokenizers import SentencePieceTokenizer, load_tokenizer
 from minibert.objectives.kd import student_config
-from minibert.probe import masked_ids
+from minibert.tools.probe import masked_ids
 from minibert.training.cli import main
 from minibert.variants import VARIANTS
 from tiny_run import tiny_args, write_corpus
@@ -47,7 +48,7 @@ def real_tokenizer(tmp_path_factory):
     corpus = root / "manual.txt"
     corpus.write_text("\n\n".join(paragraphs[::2]) + "\n", encoding="utf-8")
     ours = train_tokenizer(corpus, vocab_size=2000, cache_dir=root / "cache", max_sentences=3000)
-    for name, value in ours.hugging_face_files().items():
+    for name, value in hugging_face_files(ours.model_proto).items():
         (root / name).write_text(json.dumps(value), encoding="utf-8")
     return ours, transformers.AutoTokenizer.from_pretrained(root), paragraphs[1::2]
 

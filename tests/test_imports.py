@@ -233,3 +233,58 @@ def test_importing_every_command_loads_no_transformers():
     code = ("import sys, minibert, minibert.__main__, minibert.interop.huggingface.export, minibert.training.cli, minibert.finetune; "
             "sys.exit('transformers' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], cwd=PACKAGE.parent).returncode == 0
+
+
+# --- the core stands apart from interop ------------------------------------------------------------
+
+# What a learner reads to see how the five families work (docs/reading.md); a name covers the
+# package's modules below it.
+CORE = ("minibert.config", "minibert.model", "minibert.attention", "minibert.heads", "minibert.variants",
+        "minibert.unpad", "minibert.pretrained", "minibert.objectives", "minibert.data", "minibert.tokenizers",
+        "minibert.kernels")
+
+
+def is_core(module: str, core=CORE) -> bool:
+    return any(module == name or module.startswith(name + ".") for name in core)
+
+
+def core_reaching_interop(root: Path, core=CORE) -> list[str]:
+    """Each core module from which a chain of imports reaches minibert.interop: the chain."""
+    graph = imports_within(root)
+    problems = []
+    for module in sorted(m for m in graph if is_core(m, core)):
+        seen, frontier = {module: [module]}, [module]
+        while frontier:
+            current = frontier.pop()
+            for used in sorted(graph[current]):
+                if used not in seen:
+                    seen[used] = seen[current] + [used]
+                    frontier.append(used)
+        reached = sorted(m for m in seen if m == "minibert.interop" or m.startswith("minibert.interop."))
+        if reached:
+            problems.append(" -> ".join(seen[reached[0]]))
+    return problems
+
+
+def test_no_core_module_imports_interop():
+    """The core reads on its own: Hugging Face's layouts and the released tokenizers' formats
+    register themselves with it (minibert/__init__.py imports minibert.interop), and no chain of
+    imports from a core module leads there."""
+    modules = imports_within(PACKAGE)
+    for name in CORE:  # every name still stands for something
+        assert any(is_core(module, (name,)) for module in modules), name
+    assert core_reaching_interop(PACKAGE) == []
+
+
+@pytest.mark.parametrize("planted", [
+    {"model.py": "from .interop.huggingface import families\n"},
+    {"tokenizers/load.py": "from ..interop.tokenizers import albert\n"},
+    {"model.py": "from .training import run\n", "training/run.py": "from ..interop import huggingface\n"},
+])
+def test_a_core_import_of_interop_is_caught(tmp_path, planted):
+    modules = {"interop/huggingface/families.py": "", "interop/tokenizers/albert.py": "", "interop/huggingface/__init__.py": "",
+               "model.py": "", "tokenizers/load.py": "", "training/run.py": "", **planted}
+    root = package(tmp_path, modules)
+    assert core_reaching_interop(root) != []
+    clean = package(tmp_path / "clean", {name: "" for name in modules})
+    assert core_reaching_interop(clean) == []

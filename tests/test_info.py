@@ -17,7 +17,7 @@ from minibert import MaskedLM, ModelConfig, SequenceClassifier
 from minibert.__main__ import main
 from minibert.finetune import save_classifier
 from minibert.finetune.tasks import LabelMap
-from minibert.info import parameters
+from minibert.tools.info import parameters
 from minibert.tokenizers import load_tokenizer
 from minibert.training.cli import main as train
 from tiny_run import tiny_args, write_corpus

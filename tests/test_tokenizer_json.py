@@ -24,9 +24,10 @@ import pytest
 import sentencepiece as spm
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from minibert.tokenizers import JsonTokenizer, load_tokenizer
+from minibert.interop.tokenizers import JsonTokenizer
+from minibert.tokenizers import load_tokenizer
 from minibert.interop.tokenizers.charsmap import CharsMap
-from minibert.interop.tokenizers.json_export import normalizer_spec
+from minibert.interop.tokenizers.json_export import hugging_face_files, normalizer_spec
 
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
@@ -280,7 +281,7 @@ def test_our_exported_tokenizer_json_reads_back_with_our_ids(tmp_path, datasets_
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(manual_text()[::2]) + "\n", encoding="utf-8")
     ours = train_tokenizer(corpus, vocab_size=2000, cache_dir=tmp_path / "cache", max_sentences=3000)
-    read = JsonTokenizer({name: json.dumps(value) for name, value in ours.hugging_face_files().items()})
+    read = JsonTokenizer({name: json.dumps(value) for name, value in hugging_face_files(ours.model_proto).items()})
     texts = [line for line in (datasets_dir / "wikitext-2" / "valid.txt").read_text(encoding="utf-8").splitlines() if line.strip()]
     texts = list(dict.fromkeys(texts[:1500] + manual_text()[1::2][:1000]))
     differ = [(ours.encode(text), read.encode(text)) for text in texts if read.encode(text) != ours.encode(text)]

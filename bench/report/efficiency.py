@@ -7,7 +7,7 @@ import statistics
 from functools import partial
 from pathlib import Path
 
-from minibert.flops import BatchShape, training_flops
+from minibert.tools.flops import BatchShape, training_flops
 
 from .budget import MLM_VARIANT, SST2, Budget
 from .measure import (binary_entropy, describe_gap, describe_spread, dev_set, finetune_seeds, held_out, paired_gap,
@@ -157,7 +157,7 @@ def render(result: dict, plots: Path) -> str:
     per_step = result["per_step_flops"]
     lines = [
         f"FLOPs per pretraining step: MLM {per_step['mlm']:.3g}, ELECTRA {per_step['rtd']:.3g} (generator and "
-        "discriminator at train.py's defaults; `minibert.flops.training_flops`: 3 × the forward matmuls, the MLM decoder "
+        "discriminator at train.py's defaults; `minibert.tools.flops.training_flops`: 3 × the forward matmuls, the MLM decoder "
         "at the masked positions only), so at each budget ELECTRA gets proportionally fewer steps. Each objective runs "
         "at train.py's default learning rate and masking rate.", "",
         "| budget (FLOPs) | objective | pretraining steps | FLOPs used | time (median) | held-out metrics (median) | SST-2 dev acc. |",

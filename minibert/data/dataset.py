@@ -26,6 +26,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
+from ..operations.old_files import upgrade
 from .examples import Examples
 from .masking import Masking
 from .static_masks import StaticMasks
@@ -104,8 +105,7 @@ class PretrainingBatches:
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         """Continue exactly where `state_dict()` was taken (same data, seed and world size)."""
-        if "rows" in state:  # the name of "copies" in checkpoints written before it was renamed
-            state = {**state, "copies": state["rows"]}
+        state = upgrade("data order", state)  # names written by earlier versions
         for key in ("seed", "copies", "world_size"):
             if state[key] != self.state_dict()[key]:
                 raise ValueError(f"cannot resume: the saved data order has {key}={state[key]} but this one has {self.state_dict()[key]}; rebuild with the same corpus and settings")

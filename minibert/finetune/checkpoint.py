@@ -23,13 +23,12 @@ from ..tokenizers.load import load_tokenizer, tokenizer_file_names
 from .tasks import LabelMap
 from ..tokenizers.base import Tokenizer
 from ..heads import SequenceClassifier, TokenClassifier
-from ..interop.huggingface import FORMAT_KEY, FORMAT_VERSION
+from ..pretrained import FORMAT_KEY, FORMAT_VERSION
 from ..operations.files import write_json
-from ..interop.huggingface.checkpoint import CONFIG_FILE, SAFETENSORS_FILE, load_tensors, open_tensors, read_json, save_tensors
+from ..operations.tensor_files import CONFIG_FILE, SAFETENSORS_FILE, load_tensors, open_tensors, read_json, save_tensors
 
 HEADS = {"classifier": SequenceClassifier, "token_classifier": TokenClassifier}  # as named in config.json
 LABELS_FILE = "labels.json"
-STALE_FILES = tokenizer_file_names()  # an earlier model's tokenizer, if any
 
 
 class Classifier(NamedTuple):
@@ -51,7 +50,7 @@ def save_classifier(model: SequenceClassifier | TokenClassifier, tokenizer: Toke
     tokenizer, or label names for a model that has none."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    for name in (CONFIG_FILE, LABELS_FILE, *STALE_FILES):
+    for name in (CONFIG_FILE, LABELS_FILE, *tokenizer_file_names()):  # and an earlier model's tokenizer, if any
         (directory / name).unlink(missing_ok=True)
     save_tensors(model, {name: (name,) for name in model.state_dict()}, directory / SAFETENSORS_FILE)
     tokenizer.save(directory)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from . import tagged, tasks
 from ..heads import POOLINGS
-from ..interop.huggingface.checkpoint import SAFETENSORS_FILE
+from ..operations.tensor_files import SAFETENSORS_FILE
 from ..training.cli import Parser, report_errors
 from ..operations.distributed import Distributed
 from ..operations.precision import PRECISIONS, Precision

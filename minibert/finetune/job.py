@@ -30,9 +30,9 @@ from ..tokenizers.base import Tokenizer
 from ..heads import IGNORE_INDEX, SequenceClassifier, TokenClassifier
 from ..objectives.task_distillation import TaskDistillation
 from ..model import Encoder
-from ..interop.huggingface import from_pretrained
+from ..pretrained import from_pretrained
 from ..operations.files import write_atomic, write_json
-from ..interop.huggingface.checkpoint import CONFIG_FILE, read_json
+from ..operations.tensor_files import CONFIG_FILE, read_json
 from ..operations.distributed import Distributed
 from ..training.loop import LoopSettings, Progress, build_optimizer, train
 from ..training.metrics import MetricsLog

@@ -29,7 +29,7 @@ from ..operations.files import publish_file
 from ..heads import ClassifierOutput
 from ..model import Encoder
 from ..interop.huggingface import build_and_load, reference_plan
-from ..interop.huggingface.checkpoint import CONFIG_FILE, SAFETENSORS_FILE, open_tensors, read_json
+from ..operations.tensor_files import CONFIG_FILE, SAFETENSORS_FILE, open_tensors, read_json
 from ..tokenizers import load_tokenizer
 from ..tokenizers.base import Tokenizer
 from .checkpoint import is_classifier, load_classifier

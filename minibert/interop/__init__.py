@@ -7,4 +7,9 @@
                     spiece.model; and our SentencePiece model written as a tokenizer.json
 
 Nothing here is needed to read how the models work: skip it on a first read (docs/reading.md).
+The core never imports this package: importing it (minibert/__init__.py does) registers
+Hugging Face's layout with `minibert.from_pretrained` / `save_pretrained` and the released
+tokenizer layouts with `minibert.tokenizers.load_tokenizer`.
 """
+
+from . import huggingface, tokenizers

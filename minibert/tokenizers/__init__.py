@@ -12,22 +12,17 @@ Read in this order:
                               the order in which it looks for each layout.
 
 The layouts of other libraries' checkpoints (tokenizer.json, RoBERTa's byte-level BPE, ALBERT's
-spiece.model) live in `minibert/interop/tokenizers/`; their classes are named here too.
+spiece.model) live in `minibert/interop/tokenizers/` and register themselves with `load.py`'s
+`register_layout`: nothing here imports them.
 """
 
 from .base import SPECIAL_TOKENS, Tokenizer
 from .load import TOKENIZER_FILES, has_tokenizer, load_tokenizer
-from ..interop.tokenizers.albert import AlbertTokenizer
-from ..interop.tokenizers.byte_bpe import ByteLevelBPETokenizer
-from ..interop.tokenizers.json_import import JsonTokenizer
 from .sentencepiece_tokenizer import SentencePieceTokenizer
 from .wordpiece import WordPieceTokenizer
 
 __all__ = [
     "SPECIAL_TOKENS",
-    "AlbertTokenizer",
-    "JsonTokenizer",
-    "ByteLevelBPETokenizer",
     "SentencePieceTokenizer",
     "TOKENIZER_FILES",
     "Tokenizer",

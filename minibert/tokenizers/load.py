@@ -15,28 +15,36 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from ..interop.tokenizers.albert import FILE_NAME as ALBERT_FILE, AlbertTokenizer
-from .base import Tokenizer
-from ..interop.tokenizers.byte_bpe import MERGES_FILE, VOCAB_FILE as BPE_VOCAB_FILE, ByteLevelBPETokenizer
-from ..interop.tokenizers.json_import import COMPANION_FILES, FILE_NAME as JSON_FILE, JsonTokenizer
+from .base import SPECIAL_TOKEN_FILES, Tokenizer
 from .sentencepiece_tokenizer import SentencePieceTokenizer
 from .wordpiece import VOCAB_FILE as WORDPIECE_FILE, WordPieceTokenizer
 
 # file names that must all be present -> (what they are, how to open the folder that holds them),
-# in the order `load_tokenizer` looks for them.
-TOKENIZER_FILES: dict[tuple[str, ...], tuple[str, Callable[[Path], Tokenizer]]] = {
-    (SentencePieceTokenizer.FILE_NAME,): ("minibert's own SentencePiece", SentencePieceTokenizer.load),
-    (JSON_FILE,): ("the tokenizers library's, as transformers 5 saves every family", JsonTokenizer.load),  # special-token names from tokenizer_config.json
-    (ALBERT_FILE,): ("a released ALBERT's SentencePiece", AlbertTokenizer.load),  # switches from its tokenizer_config.json
-    (BPE_VOCAB_FILE, MERGES_FILE): ("RoBERTa's byte-level BPE", ByteLevelBPETokenizer.load),  # specials from tokenizer_config.json
-    (WORDPIECE_FILE,): ("BERT's WordPiece, also DistilBERT's and ELECTRA's", WordPieceTokenizer.from_file),  # casing from its tokenizer_config.json
-}
+# in the order `load_tokenizer` looks for them. The core registers its own two layouts here;
+# minibert.interop.tokenizers registers the released checkpoints' layouts (tokenizer.json,
+# ALBERT's spiece.model, RoBERTa's vocab.json + merges.txt) when minibert is imported.
+TOKENIZER_FILES: dict[tuple[str, ...], tuple[str, Callable[[Path], Tokenizer]]] = {}
+_RANKS: dict[tuple[str, ...], int] = {}
+
+
+def register_layout(names: tuple[str, ...], kind: str, open_folder: Callable[[Path], Tokenizer], rank: int) -> None:
+    """Teach `load_tokenizer` a layout: the files that make it, what it is, how to open it, and
+    its `rank` (lower = looked for first, when a folder holds several layouts)."""
+    _RANKS[names] = rank
+    entries = {**TOKENIZER_FILES, names: (kind, open_folder)}
+    TOKENIZER_FILES.clear()
+    TOKENIZER_FILES.update(sorted(entries.items(), key=lambda entry: _RANKS[entry[0]]))
+
+
+register_layout((SentencePieceTokenizer.FILE_NAME,), "minibert's own SentencePiece", SentencePieceTokenizer.load, rank=0)
+register_layout((WORDPIECE_FILE,), "BERT's WordPiece, also DistilBERT's and ELECTRA's", WordPieceTokenizer.from_file,
+                rank=9)  # casing from its tokenizer_config.json
 
 
 def tokenizer_file_names() -> tuple[str, ...]:
-    """Every file name some layout uses, companions included (what a folder must lose to
-    forget its tokenizer)."""
-    return tuple(dict.fromkeys([*(name for names in TOKENIZER_FILES for name in names), *COMPANION_FILES]))
+    """Every file name some layout uses, the files of special-token spellings and settings that
+    accompany them included (what a folder must lose to forget its tokenizer)."""
+    return tuple(dict.fromkeys([*(name for names in TOKENIZER_FILES for name in names), *SPECIAL_TOKEN_FILES]))
 
 
 def find_layout(directory: str | Path) -> tuple[str, ...] | None:

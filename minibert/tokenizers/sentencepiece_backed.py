@@ -27,6 +27,11 @@ class SentencePieceBacked(Tokenizer):
         self._sp = spm.SentencePieceProcessor(model_proto=model_proto)
 
     @property
+    def model_proto(self) -> bytes:
+        """The serialized SentencePiece model: what `tokenizer.model` holds, and what an export reads."""
+        return self._model_proto
+
+    @property
     def vocab_size(self) -> int:
         return self._sp.get_piece_size()
 

@@ -15,7 +15,7 @@ The models we pretrain ourselves get their own vocabulary, learned from their ow
   would give the space a piece of its own (▁a ▁new ▁ [MASK] .), one the model never saw before a mask.
 
 A checkpoint folder keeps it as `tokenizer.model`; exported to Hugging Face it becomes a
-`tokenizer.json` (json_export.py).
+`tokenizer.json` (minibert/interop/tokenizers/json_export.py).
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from pathlib import Path
 
 from ..operations.files import write_atomic
 from .base import SPECIAL_TOKENS
-from ..interop.tokenizers.json_export import hugging_face_files
 from .sentencepiece_backed import SentencePieceBacked
 
 
@@ -51,12 +50,6 @@ class SentencePieceTokenizer(SentencePieceBacked):
     def save(self, directory: str | Path) -> Path:
         """Write `tokenizer.model` into `directory` (e.g. a checkpoint folder), atomically."""
         return write_atomic(Path(directory) / self.FILE_NAME, self._model_proto)
-
-    def hugging_face_files(self) -> dict[str, dict]:
-        """file name -> JSON of tokenizer.json, tokenizer_config.json and special_tokens_map.json,
-        which `transformers.AutoTokenizer` loads (json_export.py); a one-line error for a
-        model they cannot describe (BPE). `save_pretrained(format="hf")` writes them."""
-        return hugging_face_files(self._model_proto)
 
     @classmethod
     def load(cls, directory: str | Path) -> "SentencePieceTokenizer":

@@ -33,7 +33,7 @@ from ..config import ModelConfig
 from ..tokenizers import load_tokenizer
 from ..tokenizers.base import Tokenizer
 from ..heads import MaskedLM
-from ..interop.huggingface import HEAD_NAMES, MissingHead, from_pretrained, head_of
+from ..pretrained import HEAD_NAMES, MissingHead, from_pretrained, head_of
 from ..variants import Variant
 from .settings import Settings, flag
 

@@ -59,8 +59,9 @@ def learning_rate(done: float, total: float, *, peak: float, warmup: float) -> f
     wreck post-LN training), then a linear decay to 0 at `total`.
 
     `done` and `total` count optimizer steps, or seconds under --budget (the schedule is then
-    stretched to end at the deadline, as the academic-budget BERT recipe does). The first unit
-    already gets 1/W of the peak, so no step is wasted at lr 0.
+    stretched to end at the deadline, as the academic-budget BERT recipe does). With W warm-up
+    units (round(warmup · total)), unit k of the warm-up gets (k + 1)/W of the peak: the first
+    already gets 1/W, so no step is wasted at lr 0.
     """
     warmup_units = round(warmup * total)
     if done < warmup_units:

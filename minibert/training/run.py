@@ -33,7 +33,7 @@ from ..data.cache import DEFAULT_DATA_DIR
 from ..data.cost import size
 from ..data.pipeline import STATIC_DUPE_FACTOR, plan_corpus
 from ..operations.files import read_json_object, write_atomic
-from ..interop.huggingface import from_pretrained, save_pretrained
+from ..pretrained import from_pretrained, save_pretrained
 from ..variants import Variant, build_pretrainer, get_variant, run_architecture, with_layout
 from ..operations import distributed
 from ..operations.checkpoint import Checkpoints

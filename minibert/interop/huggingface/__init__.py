@@ -1,93 +1,33 @@
-"""Load and save checkpoint directories: the five Hugging Face families (and RoFormer, BERT
-with rotary positions), and minibert's own.
+"""Hugging Face checkpoints of the five families (and RoFormer, BERT with rotary positions),
+read and written as a translation of minibert's own format.
 
     model = minibert.from_pretrained("bert-base-uncased/", head="mlm")
     minibert.save_pretrained(model, "exported/", format="hf")
 
-A directory holds config.json and model.safetensors (or a pytorch_model.bin). Its config.json
-says which kind it is: a `model_type` names a Hugging Face family, whose names are translated by
-the tables in families.py; a `"minibert"` key marks our own format, whose tensor names are our
-parameter names. Either way the same loader (checkpoint.py) builds a fresh model from the config
-and copies every tensor by name, as nanoGPT's from_pretrained does.
+`minibert.from_pretrained` and `save_pretrained` (minibert/pretrained.py) read and write our
+own format; this package registers Hugging Face's layout with them as the translation "hf". A
+Hugging Face config.json names its family in `model_type`, and the family's tables
+(families.py) translate its config and tensor names to ours; the same loader then builds a
+fresh model from the config and copies every tensor by name.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
 
 import torch
 from torch import nn
 
 from ...config import ModelConfig
-from ...tokenizers import SentencePieceTokenizer
-from ..tokenizers.json_export import CONFIG_FILE as TOKENIZER_CONFIG_FILE
-from ...heads import MaskedLM, ReplacedTokenDetector
-from ...model import Encoder
 from ...operations.files import write_json
-from .checkpoint import CONFIG_FILE, SAFETENSORS_FILE, TensorFile, load_tensors, open_tensors, read_json, save_tensors
+from ...operations.tensor_files import CONFIG_FILE, SAFETENSORS_FILE, TensorFile, inside, read_json, save_tensors
+from ...pretrained import (FORMAT_KEY, FORMAT_VERSION, HEAD_NAMES, HEADS, TRANSLATIONS, CheckpointPlan, MissingHead,
+                           Translation, build_and_load, checkpoint_directory, from_pretrained, head_of, read_plan,
+                           save_pretrained)
+from ...tokenizers import SentencePieceTokenizer
+from ..tokenizers.json_export import CONFIG_FILE as TOKENIZER_CONFIG_FILE, hugging_face_files
 from .families import EXPORT_ORDER, FAMILIES, ROFORMER
-from .family import Family, inside
-
-HEADS: dict[str | None, type[nn.Module]] = {None: Encoder, "mlm": MaskedLM, "rtd": ReplacedTokenDetector}
-HEAD_NAMES = {None: "bare encoder", "mlm": "masked-LM head", "rtd": "replaced-token-detection head"}
-FORMAT_KEY, FORMAT_VERSION = "minibert", 1
-FORMATS = ("minibert", "hf")
-
-# How to read one checkpoint: the model to build and where each of its parameters is stored
-# (config, our name -> checkpoint name(s), names tolerated without being loaded).
-CheckpointPlan = tuple[ModelConfig, Callable[[str], tuple[str, ...]], tuple[str, ...]]
-
-
-class MissingHead(ValueError):
-    """The checkpoint holds no weights for the requested head (e.g. an MLM head asked of an
-    ELECTRA discriminator). A ValueError of its own so that commands can add their own fix."""
-
-
-def from_pretrained(path: str | Path, head: str | None = None) -> nn.Module:
-    """Load a checkpoint directory as an Encoder (head=None), MaskedLM ("mlm") or
-    ReplacedTokenDetector ("rtd"), in eval mode, with float32 parameters."""
-    if head not in HEADS:
-        raise ValueError(f"head must be None, 'mlm' or 'rtd'; got {head!r}")
-    directory = checkpoint_directory(path)
-    stored_config = read_json(directory / CONFIG_FILE)
-    with open_tensors(directory) as tensors:
-        model = build_and_load(HEADS[head], read_plan(directory, stored_config, head, tensors), tensors)
-    return model.eval()
-
-
-def build_and_load(make: Callable[[ModelConfig], nn.Module], plan: CheckpointPlan, tensors: TensorFile,
-                   tolerate: tuple[str, ...] = ()) -> nn.Module:
-    """`make(config)` built on the meta device (shapes only), then every parameter taken from
-    the checkpoint under the name the plan gives it; names in `tolerate` may stay unread (a
-    caller that reads them itself, e.g. a classifier's head)."""
-    config, name_of, tolerated = plan
-    with torch.device("meta"):
-        model = make(config)
-    load_tensors(model, {ours: name_of(ours) for ours in model.state_dict()}, tensors, (*tolerated, *tolerate))
-    return model
-
-
-def checkpoint_directory(path: str | Path) -> Path:
-    """`path` if it is a directory; otherwise a one-line error that says what belongs there."""
-    directory = Path(path)
-    if not directory.is_dir():
-        raise FileNotFoundError(
-            f"no checkpoint directory at {directory}; pass a directory holding {CONFIG_FILE} and {SAFETENSORS_FILE} "
-            f"(python train.py --variant V leaves one in checkpoints/V)"
-        )
-    return directory
-
-
-def read_plan(directory: Path, stored: dict, head: str | None, tensors: TensorFile) -> CheckpointPlan:
-    """The plan of minibert's own format or of a Hugging Face family, as config.json says;
-    an error names the config.json it comes from."""
-    plan = own_plan if FORMAT_KEY in stored else reference_plan
-    try:
-        return plan(stored, head, tensors)
-    except ValueError as error:
-        raise type(error)(f"{directory / CONFIG_FILE}: {error}") from None
-
+from .family import Family
 
 def reference_plan(stored: dict, head: str | None, tensors: TensorFile) -> CheckpointPlan:
     """A Hugging Face checkpoint: the family's tables name every tensor."""
@@ -116,52 +56,17 @@ def reference_plan(stored: dict, head: str | None, tensors: TensorFile) -> Check
     return config, lambda ours: family.reference_names(ours, head, prefixed), family.tolerated(head, prefixed)
 
 
-def own_plan(stored: dict, head: str | None, tensors: TensorFile) -> CheckpointPlan:
-    """minibert's format: ModelConfig fields plus a marker; tensors under our own names."""
-    fields = dict(stored)
-    marker = fields.pop(FORMAT_KEY)
-    if not isinstance(marker, dict) or marker.get("format") != FORMAT_VERSION or marker.get("head") not in HEADS:
-        raise ValueError(f'"{FORMAT_KEY}" must be {{"format": {FORMAT_VERSION}, "head": null | "mlm" | "rtd"}}, got {marker!r}')
-    saved_head = marker["head"]
-    if head not in (None, saved_head):
-        also = "" if saved_head is None else f" or head={saved_head!r}"
-        raise MissingHead(f"this minibert checkpoint holds a {HEAD_NAMES[saved_head]}; load it with head=None{also}")
-    prefix = "encoder." if saved_head is not None and head is None else ""
-    return ModelConfig.from_dict(fields), lambda ours: (prefix + ours,), ("head",) if prefix else ()
-
-
-def save_pretrained(
-    model: nn.Module, directory: str | Path, format: str = "minibert", tokenizer=None, family: str | None = None
-) -> Path:
-    """Write `model` (Encoder, MaskedLM or ReplacedTokenDetector) as a checkpoint directory.
-
-    format="minibert": our config and parameter names, read back by `from_pretrained`.
-    format="hf": a Hugging Face directory of the first family (BERT, RoBERTa, ELECTRA, ALBERT,
-    DistilBERT, in that order; RoFormer for rotary positions) whose checkpoints hold the model
-    exactly, or of `family` if given.
-    `tokenizer` (a WordPieceTokenizer or SentencePieceTokenizer) is saved beside the weights, in
-    files that `transformers.AutoTokenizer` loads. Files are written atomically. Returns the directory.
-    """
-    head = head_of(model)
-    if format not in FORMATS:
-        raise ValueError(f"format must be one of {', '.join(FORMATS)}; got {format!r}")
-    if family is not None and format != "hf":
-        raise ValueError("family= picks a Hugging Face family; use it with format='hf'")
-    if tokenizer is not None:
-        tokenizer.check_fits(model.config.vocab_size, "save_pretrained", "pass the tokenizer the model was trained with")
-    if format == "hf":
-        chosen = export_family(model.config, head, family)
-        # tokenizer.json & co. for a SentencePiece tokenizer (a WordPiece vocab.txt is already
-        # Hugging Face's format); built first, so that a tokenizer they cannot describe is
-        # refused before anything is written.
-        tokenizer_files = tokenizer.hugging_face_files() if isinstance(tokenizer, SentencePieceTokenizer) else {}
-        stored_config = chosen.reference_config(model.config, head)
-        names = export_names(chosen, model, head)
-        computed = chosen.computed_tensors(model.config, prefixed=head is not None)
-    else:
-        stored_config = {FORMAT_KEY: {"format": FORMAT_VERSION, "head": head}, **model.config.to_dict()}
-        names, computed, tokenizer_files = {ours: (ours,) for ours in model.state_dict()}, {}, {}
-    directory = Path(directory)
+def save_hf(model: nn.Module, directory: Path, head: str | None, tokenizer, family: str | None) -> None:
+    """`save_pretrained(format="hf")`: a Hugging Face directory of the first family whose
+    checkpoints hold the model exactly, or of `family`; a SentencePiece tokenizer also as
+    tokenizer.json & co., which `transformers.AutoTokenizer` loads (a WordPiece vocab.txt is
+    already Hugging Face's format)."""
+    chosen = export_family(model.config, head, family)
+    # built first, so that a tokenizer they cannot describe is refused before anything is written
+    tokenizer_files = hugging_face_files(tokenizer.model_proto) if isinstance(tokenizer, SentencePieceTokenizer) else {}
+    stored_config = chosen.reference_config(model.config, head)
+    names = export_names(chosen, model, head)
+    computed = chosen.computed_tensors(model.config, prefixed=head is not None)
     directory.mkdir(parents=True, exist_ok=True)
     save_tensors(model, names, directory / SAFETENSORS_FILE, computed)
     write_json(directory / CONFIG_FILE, stored_config)
@@ -169,9 +74,7 @@ def save_pretrained(
         tokenizer.save(directory)
         for name, value in tokenizer_files.items():
             write_json(directory / name, value)
-        if format == "hf":
-            describe_inputs(directory / TOKENIZER_CONFIG_FILE, model.config)
-    return directory
+        describe_inputs(directory / TOKENIZER_CONFIG_FILE, model.config)
 
 
 def export_names(family: Family, model: nn.Module, head: str | None) -> dict[str, tuple[str, ...]]:
@@ -190,13 +93,6 @@ def describe_inputs(path: Path, config: ModelConfig) -> None:
     tokenizer_config["model_input_names"] = ["input_ids", *segments, "attention_mask"]
     tokenizer_config["model_max_length"] = config.max_length
     write_json(path, tokenizer_config)
-
-
-def head_of(model: nn.Module) -> str | None:
-    for head, cls in HEADS.items():
-        if isinstance(model, cls):
-            return head
-    raise TypeError(f"save_pretrained saves an Encoder, MaskedLM or ReplacedTokenDetector; got {type(model).__name__}")
 
 
 def export_family(config: ModelConfig, head: str | None, family: str | None) -> Family:
@@ -233,3 +129,6 @@ def export_family(config: ModelConfig, head: str | None, family: str | None) -> 
             return candidate
         reasons.append(reason)
     raise ValueError(f"no Hugging Face family holds this model exactly: {'; '.join(reasons)}")
+
+
+TRANSLATIONS["hf"] = Translation(read_plan=reference_plan, save=save_hf)

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from ...tokenizers.base import Tokenizer
-from .checkpoint import listing
+from ...operations.tensor_files import listing
 
 TOLERANCE = 1e-4  # largest difference allowed, relative to the largest output (or 1, if larger)
 INSTALL = "pip install transformers"

@@ -14,6 +14,7 @@ from typing import Callable
 import torch
 
 from ...config import ModelConfig
+from ...operations.tensor_files import inside
 
 Names = dict[str, str | tuple[str, ...]]
 
@@ -25,8 +26,6 @@ ACTIVATIONS = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "silu": 
 
 # Buffers the reference recomputes from the config; some older checkpoints store them.
 BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
-# Checkpoints converted from TensorFlow name LayerNorm parameters gamma/beta.
-LEGACY_SUFFIXES = {".gamma": ".weight", ".beta": ".bias"}
 
 
 @dataclass(frozen=True)
@@ -168,11 +167,6 @@ def lookup(table: Names, name: str) -> tuple[str, ...]:
         raise KeyError(name)
     targets = (targets,) if isinstance(targets, str) else targets
     return tuple(t.replace("{i}", str(index)) + suffix for t in targets)
-
-
-def inside(name: str, path: str) -> bool:
-    """Is tensor `name` the module or parameter `path`, or inside it?"""
-    return name == path or name.startswith(path + ".")
 
 
 def flatten(values) -> list[str]:

@@ -33,10 +33,10 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from .tokenizers import load_tokenizer
-from .tokenizers.base import Tokenizer
-from .heads import MaskedLM, ReplacedTokenDetector
-from .interop.huggingface import HEAD_NAMES, MissingHead, from_pretrained
+from ..tokenizers import load_tokenizer
+from ..tokenizers.base import Tokenizer
+from ..heads import MaskedLM, ReplacedTokenDetector
+from ..pretrained import HEAD_NAMES, MissingHead, from_pretrained
 
 MASK_SPELLINGS = ("[MASK]", "<mask>")
 MASK_PATTERN = re.compile("(" + "|".join(re.escape(s) for s in MASK_SPELLINGS) + ")")

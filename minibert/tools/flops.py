@@ -38,9 +38,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .config import ModelConfig
-from .heads import IGNORE_INDEX
-from .objectives.rtd import generator_config
+from ..config import ModelConfig
+from ..heads import IGNORE_INDEX
+from ..objectives.rtd import generator_config
 
 OBJECTIVES = ("mlm", "rtd")
 

@@ -21,15 +21,15 @@ from pathlib import Path
 
 import torch
 
-from .config import ModelConfig
-from .finetune.checkpoint import HEADS as FINE_TUNED_HEADS, LABELS_FILE, is_classifier
-from .model import Encoder
-from .interop.huggingface import FORMAT_KEY, HEAD_NAMES, checkpoint_directory, export_family, read_plan
-from .interop.huggingface.checkpoint import CONFIG_FILE, open_tensors, read_json
-from .interop.huggingface.families import FAMILIES
-from .interop.huggingface.family import inside
-from .tokenizers.load import find_layout, load_tokenizer
-from .operations.outdir import GENERATOR_DIR
+from ..config import ModelConfig
+from ..finetune.checkpoint import HEADS as FINE_TUNED_HEADS, LABELS_FILE, is_classifier
+from ..model import Encoder
+from ..interop.huggingface import export_family
+from ..pretrained import FORMAT_KEY, HEAD_NAMES, checkpoint_directory, read_plan
+from ..operations.tensor_files import CONFIG_FILE, inside, open_tensors, read_json
+from ..interop.huggingface.families import FAMILIES
+from ..tokenizers.load import find_layout, load_tokenizer
+from ..operations.outdir import GENERATOR_DIR
 
 RUN_FILE = "run.json"  # what `python train.py` was asked, beside the model it left
 SHOWN_LABELS = 5

@@ -21,13 +21,14 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from torch import nn
 
-from ...operations.files import publish_file, read_json_object
-from .family import LEGACY_SUFFIXES, inside
+from .files import publish_file, read_json_object
 
 CONFIG_FILE = "config.json"
 SAFETENSORS_FILE = "model.safetensors"
 PICKLE_FILE = "pytorch_model.bin"
 SHOWN = 5  # how many names an error message lists
+# LayerNorm parameters as TensorFlow-era checkpoints name them, read under today's names
+LEGACY_SUFFIXES = {".gamma": ".weight", ".beta": ".bias"}
 
 
 class TensorFile:
@@ -137,6 +138,11 @@ def save_tensors(
 def read_json(path: Path) -> dict:
     """One JSON file of a checkpoint folder (its config, its labels), checked."""
     return read_json_object(path, f"a checkpoint directory holds {CONFIG_FILE} and its weights")
+
+
+def inside(name: str, path: str) -> bool:
+    """Is tensor `name` the module or parameter `path`, or inside it?"""
+    return name == path or name.startswith(path + ".")
 
 
 def listing(names: list[str]) -> str:

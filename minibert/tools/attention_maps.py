@@ -16,9 +16,9 @@ from pathlib import Path
 
 import torch
 
-from .interop.huggingface import from_pretrained
+from ..pretrained import from_pretrained
 from .pictures import picture_path, pyplot, save_figure
-from .tokenizers import load_tokenizer
+from ..tokenizers import load_tokenizer
 
 
 def attention_maps(checkpoint: str | Path, text: str) -> tuple[list[str], torch.Tensor]:

@@ -1,0 +1,147 @@
+"""`python -m minibert COMMAND`: question a pretrained model from the command line.
+
+    python -m minibert fill-mask DIR "The [MASK] sat on the mat." [--top-k 5]
+    python -m minibert detect DIR "The cat ate on the mat."
+    python -m minibert info DIR
+    python -m minibert attention DIR "The cat sat on the mat." [--layer L] [--head H] --out FILE.png
+    python -m minibert export DIR OUT [--overwrite]
+    python -m minibert curves RUN [RUN ...] --out FILE.png [--metric NAME ...]
+
+DIR is a minibert checkpoint (what `python train.py` leaves in checkpoints/<variant>) or a
+Hugging Face BERT-family directory with its vocab.txt. The work is done by probe.py
+(fill-mask, detect), info.py (info), attention_maps.py (attention) beside this file,
+minibert/interop/huggingface/export.py (export) and minibert/training/curves.py (curves); this
+file only parses and prints (`minibert/__main__.py` calls `main`). Bad input is one line on
+stderr and exit status 2, through the same handler as `python train.py` (`--debug` shows the
+traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..training.cli import Parser, report_errors
+
+PROG = "python -m minibert"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog=PROG, description="Question a pretrained BERT-family model.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    fill = commands.add_parser(
+        "fill-mask", help="the most probable tokens at each [MASK] of a text (masked-LM checkpoints)",
+        description="Show the most probable tokens at each [MASK] (or <mask>) of each text, with their probabilities.",
+    )
+    fill.add_argument("--top-k", type=int, default=5, metavar="K", help="candidates per mask (default 5)")
+    detect = commands.add_parser(
+        "detect", help="which tokens of a text look replaced (ELECTRA discriminators)",
+        description="Print each token with the discriminator's probability that it was replaced; "
+                    "tokens above 0.5 are marked.",
+    )
+    info = commands.add_parser(
+        "info", help="what a checkpoint folder holds: family, architecture, parameters, tokenizer, heads",
+        description="One line per fact about a checkpoint folder, read from its config and tensor names (no weights are loaded).",
+    )
+    for command in (fill, detect, info):
+        command.add_argument("checkpoint", metavar="DIR", help="minibert checkpoint or Hugging Face directory")
+        if command is not info:
+            command.add_argument("texts", nargs="+", metavar="TEXT", help="one or more texts")
+        command.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    add_attention_command(commands)
+    add_export_command(commands)
+    add_curves_command(commands)
+    return parser
+
+
+def add_attention_command(commands) -> None:
+    """`attention`: one layer's attention probabilities as heatmaps (minibert/tools/attention_maps.py)."""
+    attention = commands.add_parser(
+        "attention", help="draw where each token attends: a heatmap per head, tokens on both axes (needs matplotlib)",
+        description="Draw one layer's attention probabilities, a heatmap per head (or one head), into a PNG.",
+    )
+    attention.add_argument("checkpoint", metavar="DIR", help="minibert checkpoint or Hugging Face directory")
+    attention.add_argument("text", metavar="TEXT", help="the text to look at")
+    attention.add_argument("--layer", type=int, default=-1, metavar="L", help="which layer, from 0 (default: the last)")
+    attention.add_argument("--head", type=int, metavar="H", help="only this head, from 0 (default: every head)")
+    attention.add_argument("--out", required=True, metavar="FILE", help="the picture to write (.png)")
+    attention.add_argument("--debug", action="store_true", help="show the traceback of an error")
+
+
+def add_export_command(commands) -> None:
+    """`export`: a checkpoint and its tokenizer as a Hugging Face folder, read back by transformers first."""
+    export = commands.add_parser(
+        "export", help="write a checkpoint and its tokenizer as a Hugging Face folder, checked with transformers",
+        description="Write DIR's model and tokenizer as a folder transformers loads, read it back with transformers "
+                    "(ids, weights, outputs) where it is installed, and only then move it to OUT.",
+    )
+    export.add_argument("checkpoint", metavar="DIR", help="minibert checkpoint or Hugging Face directory")
+    export.add_argument("out", metavar="OUT", help="the folder to write (must not hold a model, unless --overwrite)")
+    export.add_argument("--overwrite", action="store_true", help="replace the model and tokenizer already in OUT")
+    export.add_argument("--debug", action="store_true", help="show the traceback of an error")
+
+
+def add_curves_command(commands) -> None:
+    """`curves`: training runs' curves side by side, from their metrics.jsonl (minibert/training/curves.py)."""
+    curves = commands.add_parser(
+        "curves", help="draw training runs' loss and held-out metrics side by side, with their variant's default band (needs matplotlib)",
+        description="Overlay the curves of one or more `python train.py` runs (their --out folders): training loss and "
+                    "every held-out metric against steps, the baselines, and the variant's default run where it applies.",
+    )
+    curves.add_argument("runs", nargs="+", metavar="RUN", help="a python train.py --out folder (holding metrics.jsonl)")
+    curves.add_argument("--out", required=True, metavar="FILE", help="the picture to write (.png)")
+    curves.add_argument("--metric", nargs="+", metavar="NAME", help="only these curves, e.g. eval_mlm_accuracy loss")
+    curves.add_argument("--debug", action="store_true", help="show the traceback of an error")
+
+
+def draw(args: argparse.Namespace) -> None:
+    from .attention_maps import attention_maps, draw_attention
+
+    tokens, probs = attention_maps(args.checkpoint, args.text)
+    print(f"wrote {draw_attention(tokens, probs, args.out, args.layer, args.head, title=args.text)}")
+
+
+def run(args: argparse.Namespace) -> None:
+    from .info import describe
+    from .probe import detect_replaced, fill_mask
+
+    if args.command == "attention":
+        return draw(args)
+    if args.command == "curves":
+        from ..training.curves import draw_curves
+
+        return print(f"wrote {draw_curves(args.runs, args.out, args.metric)}")
+    if args.command == "export":
+        from ..interop.huggingface.export import export, summary
+
+        return print("\n".join(summary(export(args.checkpoint, args.out, overwrite=args.overwrite))))
+    if args.command == "info":
+        facts = describe(args.checkpoint)
+        width = max(map(len, facts)) + 2
+        for fact, text in facts.items():
+            print(f"{fact:<{width}}{text}")
+    elif args.command == "fill-mask":
+        results = fill_mask(args.checkpoint, args.texts, top_k=args.top_k)
+        for text, masks in zip(args.texts, results):
+            print(text)
+            for number, candidates in enumerate(masks, 1):
+                print(f"  mask {number} of {len(masks)}:")
+                for candidate in candidates:
+                    print(f"    {candidate.score:.4f}  {shown(candidate)}")
+    else:
+        for text, judgements in zip(args.texts, detect_replaced(args.checkpoint, args.texts)):
+            print(text)
+            for judgement in judgements:
+                mark = "  <- replaced" if judgement.replaced else ""
+                print(f"  {judgement.probability:.4f}  {shown(judgement)}{mark}")
+
+
+def shown(token) -> str:
+    """A token as the text it stands for ("string", not "▁string"); its piece where that
+    text is blank (the lone "▁" of SentencePiece, a space)."""
+    return token.text if token.text.strip() else token.token
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    return report_errors(PROG, argv, lambda: run(build_parser().parse_args(argv)))
