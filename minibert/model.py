@@ -1,7 +1,7 @@
 """The one Transformer encoder of the BERT family.
 
     input ids ─► Embeddings (token + position + segment, LayerNorm, dropout)
-              ─► [projection E → H, when the embedding width E differs from H]
+              ─► [projection E → H, when E (`embedding_size`) differs from H]
               ─► depth × ( self-attention sublayer ─► feed-forward sublayer )
               ─► [final LayerNorm, under pre-LN]
               ─► last_hidden_state  (─► pooler: tanh(Linear) of the first token)
@@ -76,16 +76,16 @@ def first_position(input_ids: torch.Tensor) -> torch.Tensor:
 class Embeddings(nn.Module):
     """token + position (+ segment) embeddings, then LayerNorm and dropout.
 
-    The tables are `embedding_dim` (E) wide. BERT uses E = H. ALBERT's factorization picks
-    a small E (128): the vocabulary costs V·E + E·H parameters (table + projection) instead
-    of V·H — for V = 30k, H = 4096 that is 4M instead of 123M. The projection E → H lives
-    in the Encoder, so that ELECTRA's generator and discriminator can share these tables
-    while each projects them to its own width.
+    The tables are E = `embedding_size` wide (None: E = H, as in BERT). ALBERT's
+    factorization picks a small E (128): the vocabulary costs V·E + E·H parameters (table +
+    projection) instead of V·H — for V = 30k, H = 4096 that is 4M instead of 123M. The
+    projection E → H lives in the Encoder, so that ELECTRA's generator and discriminator can
+    share these tables while each projects them to its own width.
     """
 
     def __init__(self, config: ModelConfig):
         super().__init__()
-        E = config.embedding_dim
+        E = config.embedding_size or config.hidden_size  # None: as wide as H
         self.word_embeddings = nn.Embedding(config.vocab_size, E)
         self.position_embeddings = nn.Embedding(config.max_positions, E) if config.position_encoding == "learned" else None
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, E) if config.type_vocab_size else None
@@ -174,7 +174,8 @@ class Encoder(nn.Module):
         super().__init__()
         self.config, self.max_length = config, config.max_length
         self.embeddings = Embeddings(config)
-        E, H = config.embedding_dim, config.hidden_size
+        H = config.hidden_size
+        E = config.embedding_size or H
         self.embedding_projection = nn.Linear(E, H) if E != H else None
         self.rotary = Rotary(config.head_dim) if config.position_encoding == "rotary" else None
         self.attention, self.feed_forward = build_layers(config)
