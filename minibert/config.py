@@ -40,8 +40,9 @@ class ModelConfig:
     num_heads: int = 12
     # The feed-forward sublayer's inner width (4·H in all five families).
     intermediate_size: int = 3072
-    # None means "same as hidden_size". Otherwise tokens live in an E-dimensional table and one
-    # Linear maps them to H, whichever is larger. Smaller = factorized embeddings (ALBERT,
+    # E: the width of the embedding tables. None means "same as hidden_size" (the code reads
+    # `embedding_size or hidden_size`). Otherwise tokens live in an E-wide table and one Linear
+    # maps them to H, whichever is larger. Smaller = factorized embeddings (ALBERT,
     # ELECTRA-small): only E < H saves parameters (V·E + E·H instead of V·H), which is ALBERT's
     # argument. Larger is ELECTRA's base and large generators (E = 768 or 1024, H = 256): they
     # share the discriminator's wide embedding table and project it down to their narrow width.
@@ -140,11 +141,6 @@ class ModelConfig:
             )
 
     # -- derived sizes ------------------------------------------------------------
-    @property
-    def embedding_dim(self) -> int:
-        """E: the width of the embedding tables (H unless factorized)."""
-        return self.embedding_size or self.hidden_size
-
     @property
     def head_dim(self) -> int:
         return self.hidden_size // self.num_heads

@@ -1,16 +1,18 @@
 """The one Transformer encoder of the BERT family.
 
     input ids ─► Embeddings (token + position + segment, LayerNorm, dropout)
-              ─► [projection E → H, when the embedding width E differs from H]
+              ─► [projection E → H, when E (`embedding_size`) differs from H]
               ─► depth × ( self-attention sublayer ─► feed-forward sublayer )
+              ─► [final LayerNorm, under pre-LN]
               ─► last_hidden_state  (─► pooler: tanh(Linear) of the first token)
 
 BERT, RoBERTa, ALBERT, DistilBERT and ELECTRA are all this encoder with different
-`ModelConfig` values. Two speed tricks live in `Encoder.forward`, each an `if` with the
-plain way beside it: with `needed`, the last layer runs only at the positions a loss reads
-(`last_layer_at`: at the default albert run's 40% masking about a fifth of the encoder's
-matmuls is saved, 15% faster steps measured), and a batch that is mostly padding runs on its
-real tokens only (unpad.py).
+`ModelConfig` values. `Encoder.forward` reads as that recipe, with two speed tricks beside it,
+each an `if` a reader can skip: with `needed`, the last layer runs only at the positions a
+loss reads (`last_layer_at`: at the default albert run's 40% masking about a fifth of the
+encoder's matmuls is saved, 15% faster steps measured), and a batch that is mostly padding
+runs on its real tokens only (`should_unpad`, unpad.py). Looking inside (every layer's states
+and attention probabilities) runs the same forward, on the padded grid, without either.
 `ModelConfig.reference` (`python train.py --reference`) turns both off, with the naive
 attention: the reference path, for reading and debugging, tested equal to the fast one.
 """
@@ -25,7 +27,7 @@ from torch import nn
 
 from .attention import Rotary, SelfAttention
 from .config import ModelConfig
-from .unpad import TokenLayout
+from .unpad import TokenLayout, scatter_rows
 
 ACTIVATIONS = {
     "gelu": nn.GELU(),
@@ -74,16 +76,16 @@ def first_position(input_ids: torch.Tensor) -> torch.Tensor:
 class Embeddings(nn.Module):
     """token + position (+ segment) embeddings, then LayerNorm and dropout.
 
-    The tables are `embedding_dim` (E) wide. BERT uses E = H. ALBERT's factorization picks
-    a small E (128): the vocabulary costs V·E + E·H parameters (table + projection) instead
-    of V·H — for V = 30k, H = 4096 that is 4M instead of 123M. The projection E → H lives
-    in the Encoder, so that ELECTRA's generator and discriminator can share these tables
-    while each projects them to its own width.
+    The tables are E = `embedding_size` wide (None: E = H, as in BERT). ALBERT's
+    factorization picks a small E (128): the vocabulary costs V·E + E·H parameters (table +
+    projection) instead of V·H — for V = 30k, H = 4096 that is 4M instead of 123M. The
+    projection E → H lives in the Encoder, so that ELECTRA's generator and discriminator can
+    share these tables while each projects them to its own width.
     """
 
     def __init__(self, config: ModelConfig):
         super().__init__()
-        E = config.embedding_dim
+        E = config.embedding_size or config.hidden_size  # None: as wide as H
         self.word_embeddings = nn.Embedding(config.vocab_size, E)
         self.position_embeddings = nn.Embedding(config.max_positions, E) if config.position_encoding == "learned" else None
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, E) if config.type_vocab_size else None
@@ -158,7 +160,9 @@ def build_layers(config: ModelConfig) -> tuple[nn.ModuleList, nn.ModuleList]:
 
 
 class Encoder(nn.Module):
-    """The backbone. forward() -> ModelOutput(last_hidden_state [B,T,H], pooler_output [B,H])."""
+    """The backbone. forward() -> ModelOutput: last_hidden_state [B, T, H] and pooler_output [B, H]
+    (with a pooler); with `needed` on the fast path, needed_hidden_state [B, T, H] instead of
+    last_hidden_state (None)."""
 
     # Unpad (unpad.py) from this share of padding in a batch on. Measured side by side
     # (bench/unpad_threshold.py, docs/throughput.md): the two are even near 7% padding, unpadding is 6–8% faster at 20%
@@ -170,7 +174,8 @@ class Encoder(nn.Module):
         super().__init__()
         self.config, self.max_length = config, config.max_length
         self.embeddings = Embeddings(config)
-        E, H = config.embedding_dim, config.hidden_size
+        H = config.hidden_size
+        E = config.embedding_size or H
         self.embedding_projection = nn.Linear(E, H) if E != H else None
         self.rotary = Rotary(config.head_dim) if config.position_encoding == "rotary" else None
         self.attention, self.feed_forward = build_layers(config)
@@ -188,37 +193,46 @@ class Encoder(nn.Module):
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, needed=None,
                 output_hidden_states: bool = False, output_attentions: bool = False) -> ModelOutput:
-        """input ids [B, T] -> ModelOutput (last_hidden_state [B, T, H], pooler_output [B, H]).
+        """input ids [B, T] -> ModelOutput: last_hidden_state [B, T, H] (None with `needed`, below), pooler_output [B, H].
+
+        The recipe: embeddings, the projection E → H, the layers, the final LayerNorm
+        (pre-LN), the pooler. Two speed tricks sit beside it, each behind an `if` to skip
+        when reading: unpadding (`should_unpad`, `pack`: the layers run on the real tokens
+        only) and, with `needed`, the last layer at the needed positions only.
 
         `needed` (optional, [B, T] bool): the positions whose final hidden state the caller
         will read — the positions a loss reads, e.g. the masked ones for MLM. The last layer
         then runs there only (`last_layer_at`), and the result is `needed_hidden_state` (zero
         elsewhere; last_hidden_state is None). `output_hidden_states` / `output_attentions`
-        return every layer's states / attention probabilities, as transformers does (`look_inside`).
+        also return every layer's states / attention probabilities, as transformers does;
+        looking inside computes every position on the padded grid (no speed trick).
         """
         batch, seq_len = input_ids.shape
         if seq_len > self.max_length:
             raise ValueError(f"sequence length {seq_len} exceeds the {self.max_length} positions this model has; "
                              f"truncate inputs to {self.max_length} tokens")
-        if output_hidden_states or output_attentions:
-            return self.look_inside(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions)
+        looking_inside = output_hidden_states or output_attentions
+        sparse = needed is not None and self.sparse_last_layer and not looking_inside  # the last layer where needed only
         positions = self.config.position_offset + torch.arange(seq_len, device=input_ids.device)  # [T]
         token_type_ids = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
         key_mask = None if attention_mask is None or attention_mask.all() else attention_mask.bool()  # [B, T], True = real
-        packed = None
-        if self.packs_always or key_mask is not None and self.unpad and 1 - key_mask.float().mean() >= self.UNPAD_FROM:
-            packed = TokenLayout.from_mask(torch.ones_like(input_ids) if key_mask is None else key_mask)  # unpad.py
-            positions = positions.expand(batch, -1)
-            input_ids, positions, token_type_ids, key_mask = *map(packed.pack, (input_ids, positions, token_type_ids)), None
+        packed = None  # unpadding: where the real tokens sit, when the layers run on them alone
+        if not looking_inside and self.should_unpad(key_mask):  # [B, T] -> [tokens]
+            packed, input_ids, positions, token_type_ids = self.pack(input_ids, positions, token_type_ids, key_mask)
+            key_mask = None  # the packed layout knows which tokens form a sequence
 
         x = self.embeddings(input_ids, positions, token_type_ids)  # [B, T, E], or [tokens, E] packed
         if self.embedding_projection is not None:
             x = self.embedding_projection(x)  # E -> H
         rotary = self.rotary(positions) if self.rotary is not None else None  # the same angles at every depth
-        sparse = needed is not None and self.sparse_last_layer
+        hidden_states, attentions = [x], []  # looking inside: the embeddings, then each layer's output; its attention
         for depth in range(self.config.num_layers - sparse):
             attention, feed_forward = self.layer(depth)
+            if output_attentions:  # computed apart: the fused kernels never hold the probabilities
+                attentions.append(attention.fn.probabilities(attention.branch_input(x), key_mask, rotary))
             x = feed_forward(attention(x, key_mask, rotary, packed))  # [B, T, H], or [tokens, H] packed
+            if output_hidden_states:
+                hidden_states.append(x)
         if sparse:  # the last layer at the needed positions only
             rows, grid_rows = self.needed_rows(needed, packed)
             x = self.last_layer_at(rows, x, key_mask, rotary, packed)  # [needed, H]
@@ -226,11 +240,26 @@ class Encoder(nn.Module):
             x = self.final_norm(x)
 
         if sparse:  # [needed, H] -> [B, T, H], zeros elsewhere
-            hidden, needed_hidden = None, x.new_zeros(batch * seq_len, x.shape[-1]).index_copy(0, grid_rows, x).view(batch, seq_len, -1)
-        else:
-            hidden = needed_hidden = x if packed is None else packed.unpack(x)  # [tokens, H] -> [B, T, H]
-        pooled = torch.tanh(self.pooler(needed_hidden[:, 0])) if self.pooler is not None else None
-        return ModelOutput(hidden, pooled, needed_hidden)
+            x = scatter_rows(x, grid_rows, batch, seq_len)
+        elif packed is not None:  # unpadding undone: [tokens, H] -> [B, T, H], zeros at padding
+            x = packed.unpack(x)
+        pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None
+        return ModelOutput(None if sparse else x, pooled, x, tuple(hidden_states) if output_hidden_states else None,
+                           tuple(attentions) if output_attentions else None)
+
+    def should_unpad(self, key_mask: torch.Tensor | None) -> bool:
+        """Whether this batch runs on its real tokens only (unpad.py): always for the Triton
+        kernel, which reads packed tokens; otherwise when unpadding is on and at least
+        UNPAD_FROM of the batch is padding."""
+        mostly_padding = key_mask is not None and 1 - key_mask.float().mean() >= self.UNPAD_FROM
+        return self.packs_always or (self.unpad and mostly_padding)
+
+    @staticmethod
+    def pack(input_ids, positions, token_type_ids, key_mask) -> tuple[TokenLayout, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The inputs of the real tokens only, back to back: ids [B, T] and positions [T] -> the
+        layout (unpad.py), then input ids, positions and token types, each [tokens]."""
+        packed = TokenLayout.from_mask(torch.ones_like(input_ids) if key_mask is None else key_mask)
+        return packed, *map(packed.pack, (input_ids, positions.expand(input_ids.shape[0], -1), token_type_ids))
 
     def last_layer_at(self, rows: torch.Tensor, x: torch.Tensor, key_mask, rotary, packed) -> torch.Tensor:
         """The last layer, computed for the given rows of x only: [B, T, H] (or [tokens, H]) -> [needed, H].
@@ -254,25 +283,6 @@ class Encoder(nn.Module):
             needed = needed | first_position(needed)
         rows = (needed.flatten() if packed is None else packed.pack(needed)).nonzero().squeeze(1)  # in the layers' row order
         return rows, (rows if packed is None else packed.grid_index.index_select(0, rows))
-
-    def look_inside(self, input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions) -> ModelOutput:
-        """The forward pass on the padded grid, keeping every layer's states and/or attention
-        probabilities (as transformers' output_hidden_states / output_attentions)."""
-        positions = self.config.position_offset + torch.arange(input_ids.shape[1], device=input_ids.device)
-        key_mask = None if attention_mask is None else attention_mask.bool()
-        x = self.embeddings(input_ids, positions, torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids)
-        x = x if self.embedding_projection is None else self.embedding_projection(x)
-        rotary = self.rotary(positions) if self.rotary is not None else None
-        hidden_states, attentions = [x], []
-        for depth in range(self.config.num_layers):
-            attention, feed_forward = self.layer(depth)
-            attentions.append(attention.fn.probabilities(attention.branch_input(x), key_mask, rotary))
-            x = feed_forward(attention(x, key_mask, rotary))
-            hidden_states.append(x)
-        x = x if self.final_norm is None else self.final_norm(x)
-        pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None
-        return ModelOutput(x, pooled, x, tuple(hidden_states) if output_hidden_states else None,
-                           tuple(attentions) if output_attentions else None)
 
 
 def init_weights(module: nn.Module, config: ModelConfig) -> None:

@@ -71,6 +71,23 @@ def test_attentions_are_probabilities_over_the_real_keys_and_hidden_states_end_a
     torch.testing.assert_close(model.final_norm(out.hidden_states[-1]), out.last_hidden_state)
 
 
+def test_looking_inside_is_the_plain_forward_keeping_what_each_layer_passes_on():
+    config = ModelConfig(vocab_size=20, hidden_size=16, num_layers=3, num_heads=2, intermediate_size=24, max_positions=16,
+                         hidden_dropout=0.0, attention_dropout=0.0)
+    torch.manual_seed(0)
+    model = Encoder(config).eval()
+    ids = padded_ids()[0][:1]  # no padding: the plain call runs on the padded grid too
+    with torch.no_grad():
+        plain = model(ids)
+        out = model(ids, needed=ids == 5, output_hidden_states=True)  # looking inside computes every position
+        embedded = model.embeddings(ids, torch.arange(ids.shape[1]), torch.zeros_like(ids))
+    assert len(out.hidden_states) == 4 and out.attentions is None
+    assert torch.equal(out.hidden_states[0], embedded)
+    assert torch.equal(out.hidden_states[-1], plain.last_hidden_state)  # post-LN: no final LayerNorm
+    assert torch.equal(out.last_hidden_state, plain.last_hidden_state) and out.needed_hidden_state is out.last_hidden_state
+    assert torch.equal(out.pooler_output, plain.pooler_output)
+
+
 def test_the_attention_command_draws_one_picture_per_call(hf_dir, tmp_path, capsys):
     pytest.importorskip("matplotlib")
     picture = tmp_path / "attention.png"

@@ -114,7 +114,7 @@ def test_generator_is_a_quarter_and_shares_embeddings():
     assert generator.embedding_table is discriminator.encoder.embeddings.word_embeddings.weight  # tied decoder
     assert generator.encoder.embedding_projection is not discriminator.encoder.embedding_projection
     wide = generator_config(tiny(hidden_size=64), 0.25)  # E = 64 > the generator's 16, as in ELECTRA-base
-    assert (wide.embedding_dim, wide.hidden_size) == (64, 16)
+    assert (wide.embedding_size, wide.hidden_size) == (64, 16)
 
 
 def test_no_discriminator_gradient_reaches_the_generator_through_the_sample():

@@ -41,7 +41,7 @@ TITLE = "7. Each family's own evidence: held-out pretraining tasks"
 TASKS = ("SST-2",)
 FINETUNE_SEEDS = 1  # SST-2 cannot tell these encoders apart at this scale (sections 3–5): one fine-tuning each
 MODEST = 0.10  # ALBERT's "modest cost": it keeps at least 90% of the unshared model's held-out MLM accuracy
-ALBERT_E = 64  # the albert variant's embedding width
+ALBERT_E = 64  # the albert variant's embedding_size (E)
 ALBERT_SHAPE = ("--embedding-size", str(ALBERT_E), "--share-layers", "all")  # its E and its sharing
 LABELS = {
     "mlm": "RoBERTa's data recipe (dynamic masks, full sentences), this project's training recipe",

@@ -37,7 +37,7 @@ def compute(budget: Budget, runs: Path, jobs: int = 1) -> dict:
     sequence = BatchShape.uniform(1, 128)
     return {"presets": presets, "ablation": rows,
             "shape": {"hidden": base.hidden_size, "layers": base.num_layers, "ffn": base.intermediate_size,
-                      "vocab": base.vocab_size, "embedding": both.embedding_dim},
+                      "vocab": base.vocab_size, "embedding": both.embedding_size},
             "flops_ratio": encoder_flops(both, sequence) / encoder_flops(base, sequence)}
 
 

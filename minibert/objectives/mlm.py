@@ -39,9 +39,10 @@ class MaskedLMHead(nn.Module):
 
     def __init__(self, config: ModelConfig):
         super().__init__()
-        self.transform = nn.Linear(config.hidden_size, config.embedding_dim)
+        E = config.embedding_size or config.hidden_size
+        self.transform = nn.Linear(config.hidden_size, E)
         self.act = ACTIVATIONS[config.activation]
-        self.norm = nn.LayerNorm(config.embedding_dim, eps=config.layer_norm_eps)
+        self.norm = nn.LayerNorm(E, eps=config.layer_norm_eps)
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
         self.fused = not config.reference  # --reference: the plain F.cross_entropy instead
 

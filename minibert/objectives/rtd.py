@@ -37,13 +37,14 @@ from .mlm import mlm_metrics
 
 def generator_config(config: ModelConfig, fraction: float) -> ModelConfig:
     """The discriminator's config scaled to `fraction` of its width (hidden, heads, FFN);
-    same depth, same embedding width E (the tables are shared). E may exceed the generator's
-    width: its projection then maps E down to H, as in ELECTRA-base (E = 768, H = 256)."""
+    same depth, the same `embedding_size` E (the tables are shared), written out where the
+    discriminator's is None (E = its H). E may exceed the generator's width: its projection
+    then maps E down to H, as in ELECTRA-base (E = 768, H = 256)."""
     heads = max(1, round(config.num_heads * fraction))
     hidden = max(heads, round(config.hidden_size * fraction) // heads * heads)
     return config.replace(
         hidden_size=hidden, num_heads=heads, intermediate_size=max(1, round(config.intermediate_size * fraction)),
-        embedding_size=config.embedding_dim, pooler=False,
+        embedding_size=config.embedding_size or config.hidden_size, pooler=False,
     )
 
 

@@ -71,7 +71,8 @@ class BatchShape:
 
 def encoder_flops(config: ModelConfig, shape: BatchShape, sparse_last_layer: bool = False) -> float:
     """Forward FLOPs of the `Encoder` (embedding projection and layers) on a batch."""
-    H, I, E = config.hidden_size, config.intermediate_size, config.embedding_dim
+    H, I = config.hidden_size, config.intermediate_size
+    E = config.embedding_size or H
     dense = 2 * (4 * H * H + 2 * H * I)  # per token
     attention = 2 * 2 * H  # per query-key pair: QKᵀ and PV
     full_layers = config.num_layers - 1 if sparse_last_layer else config.num_layers
@@ -86,7 +87,8 @@ def encoder_flops(config: ModelConfig, shape: BatchShape, sparse_last_layer: boo
 
 def masked_lm_head_flops(config: ModelConfig, shape: BatchShape) -> float:
     """Forward FLOPs of the MLM head at the masked positions only: H → E, then E → V."""
-    H, E = config.hidden_size, config.embedding_dim
+    H = config.hidden_size
+    E = config.embedding_size or H
     return shape.masked * 2 * (H * E + E * config.vocab_size)
 
 

@@ -116,7 +116,8 @@ def reference_format(directory: Path, stored: dict) -> tuple[str, ModelConfig, l
 
 
 def architecture(config: ModelConfig) -> str:
-    E, H = config.embedding_dim, config.hidden_size
+    H = config.hidden_size
+    E = config.embedding_size or H
     if config.position_encoding == "learned":
         offset = f", ids from {config.position_offset}" if config.position_offset else ""
         positions = f"learned positions {config.max_positions}{offset}"

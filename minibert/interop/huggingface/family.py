@@ -116,7 +116,7 @@ class Family:
         values = {k: getattr(config, f) for f, k in self.config_keys.items()}
         values[self.config_keys["activation"]] = ACTIVATIONS[config.activation]
         if "embedding_size" in self.config_keys:
-            values["embedding_size"] = config.embedding_dim
+            values["embedding_size"] = config.embedding_size or config.hidden_size
         if self.share_key is not None:
             values[self.share_key] = 1 if config.share_layers == "all" else config.num_layers
         return {
