@@ -94,10 +94,11 @@ def sigmas(p: float, n: int, k: float = 6.0) -> float:
 @given(seed=st.integers(0, 2**31), mask_prob=st.floats(0.05, 0.6),
        replace_probs=st.sampled_from([(0.8, 0.1, 0.1), (0.85, 0.0, 0.15), (0.5, 0.25, 0.25), (0.6, 0.4, 0.0), (0.0, 0.0, 1.0)]))
 def test_the_rate_and_the_80_10_10_split_hold_on_any_draw(seed, mask_prob, replace_probs):
-    """The share of ordinary tokens selected is mask_prob, and the selected ones go to [MASK],
-    a random id or stay as they are in the recipe's proportions (BERT's 80/10/10), each within
-    6 standard deviations of its binomial count. A random id equal to the original counts as
-    unchanged (1 chance in the 995 ordinary ids)."""
+    """BERT's token-level choice (max_span = 1, single tokens): the share of ordinary tokens
+    selected is mask_prob, and the selected ones go to [MASK], a random id or stay as they are
+    in the recipe's proportions (BERT's 80/10/10), each within 6 standard deviations of its
+    binomial count. A random id equal to the original counts as unchanged (1 chance in the
+    995 ordinary ids)."""
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(5, VOCAB, (128, 512), generator=g)
     ids[:, 0], ids[:, -1] = 2, 3
@@ -115,13 +116,30 @@ def test_the_rate_and_the_80_10_10_split_hold_on_any_draw(seed, mask_prob, repla
 
 
 @settings(max_examples=10, deadline=None)
-@given(seed=st.integers(0, 2**31), mask_prob=st.floats(0.05, 0.6), max_span=st.integers(2, 4), whole_word=st.booleans())
+@given(seed=st.integers(0, 2**31), mask_prob=st.floats(0.05, 0.6))
+def test_single_tokens_are_chosen_one_by_one(seed, mask_prob):
+    """BERT's token-level choice: whether a token is chosen says nothing about its neighbour.
+    Among the ordinary tokens right after a chosen one, the share chosen is mask_prob too
+    (within 6 standard deviations); spans of tokens would raise it."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, VOCAB, (128, 512), generator=g)
+    _, labels = masking(mask_prob=mask_prob)(ids, g)
+    selected = labels != IGNORE_INDEX
+    after_selected = selected[:, 1:][selected[:, :-1]]
+    n = len(after_selected)
+    assert abs(float(after_selected.float().mean()) - mask_prob) <= sigmas(mask_prob, n), n
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2**31), mask_prob=st.floats(0.05, 0.6), max_span=st.integers(1, 4), whole_word=st.booleans())
 def test_spans_cover_mask_prob_of_the_tokens_despite_their_overlaps(seed, mask_prob, max_span, whole_word):
-    """With spans, the begin rate accounts for overlapping spans (`begin_probability`), so the
-    share selected is still mask_prob: within 6 standard deviations of a count of spans (each
-    span moves up to max_span tokens together), plus 0.01 for the few units at the start of a
-    segment, which fewer spans can reach. mask_prob / E[n] as the begin rate, the rule before,
-    covers ALBERT's default 40% at 36% and fails this."""
+    """ALBERT's n-gram masking (`Masking.choose_spans`: spans, or whole words with max_span = 1):
+    the begin rate accounts for overlapping spans (`begin_probability`), so the share selected
+    is still mask_prob: within 6 standard deviations of a count of spans (each span moves up to
+    max_span tokens together), plus 0.01 for the few units at the start of a segment, which
+    fewer spans can reach. mask_prob / E[n] as the begin rate, the rule before, covers ALBERT's
+    default 40% at 36% and fails this."""
+    whole_word = whole_word or max_span == 1  # max_span = 1 of single tokens is the token-level choice, tested above
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(5, VOCAB, (128, 512), generator=g)
     ids[:, 0], ids[:, 255], ids[:, -1] = 2, 3, 3  # [CLS] A [SEP] B [SEP]

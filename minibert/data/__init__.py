@@ -13,8 +13,9 @@ Read in this order — each step consumes what the previous one produced:
 4. `examples.py`       cut the arrays into examples of one layout — NSP pairs (BERT),
                        SOP pairs (ALBERT) or packed full sentences (RoBERTa) — and lay
                        them out once as token ids, segment ids and sentence labels.
-5. `masking.py`        `Masking`: choose `mask_prob` of the tokens (BERT 15%, the default runs
-                       40%) in tokens, words or spans, and apply the 80/10/10 rule;
+5. `masking.py`        `Masking`: choose `mask_prob` of the tokens (BERT 15%; each default
+                       run's in variants.py) in tokens, words or spans, and apply the
+                       80/10/10 rule;
    `static_masks.py`   BERT's masks drawn once and stored (`dupe_factor` copies).
 6. `dataset.py`        serve batches in a seeded, resumable, DDP-sharded order, with
                        static or dynamic (RoBERTa) masks.

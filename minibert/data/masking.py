@@ -2,14 +2,16 @@
 
 MLM hides some input tokens and asks the model to recover them. Two decisions define it:
 
-1. *Which* positions to predict, the masked positions (`Masking.choose`): `mask_prob` of the ordinary tokens
-   (BERT's 15%; 40% in the default runs) — never [CLS], [SEP] or [PAD]. The unit is a
-   token, or a whole word (all pieces of a word together, BERT's later "whole word
-   masking"), which removes the easy cue of guessing a piece from the rest of its own word;
-   `max_span` > 1 masks spans of up to that many units, of length n with P(n) ∝ 1/n. ALBERT's
-   n-gram masking is spans of up to 3 *words*: its data script builds word candidates from
-   the SentencePiece pieces and draws n-grams of them; the `albert` variant does the same.
-   A span never reaches past a special token: it stays inside its segment.
+1. *Which* positions to predict, the masked positions (`Masking.choose`): `mask_prob` of the
+   ordinary tokens — never [CLS], [SEP] or [PAD]. BERT's rate is 15%; each variant's default
+   run sets its own (variants.py, else training/settings.py's MASK_PROB). BERT, RoBERTa,
+   DistilBERT and ELECTRA choose single tokens.
+   ALBERT's n-gram masking chooses spans of up to 3 whole words (`Masking.choose_spans`): its
+   data script builds word candidates from the SentencePiece pieces and draws n-grams of them,
+   of length n with P(n) ∝ 1/n; the `albert` variant does the same. Any run may mask spans
+   (`max_span` > 1) of tokens or of whole words (all pieces of a word together, BERT's later
+   "whole word masking", which removes the easy cue of guessing a piece from the rest of its
+   own word). A span never reaches past a special token: it stays inside its segment.
 2. *What the model sees* at those positions (`Masking.replace`): BERT's 80/10/10 rule.
 
 Every random draw comes from the `generator` passed in, so the same seed gives the same masks.
@@ -49,6 +51,10 @@ class Masking:
         self.word_starts = word_starts
         self.span_probs = 1.0 / torch.arange(1, max_span + 1, dtype=torch.float)  # P(n) ∝ 1/n ...
         self.span_probs /= self.span_probs.sum()  # ... normalised
+        # The chance that a unit begins a span. Not mask_prob / E[n]: spans begun a unit or two
+        # apart overlap, and a token covered twice counts once, so that rate would fall short of
+        # mask_prob (36% for ALBERT's spans at 40%); `begin_probability` solves for the rate
+        # that covers mask_prob. Without spans (max_span = 1) it is mask_prob itself.
         self.begin_prob = begin_probability(mask_prob, self.span_probs)
 
     @classmethod
@@ -70,12 +76,26 @@ class Masking:
         return self.replace(input_ids, masked, generator), labels
 
     def choose(self, input_ids: torch.Tensor, can_mask: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        """The masked positions, the ones to predict [B, T] bool: spans of 1..max_span units
-        covering `mask_prob` of the maskable tokens on average.
+        """The masked positions, the ones to predict [B, T] bool: `mask_prob` of the maskable tokens on average.
+
+        BERT "masks 15% of all WordPiece tokens in each sequence at random" (§3.1): here each
+        maskable token is chosen on its own, with chance `mask_prob`. (BERT's data script picks
+        a fixed count per sequence instead, the share rounded and capped at
+        max_predictions_per_seq: the same rate on average, varying less between sequences.)
+        Spans and whole words are ALBERT's n-gram masking: `choose_spans`.
+        """
+        if self.max_span > 1 or self.word_starts is not None:
+            return self.choose_spans(input_ids, can_mask, generator)
+        return can_mask & (torch.rand(can_mask.shape, generator=generator) < self.mask_prob)
+
+    def choose_spans(self, input_ids: torch.Tensor, can_mask: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """The masked positions as spans of 1..max_span units covering `mask_prob` of the maskable
+        tokens on average [B, T] bool: ALBERT's n-gram masking (ALBERT §4.1 and its data script
+        create_pretraining_data.py, spans of up to 3 words), and whole-word masking (max_span = 1).
 
         A unit is a token, or a word when `word_starts` is set; each special token is a unit
         of its own. Every unit begins a span with probability `begin_prob`, its length drawn
-        with P(n) ∝ 1/n; spans may overlap, which `begin_probability` accounts for, and a span
+        with P(n) ∝ 1/n; spans may overlap, which `begin_prob` accounts for, and a span
         stops where its segment ends ([SEP]).
         """
         batch, length = input_ids.shape
@@ -115,8 +135,10 @@ def begin_probability(mask_prob: float, span_probs: torch.Tensor) -> float:
 
     A unit is covered when a span begins k units before it and is longer than k, for some k
     in 0..max_span-1: independent events of chance q · P(n > k). So the covered share is
-    1 - Π_k (1 - q · P(n > k)); q = mask_prob / E[n] would overcount the overlaps (for
-    ALBERT's spans of up to 3 words at 40%: 36% covered), so q is solved for instead.
+    1 - Π_k (1 - q · P(n > k)). The naive q = mask_prob / E[n] counts a unit that two spans
+    cover twice (for ALBERT's spans of up to 3 words at 40%: 36% covered). The covered share is
+    a polynomial in q of degree max_span that grows with q, so bisection finds q for any
+    max_span; 50 halvings pin it to 1e-15. With max_span = 1 the product is 1 - q: q = mask_prob.
     """
     longer = span_probs.flip(0).cumsum(0).flip(0).tolist()  # P(n > k) for k = 0 .. max_span - 1
     low, high = 0.0, 1.0

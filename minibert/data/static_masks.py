@@ -44,7 +44,10 @@ class StaticMasks:
     def apply(self, copies: np.ndarray, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The batch of these example copies [B], with each copy's stored mask."""
         starts, counts = self.offsets[copies], self.offsets[copies + 1] - self.offsets[copies]  # [B]
-        entries = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())  # each copy's entries
+        # Each copy's entries, the ranges [start, start + count) laid end to end, without a loop:
+        # the r-th entry overall is the k-th of copy i, r = (the counts before copy i) + k, so
+        # subtracting the counts before copy i (cumsum - counts) and adding its start gives start + k.
+        entries = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
         rows = torch.from_numpy(np.repeat(np.arange(len(copies)), counts))
         positions = torch.from_numpy(self.positions[entries].astype(np.int64))
         original = batch["input_ids"]

@@ -1,8 +1,8 @@
 """Masked language modeling (BERT §3.1): recover the tokens that the masking hid.
 
-The data pipeline selects a share of each batch's tokens (`--mask-prob`: BERT's 15%, 40% in
-the default runs) and shows the model [MASK], a random token or the token itself there
-(data/masking.py); their original ids are the `labels` (-100 elsewhere). The loss is the
+The data pipeline selects a share of each batch's tokens (`--mask-prob`: BERT's 15%; each
+default run's in variants.py) and shows the model [MASK], a random token or the token itself
+there (data/masking.py); their original ids are the `labels` (-100 elsewhere). The loss is the
 cross-entropy of the model's guess at those positions only. Here is all of it:
 
     MaskedLMHead             H -> E, activation, LayerNorm, then the decoder: the input

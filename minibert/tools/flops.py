@@ -9,7 +9,7 @@ backward twice that) assumes every parameter is a matmul weight every token goes
 In an encoder two things break it. The word-embedding table is most of a small model's
 parameters (30k × 256 against 3M in four layers at H = 256) but a lookup costs nothing; the
 decoder that is tied to it is a real [E, V] matmul, yet minibert runs it at the masked positions
-only (`--mask-prob`: BERT's 15%, 40% in the default runs) (sparse prediction, `heads.masked_lm_loss`). And attention's QKᵀ and PV
+only (`--mask-prob`: BERT's 15%; each default run's in variants.py) (sparse prediction, `heads.masked_lm_loss`). And attention's QKᵀ and PV
 have no parameters but cost 4·H·T per token per layer, a quarter of a layer at T = 512, H = 256.
 So the matmuls are counted one by one, 2 FLOPs per multiply-add:
 

@@ -43,8 +43,9 @@ OPERATIONAL = ("device", "threads", "out", "cache_dir", "eval_every", "eval_batc
 # None of these is a family's defining switch; variants.CLASSIC is the published recipe.
 DEFAULT_MODEL = dict(vocab_size=8000, hidden_size=128, num_layers=2, num_heads=2, intermediate_size=512,
                      position_encoding="rotary", hidden_dropout=0.0, attention_dropout=0.0)
-# The default runs mask 40% of the tokens, not BERT's 15%: more predictions per forward
-# pass, which the few minutes of a default run need (docs/training.md has the ablation).
+# The default runs mask 40% of the tokens (ELECTRA's 25%, variants.py), not BERT's 15%: more
+# predictions per forward pass, which the few minutes of a default run need (docs/training.md
+# has the ablation).
 # Held-out accuracy is still measured at 15% (data/pipeline.py, EVAL_MASK_PROB).
 MASK_PROB = 0.4
 
