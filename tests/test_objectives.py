@@ -13,7 +13,8 @@ from minibert.objectives.kd import (KnowledgeDistillation, init_student_from_tea
                                     teacher_layers)
 from minibert.objectives.mlm import MaskedLanguageModeling
 from minibert.objectives.pretrainer import Pretrainer
-from minibert.objectives.rtd import ReplacedTokenDetection, generator_config, gumbel_max_sample, replace_masked
+from minibert.objectives.rtd import (ReplacedTokenDetection, detection_loss, generator_config, gumbel_max_sample,
+                                     replace_masked)
 from minibert.objectives.sentence import SentencePairTask
 from minibert.operations.state import trainable_state
 from minibert.training.settings import Settings
@@ -151,6 +152,19 @@ def test_the_detection_loss_reads_every_token_or_only_the_masked_ones(tokens):
     expected = batch["attention_mask"].bool() if tokens == "all" else batch["labels"] != IGNORE_INDEX
     assert torch.equal(reached, expected)
     assert 0 <= metrics["rtd_masked_auc"] <= 1
+
+
+def test_the_discriminators_own_loss_is_the_detection_loss_at_the_real_tokens():
+    """`ReplacedTokenDetector(..., labels=)` writes the detection loss out (heads.py cannot import
+    rtd.py): both must be the binary CE averaged over the non-padding tokens, bit for bit."""
+    torch.manual_seed(0)
+    discriminator, batch = ReplacedTokenDetector(tiny()).eval(), make_batch(pair=False)
+    replaced = (batch["labels"] != IGNORE_INDEX).long()
+    out = discriminator(batch["input_ids"], batch["attention_mask"], labels=replaced)
+    assert torch.equal(out.loss, detection_loss(out.logits, replaced, batch["attention_mask"].bool()))
+    real = batch["attention_mask"].bool()
+    expected = F.binary_cross_entropy_with_logits(out.logits[real], replaced[real].float())
+    torch.testing.assert_close(out.loss, expected)
 
 
 def test_an_unknown_detection_token_set_is_a_clear_error():
