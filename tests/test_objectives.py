@@ -21,8 +21,8 @@ from minibert.training.settings import Settings
 from minibert.variants import VARIANTS, build_pretrainer, example_layout, run_objectives, run_architecture, with_layout
 
 
-# ELECTRA's and DistilBERT's recipes, as Settings gives them (the objectives keep no defaults of their own)
-RTD = dict(generator_fraction=0.25, mlm_weight=1.0, rtd_weight=50.0, generator=None, tokens="all")
+# ELECTRA's and DistilBERT's recipes, as their variants give them (the objectives keep no defaults of their own)
+RTD = dict(generator_fraction=0.25, mlm_weight=1.0, rtd_weight=VARIANTS["electra"].settings["rtd_weight"], generator=None, tokens="all")
 KD = dict(temperature=2.0, soft_weight=5.0, mlm_weight=2.0, cosine_weight=1.0, all_tokens=False)
 
 
