@@ -9,6 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 from minibert import MaskedLM, ModelConfig, ReplacedTokenDetector
 from minibert.heads import IGNORE_INDEX
+from minibert.objectives import Objective
 from minibert.objectives.kd import (KnowledgeDistillation, init_student_from_teacher, soft_target_kl, student_config,
                                     teacher_layers)
 from minibert.objectives.mlm import MaskedLanguageModeling
@@ -294,6 +295,32 @@ def test_the_examples_follow_the_objectives_so_the_two_cannot_disagree():
                               num_layers=2, embedding_size=8), vocab_size=50, pad_token_id=0)
     built = build_pretrainer(albert, albert.default_settings(layout="nsp"), config)
     assert list(built.objectives) == ["mlm", "nsp"]
+
+
+def test_every_objective_has_the_members_the_pretrainer_reads():
+    """Each objective a variant builds (DistilBERT's with a teacher) is an `Objective`; a module
+    that lacks one of its members is not."""
+    built = []
+    for name, variant in VARIANTS.items():
+        settings_ = variant.default_settings(seq_len=10)
+        if variant.needs_teacher:
+            teacher = MaskedLM(tiny())
+            built.append(KnowledgeDistillation(teacher, **KD))
+            continue
+        config = run_architecture(variant, settings_, dict(hidden_size=32, num_heads=4, intermediate_size=48, num_layers=2),
+                                  vocab_size=50, pad_token_id=0)
+        for layout in ("nsp", "sop", "full_sentences"):
+            built += build_pretrainer(variant, settings_.replace(layout=layout), config).objectives.values()
+    kinds = {type(objective).__name__ for objective in built}
+    assert kinds == {"MaskedLanguageModeling", "SentencePairTask", "ReplacedTokenDetection", "KnowledgeDistillation"}
+    for objective in built:
+        assert isinstance(objective, Objective), type(objective).__name__
+        assert isinstance(objective.reads_output, bool) and isinstance(objective.reads_pooler, bool)
+
+    class NoPositions(torch.nn.Module):
+        reads_output, reads_pooler = True, False
+
+    assert not isinstance(NoPositions(), Objective)
 
 
 def test_distilbert_without_teacher_is_a_clear_error():

@@ -101,7 +101,7 @@ def init_student_from_teacher(student: MaskedLM, teacher: MaskedLM) -> None:
 
 
 class KnowledgeDistillation(nn.Module):
-    """DistilBERT's triple loss; owns the frozen teacher."""
+    """An `Objective`: DistilBERT's triple loss; owns the frozen teacher."""
 
     reads_output = True
     reads_pooler = False

@@ -83,7 +83,7 @@ RTD_TOKENS = ("all", "masked")  # which tokens the discriminator's loss reads: E
 
 
 class ReplacedTokenDetection(nn.Module):
-    """loss = mlm_weight · generator MLM + rtd_weight · `detection_loss` over `tokens`."""
+    """An `Objective`: loss = mlm_weight · generator MLM + rtd_weight · `detection_loss` over `tokens`."""
 
     reads_output = False  # the discriminator reads the corrupted batch, not the masked one
     reads_pooler = False
@@ -95,6 +95,9 @@ class ReplacedTokenDetection(nn.Module):
             raise ValueError(f"tokens must be one of {', '.join(RTD_TOKENS)}; got {tokens!r}")
         self.generator = build_generator(discriminator, generator_fraction, generator)
         self.mlm_weight, self.rtd_weight, self.tokens = mlm_weight, rtd_weight, tokens
+
+    def needed_positions(self, batch):
+        return None  # never asked: this objective reads no shared pass (reads_output is False)
 
     def forward(self, model, batch, output=None):
         ids, mask, types, labels = batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], batch["labels"]
