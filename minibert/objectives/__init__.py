@@ -7,7 +7,9 @@
     rtd.py          replaced token detection (ELECTRA): generator, sampling, the detection loss
     kd.py           distillation from a teacher (DistilBERT): soft targets + MLM + hidden-state cosine
     pretrainer.py   `Pretrainer`: the kept model and its objectives, summed over one encoder pass
-    task_distillation.py   the fine-tuning distillation loss (`train.py finetune --teacher`)
+
+Fine-tuning has its own distillation loss, Hinton et al.'s soft targets from a fine-tuned
+teacher (`train.py finetune --teacher`): minibert/finetune/soft_targets.py.
 
 Import from the modules themselves (`from minibert.objectives.mlm import ...`): the MLM head
 is part of the task model `minibert.MaskedLM`, so this package does not import them all.
