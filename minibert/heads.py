@@ -80,14 +80,6 @@ class ReplacedTokenHead(nn.Module):
         return self.prediction(self.act(self.dense(hidden))).squeeze(-1)
 
 
-def replaced_token_loss(logits, labels, attention_mask=None) -> torch.Tensor:
-    """Binary cross-entropy averaged over the real (non-padding) tokens."""
-    if attention_mask is not None:
-        real = attention_mask.bool()
-        logits, labels = logits[real], labels[real]
-    return F.binary_cross_entropy_with_logits(logits.float(), labels.float())
-
-
 class ClassificationHead(nn.Module):
     """Sequence classification from the pooled vector (or the first token without a pooler);
     applied to every token's vector, token classification."""
@@ -163,7 +155,10 @@ class ReplacedTokenDetector(EncoderWithHead):
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> ReplacedTokenOutput:
         out = self.encoder(input_ids, attention_mask, token_type_ids)
         logits = self.head(out.last_hidden_state)  # [B, T]
-        loss = None if labels is None else replaced_token_loss(logits, labels, attention_mask)
+        loss = None
+        if labels is not None:  # objectives/rtd.py's detection_loss at the real tokens (rtd.py imports this module)
+            real = attention_mask.bool() if attention_mask is not None else slice(None)
+            loss = F.binary_cross_entropy_with_logits(logits[real].float(), labels[real].float())
         return ReplacedTokenOutput(**encoder_fields(out), logits=logits, loss=loss)
 
 

@@ -27,7 +27,7 @@ from torch import nn
 
 from .attention import Rotary, SelfAttention
 from .config import ModelConfig
-from .unpad import TokenLayout, scatter_rows
+from .unpad import TokenLayout
 
 ACTIVATIONS = {
     "gelu": nn.GELU(),
@@ -239,8 +239,8 @@ class Encoder(nn.Module):
         if self.final_norm is not None:
             x = self.final_norm(x)
 
-        if sparse:  # [needed, H] -> [B, T, H], zeros elsewhere
-            x = scatter_rows(x, grid_rows, batch, seq_len)
+        if sparse:  # [needed, H] -> [B, T, H], zeros elsewhere (unpad.scatter_rows' index_copy, written out)
+            x = x.new_zeros(batch * seq_len, x.shape[-1]).index_copy(0, grid_rows, x).view(batch, seq_len, -1)
         elif packed is not None:  # unpadding undone: [tokens, H] -> [B, T, H], zeros at padding
             x = packed.unpack(x)
         pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None

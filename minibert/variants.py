@@ -100,8 +100,13 @@ VARIANTS: dict[str, Variant] = {
             # 5e-4, not the 2e-3 that suits MLM; ELECTRA's default run masking 25% (not its
             # paper's 15%): more replaced tokens, more positive examples per batch; and a
             # longer warm-up (15% of the steps, not 6%).
+            # rtd_weight 50 (the generator's MLM loss keeps weight 1): the detection loss is one
+            # binary choice per token, most of them plainly original, so it is much smaller than
+            # the MLM loss over the vocabulary; unweighted, the discriminator would hardly learn.
+            # ELECTRA's own λ = 50 (the paper's appendix A; disc_weight = 50.0 in its configure_pretraining.py).
             objectives=("rtd",), model_fields=dict(pooler=False),
-            settings=dict(masking="dynamic", mask_prob=0.25, replace_probs=(0.85, 0.0, 0.15), lr=5e-4, warmup=0.15, steps=1100),
+            settings=dict(masking="dynamic", mask_prob=0.25, replace_probs=(0.85, 0.0, 0.15), lr=5e-4, warmup=0.15, steps=1100,
+                          rtd_weight=50.0),
         ),
     )
 }

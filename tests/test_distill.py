@@ -1,4 +1,4 @@
-"""Task distillation (`finetune --teacher`): the chapter's loss, the teacher in either format,
+"""Task distillation (`finetune --teacher`): Hinton et al.'s soft-target loss, the teacher in either format,
 and what the command does with it.
 
 The toy task is test_finetune's: sentences of filler words with one sentiment word. The
@@ -24,7 +24,7 @@ from minibert.finetune import job
 from minibert.finetune.tasks import read_texts
 from minibert.finetune.teacher import TEACHER_FILE, load_teacher, reference_classifier
 from minibert.heads import IGNORE_INDEX
-from minibert.objectives.task_distillation import distillation_loss, score_distillation_loss
+from minibert.finetune.soft_targets import score_target_loss, soft_target_loss
 from minibert.tokenizers.wordpiece import WordPieceTokenizer
 
 from test_finetune import FAST, TINY, VOCAB, toy_rows, write_tsv
@@ -42,7 +42,7 @@ def one_thread():
 
 
 def by_hand(student, teacher, labels, temperature, alpha):
-    """The chapter's formula written out in float64, row by row."""
+    """alpha · T² · KL(softmax(t/T) ‖ softmax(s/T)) + (1 − alpha) · CE written out in float64, row by row."""
     total = 0.0
     for s, t, y in zip(student.double().tolist(), teacher.double().tolist(), labels.tolist()):
         p_t = torch.tensor(t).div(temperature).softmax(0)
@@ -54,27 +54,27 @@ def by_hand(student, teacher, labels, temperature, alpha):
 
 
 @pytest.mark.parametrize("temperature, alpha", [(1.0, 0.0), (2.0, 0.5), (4.0, 0.9), (0.5, 1.0)])
-def test_loss_is_the_chapters_formula_on_fixed_logits(temperature, alpha):
+def test_loss_is_hintons_soft_target_formula_on_fixed_logits(temperature, alpha):
     student = torch.tensor([[2.0, -1.0, 0.5], [0.1, 0.2, 0.3], [-3.0, 1.5, 2.0], [1.0, 1.0, -2.0]])
     teacher = torch.tensor([[1.0, 0.0, -1.0], [3.0, -2.0, 0.0], [0.0, 0.0, 4.0], [-1.0, 2.0, 0.5]])
     labels = torch.tensor([0, 2, 1, 1])
-    assert float(distillation_loss(student, teacher, labels, temperature, alpha)) == pytest.approx(
+    assert float(soft_target_loss(student, teacher, labels, temperature, alpha)) == pytest.approx(
         by_hand(student, teacher, labels, temperature, alpha), rel=1e-5)
     unlabelled = torch.tensor([0, IGNORE_INDEX, 1, IGNORE_INDEX])  # transfer rows: the soft term alone
-    assert float(distillation_loss(student, teacher, unlabelled, temperature, alpha)) == pytest.approx(
+    assert float(soft_target_loss(student, teacher, unlabelled, temperature, alpha)) == pytest.approx(
         by_hand(student, teacher, unlabelled, temperature, alpha), rel=1e-5)
 
 
 def test_the_loss_vanishes_only_where_the_student_matches_both_targets():
     logits = torch.tensor([[3.0, -3.0], [-2.0, 2.0]])
-    assert float(distillation_loss(logits, logits, torch.full((2,), IGNORE_INDEX))) == pytest.approx(0.0, abs=1e-7)
-    assert float(distillation_loss(logits, logits.flip(-1), torch.full((2,), IGNORE_INDEX))) > 1.0
+    assert float(soft_target_loss(logits, logits, torch.full((2,), IGNORE_INDEX), 2.0, 0.5)) == pytest.approx(0.0, abs=1e-7)
+    assert float(soft_target_loss(logits, logits.flip(-1), torch.full((2,), IGNORE_INDEX), 2.0, 0.5)) > 1.0
 
 
 def test_regression_mixes_squared_errors_to_teacher_and_label():
     s, t, y = torch.tensor([1.0, 2.0, 0.0]), torch.tensor([0.0, 2.5, 1.0]), torch.tensor([2.0, math.nan, 0.0])
     expected = (0.3 * 1 + 0.7 * 1 + 0.25 + 0.3 * 1 + 0.7 * 0) / 3  # the NaN row: the teacher's term alone
-    assert float(score_distillation_loss(s, t, y, alpha=0.3)) == pytest.approx(expected)
+    assert float(score_target_loss(s, t, y, alpha=0.3)) == pytest.approx(expected)
 
 
 # --- teachers ---------------------------------------------------------------------------------

@@ -9,19 +9,21 @@ from hypothesis import given, settings, strategies as st
 
 from minibert import MaskedLM, ModelConfig, ReplacedTokenDetector
 from minibert.heads import IGNORE_INDEX
+from minibert.objectives import Objective
 from minibert.objectives.kd import (KnowledgeDistillation, init_student_from_teacher, soft_target_kl, student_config,
                                     teacher_layers)
 from minibert.objectives.mlm import MaskedLanguageModeling
 from minibert.objectives.pretrainer import Pretrainer
-from minibert.objectives.rtd import ReplacedTokenDetection, generator_config, gumbel_max_sample, replace_masked
+from minibert.objectives.rtd import (ReplacedTokenDetection, detection_loss, generator_config, gumbel_max_sample,
+                                     replace_masked)
 from minibert.objectives.sentence import SentencePairTask
 from minibert.operations.state import trainable_state
 from minibert.training.settings import Settings
 from minibert.variants import VARIANTS, build_pretrainer, example_layout, run_objectives, run_architecture, with_layout
 
 
-# ELECTRA's and DistilBERT's recipes, as Settings gives them (the objectives keep no defaults of their own)
-RTD = dict(generator_fraction=0.25, mlm_weight=1.0, rtd_weight=50.0, generator=None, tokens="all")
+# ELECTRA's and DistilBERT's recipes, as their variants give them (the objectives keep no defaults of their own)
+RTD = dict(generator_fraction=0.25, mlm_weight=1.0, rtd_weight=VARIANTS["electra"].settings["rtd_weight"], generator=None, tokens="all")
 KD = dict(temperature=2.0, soft_weight=5.0, mlm_weight=2.0, cosine_weight=1.0, all_tokens=False)
 
 
@@ -153,6 +155,19 @@ def test_the_detection_loss_reads_every_token_or_only_the_masked_ones(tokens):
     assert 0 <= metrics["rtd_masked_auc"] <= 1
 
 
+def test_the_discriminators_own_loss_is_the_detection_loss_at_the_real_tokens():
+    """`ReplacedTokenDetector(..., labels=)` writes the detection loss out (heads.py cannot import
+    rtd.py): both must be the binary CE averaged over the non-padding tokens, bit for bit."""
+    torch.manual_seed(0)
+    discriminator, batch = ReplacedTokenDetector(tiny()).eval(), make_batch(pair=False)
+    replaced = (batch["labels"] != IGNORE_INDEX).long()
+    out = discriminator(batch["input_ids"], batch["attention_mask"], labels=replaced)
+    assert torch.equal(out.loss, detection_loss(out.logits, replaced, batch["attention_mask"].bool()))
+    real = batch["attention_mask"].bool()
+    expected = F.binary_cross_entropy_with_logits(out.logits[real], replaced[real].float())
+    torch.testing.assert_close(out.loss, expected)
+
+
 def test_an_unknown_detection_token_set_is_a_clear_error():
     with pytest.raises(ValueError, match="tokens must be one of all, masked"):
         ReplacedTokenDetection(ReplacedTokenDetector(tiny()), **{**RTD, "tokens": "some"})
@@ -280,6 +295,32 @@ def test_the_examples_follow_the_objectives_so_the_two_cannot_disagree():
                               num_layers=2, embedding_size=8), vocab_size=50, pad_token_id=0)
     built = build_pretrainer(albert, albert.default_settings(layout="nsp"), config)
     assert list(built.objectives) == ["mlm", "nsp"]
+
+
+def test_every_objective_has_the_members_the_pretrainer_reads():
+    """Each objective a variant builds (DistilBERT's with a teacher) is an `Objective`; a module
+    that lacks one of its members is not."""
+    built = []
+    for name, variant in VARIANTS.items():
+        settings_ = variant.default_settings(seq_len=10)
+        if variant.needs_teacher:
+            teacher = MaskedLM(tiny())
+            built.append(KnowledgeDistillation(teacher, **KD))
+            continue
+        config = run_architecture(variant, settings_, dict(hidden_size=32, num_heads=4, intermediate_size=48, num_layers=2),
+                                  vocab_size=50, pad_token_id=0)
+        for layout in ("nsp", "sop", "full_sentences"):
+            built += build_pretrainer(variant, settings_.replace(layout=layout), config).objectives.values()
+    kinds = {type(objective).__name__ for objective in built}
+    assert kinds == {"MaskedLanguageModeling", "SentencePairTask", "ReplacedTokenDetection", "KnowledgeDistillation"}
+    for objective in built:
+        assert isinstance(objective, Objective), type(objective).__name__
+        assert isinstance(objective.reads_output, bool) and isinstance(objective.reads_pooler, bool)
+
+    class NoPositions(torch.nn.Module):
+        reads_output, reads_pooler = True, False
+
+    assert not isinstance(NoPositions(), Objective)
 
 
 def test_distilbert_without_teacher_is_a_clear_error():

@@ -246,3 +246,19 @@ def test_a_run_saved_before_the_attention_backend_rename_still_resumes(tmp_path)
     check_same_run(tmp_path / "run.json", record)
     with pytest.raises(ValueError, match="--attention-backend 'auto' -> 'naive'"):
         check_same_run(tmp_path / "run.json", {**record, "config": config.replace(attention_backend="naive").to_dict()})
+
+
+def test_a_run_saved_when_every_variant_held_rtd_weight_50_still_resumes(tmp_path):
+    """rtd_weight was 50 for every variant before only electra's entry set it: a run.json of
+    then resumes, and electra's own weight still counts."""
+    from minibert.config import ModelConfig
+    from minibert.training.run import check_same_run
+    from minibert.variants import VARIANTS
+
+    config = ModelConfig(vocab_size=50, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32)
+    for name in ("albert", "electra"):
+        record = {"settings": VARIANTS[name].default_settings().to_dict(), "config": config.to_dict()}
+        (tmp_path / "run.json").write_text(json.dumps({**record, "settings": {**record["settings"], "rtd_weight": 50.0}}))
+        check_same_run(tmp_path / "run.json", record)
+    with pytest.raises(ValueError, match="--rtd-weight 50.0 -> 1.0"):
+        check_same_run(tmp_path / "run.json", {**record, "settings": {**record["settings"], "rtd_weight": 1.0}})

@@ -1,4 +1,4 @@
-"""The results report: the chapter's decision guide, measured at a size this machine can run.
+"""The results report: the BERT family's decision guide, measured at a size this machine can run.
 
     "best raw performance: RoBERTa or ELECTRA; tight memory: ALBERT;
      tight latency: DistilBERT; best sample efficiency: ELECTRA"
@@ -14,7 +14,7 @@ vs distilbert-base), transfer (pretrained against untrained, at S and 4S pretrai
 fine-tuning protocol, chosen on held-out training sentences; which vector the classifier
 reads), efficiency (MLM vs ELECTRA's RTD at equal pretraining FLOPs), sentence (static vs
 dynamic masking; NSP vs SOP vs no sentence task), distill (a DistilBERT student against its
-teacher), distill-task (fine-tuning with a real fine-tuned teacher: the chapter's distillation_loss), intrinsic
+teacher), distill-task (fine-tuning with a real fine-tuned teacher: Hinton et al.'s soft_target_loss), intrinsic
 (each family's own evidence on held-out pretraining tasks: RoBERTa's recipes, ALBERT's NSP/SOP
 table and the cost of sharing, ELECTRA 15%). A section module has NAME, TITLE, TASKS (what it fine-tunes on), plan(budget) (what
 it runs, in words), compute(budget, runs, jobs) -> a JSON-able result, and render(result,

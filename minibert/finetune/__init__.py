@@ -16,11 +16,13 @@ first sub-token). OUT receives
     metrics.jsonl                                            the training loop's log, as in pretraining
     predictions.tsv                                          prediction and gold label per dev example (per word)
 
-    tasks.py       the task files: columns, labels, train/dev (tagged.py: a tag per word)
-    cli.py         the command line, and the table of a --tasks run
-    job.py         one task: data, the model, the training loop, predictions, outputs
-    scores.py      accuracy, F1, MCC; Pearson, Spearman; entity F1
-    checkpoint.py  the fine-tuned model on disk
+    tasks.py         the task files: columns, labels, train/dev (tagged.py: a tag per word)
+    cli.py           the command line, and the table of a --tasks run
+    job.py           one task: data, the model, the training loop, predictions, outputs
+    scores.py        accuracy, F1, MCC; Pearson, Spearman; entity F1
+    checkpoint.py    the fine-tuned model on disk
+    teacher.py       --teacher: a fine-tuned teacher and its outputs on the training rows
+    soft_targets.py  --teacher's loss: Hinton et al.'s soft targets mixed with the labels
 """
 
 from .checkpoint import Classifier, load_classifier, save_classifier

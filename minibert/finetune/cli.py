@@ -139,7 +139,7 @@ def check_distillation(args: argparse.Namespace) -> None:
     if args.alpha is not None and not 0.0 <= args.alpha <= 1.0:
         raise ValueError(f"--alpha weighs the teacher against the labels, between 0 and 1; got {args.alpha}")
     if args.temperature is not None and not args.temperature > 0:
-        raise ValueError(f"--temperature must be positive (1 = the teacher's own distribution, 2 = the chapter's); got {args.temperature}")
+        raise ValueError(f"--temperature must be positive (1 = the teacher's own distribution, 2 = the default); got {args.temperature}")
 
 
 def task_files(args: argparse.Namespace) -> list[TaskFiles]:

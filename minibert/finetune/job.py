@@ -28,7 +28,6 @@ from .tasks import LabelMap, TaskData, read_task, read_texts, regression_targets
 from .teacher import TEACHER_FILE, cache_key, label_order, load_teacher, read_cache, write_cache
 from ..tokenizers.base import Tokenizer
 from ..heads import IGNORE_INDEX, SequenceClassifier, TokenClassifier
-from ..objectives.task_distillation import TaskDistillation
 from ..model import Encoder
 from ..pretrained import from_pretrained
 from ..operations.files import write_atomic, write_json
@@ -39,10 +38,11 @@ from ..training.metrics import MetricsLog
 from ..operations.precision import Precision
 from .checkpoint import Classifier, is_classifier, load_classifier, save_classifier
 from .scores import dev_scores
+from .soft_targets import TaskDistillation
 
 DEFAULT_EPOCHS = 3.0
 DEFAULT_MAX_LEN = 128
-DEFAULT_ALPHA, DEFAULT_TEMPERATURE = 0.5, 2.0  # --teacher: the chapter's mix and softening
+DEFAULT_ALPHA, DEFAULT_TEMPERATURE = 0.5, 2.0  # --teacher: soft targets and labels weighed evenly, softened at T = 2 (soft_targets.py)
 CLIP = 1.0  # gradient-norm clip, as BERT's fine-tuning code does
 METRICS_FILE = "metrics.jsonl"
 HEADLINE = {"classification": "accuracy", "regression": "pearson", "tokens": "accuracy"}  # the score printed for each kind of task

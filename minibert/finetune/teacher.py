@@ -1,5 +1,6 @@
 """The teacher of task distillation (`finetune --teacher DIR`): a model already fine-tuned on
-the task, and its outputs on the rows the student trains on.
+the task, and its outputs on the rows the student trains on (soft_targets.py is the loss
+that reads them).
 
 A teacher is minibert's own fine-tuned classifier (the output of `train.py finetune`) or a
 Hugging Face `*ForSequenceClassification` folder of one of the five families. Its tokenizer

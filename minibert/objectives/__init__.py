@@ -1,19 +1,50 @@
-"""Pretraining objectives, one idea per file. Each is a small module called as
+"""Pretraining objectives, one idea per file, each an `Objective` (below): a small module called as
 
     loss, metrics = objective(model, batch, output)
 
-with the kept model, a batch from `minibert.data` and the kept model's encoder pass over
-that batch (None for objectives that set `reads_output = False`). An objective that reads
-that pass also says where, `needed_positions(batch)` ([B, T] bool, or None for every
-position), so the encoder's last layer computes only those positions.
-
     mlm.py          masked language modeling: the MLM head, its loss (fused with the decoder), the objective
     sentence.py     NSP (BERT) and SOP (ALBERT): one 2-way head on [CLS]
-    rtd.py          replaced token detection (ELECTRA): generator, sampling, the discriminator's loss
-    kd.py           distillation from a teacher (DistilBERT)
+    rtd.py          replaced token detection (ELECTRA): generator, sampling, the detection loss
+    kd.py           distillation from a teacher (DistilBERT): soft targets + MLM + hidden-state cosine
     pretrainer.py   `Pretrainer`: the kept model and its objectives, summed over one encoder pass
-    task_distillation.py   the fine-tuning distillation loss (`train.py finetune --teacher`)
+
+Fine-tuning has its own distillation loss, Hinton et al.'s soft targets from a fine-tuned
+teacher (`train.py finetune --teacher`): minibert/finetune/soft_targets.py.
 
 Import from the modules themselves (`from minibert.objectives.mlm import ...`): the MLM head
 is part of the task model `minibert.MaskedLM`, so this package does not import them all.
 """
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import torch
+
+
+@runtime_checkable
+class Objective(Protocol):
+    """What `Pretrainer` (pretrainer.py) asks of an objective. Each is an `nn.Module`, so that
+    its own parts (a head, ELECTRA's generator, DistilBERT's teacher) move, train and save with
+    the model; objectives do not subclass this: they have its members."""
+
+    reads_output: bool
+    """True: the loss reads the kept model's encoder pass over the batch, which `Pretrainer`
+    runs once for every objective that reads it and passes as `output`. False: the objective
+    runs what it needs itself (ELECTRA's discriminator reads the corrupted batch, not this one)
+    and is called with `output=None`."""
+
+    reads_pooler: bool
+    """True: the loss reads the pooled [CLS] vector (NSP, SOP). A pooler that no objective reads
+    gets no gradient, which distributed training must be told."""
+
+    def needed_positions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor | None:
+        """The positions of `output` the loss reads, [B, T] bool, or None for every position.
+        Asked only when `reads_output`; the encoder's last layer computes the union of all
+        readers' positions only, so a position no one asks for is not exact there."""
+
+    def __call__(self, model, batch: dict[str, torch.Tensor], output) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """(loss, metrics) for the kept `model` on `batch`: the loss already weighted (the
+        objective holds its weights), summed with the others' into the step's loss; metrics
+        are detached scalars, logged under their own names (mlm_loss, rtd_auc, ...). As an
+        `nn.Module`, the objective implements this as `forward`."""

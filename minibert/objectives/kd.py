@@ -19,6 +19,10 @@ The student starts from the teacher: same width, half the layers, spread from th
 the last as DistilBERT's release took them (`teacher_layers` says which and why), the
 embeddings and the MLM head copied. The teacher is frozen and stays in eval mode (no
 dropout) however the surrounding model is switched.
+
+Fine-tuning has its own distillation: Hinton et al.'s soft-target loss from a teacher
+fine-tuned on the task, mixed with the labels (`train.py finetune --teacher`), in
+minibert/finetune/soft_targets.py; it reuses `soft_target_kl` below.
 """
 
 from __future__ import annotations
@@ -101,7 +105,7 @@ def init_student_from_teacher(student: MaskedLM, teacher: MaskedLM) -> None:
 
 
 class KnowledgeDistillation(nn.Module):
-    """DistilBERT's triple loss; owns the frozen teacher."""
+    """An `Objective`: DistilBERT's triple loss; owns the frozen teacher."""
 
     reads_output = True
     reads_pooler = False

@@ -2,6 +2,7 @@
 
     total loss = Σ objective(model, batch, output)
 
+Each objective is an `Objective` (objectives/__init__.py says what it has to offer).
 `model` is the part that survives pretraining (a `MaskedLM`, or the discriminator
 `ReplacedTokenDetector` for ELECTRA); objectives add what is thrown away afterwards (the
 NSP/SOP head, ELECTRA's generator, DistilBERT's teacher). Objectives that read the kept
@@ -17,9 +18,11 @@ import functools
 import torch
 from torch import nn
 
+from . import Objective
+
 
 class Pretrainer(nn.Module):
-    def __init__(self, model: nn.Module, objectives: dict[str, nn.Module]):
+    def __init__(self, model: nn.Module, objectives: dict[str, Objective]):
         super().__init__()
         if not objectives:
             raise ValueError("a pretraining run needs at least one objective")

@@ -17,8 +17,8 @@ and says, for EVERY token, whether it is the original or a replacement:
   generator's MLM decoder is tied to those shared word embeddings.
 * The generator is small — about 1/4 of the discriminator's width. A generator that is too
   good makes the discriminator's task impossible, and too little of its compute is left.
-* loss = 1.0 · generator MLM + 50 · RTD (binary CE over the non-padding tokens); the RTD
-  loss is per token and much smaller, hence the weight.
+* loss = mlm_weight · generator MLM + rtd_weight · `detection_loss` (binary CE averaged over
+  the real tokens): 1 and 50 in the electra variant (minibert/variants.py says why 50).
 * `tokens="masked"` is the paper's own diagnostic, "ELECTRA 15%" (its section 3.4): the
   same model, but the discriminator's loss reads only the masked positions, as MLM's does.
   It isolates the claim that learning from EVERY token is where the efficiency comes from.
@@ -27,11 +27,12 @@ and says, for EVERY token, whether it is the original or a replacement:
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ..config import ModelConfig
 from ..data.masking import IGNORE_INDEX
-from ..heads import MaskedLM, ReplacedTokenDetector, replaced_token_loss
+from ..heads import MaskedLM, ReplacedTokenDetector
 from .mlm import mlm_metrics
 
 
@@ -72,11 +73,18 @@ def replace_masked(input_ids, labels, samples) -> tuple[torch.Tensor, torch.Tens
     return corrupted, (corrupted != original).long()
 
 
+def detection_loss(scores: torch.Tensor, replaced: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """The discriminator's loss: binary cross-entropy of the "replaced?" scores [B, T] against
+    `replaced` [B, T] (1 = the token differs from the original), averaged over `positions`
+    [B, T] bool: every real token (ELECTRA), or the masked ones only ("ELECTRA 15%")."""
+    return F.binary_cross_entropy_with_logits(scores[positions].float(), replaced[positions].float())
+
+
 RTD_TOKENS = ("all", "masked")  # which tokens the discriminator's loss reads: ELECTRA's, or "ELECTRA 15%"'s
 
 
 class ReplacedTokenDetection(nn.Module):
-    """loss = mlm_weight · generator MLM + rtd_weight · discriminator BCE over `tokens`."""
+    """An `Objective`: loss = mlm_weight · generator MLM + rtd_weight · `detection_loss` over `tokens`."""
 
     reads_output = False  # the discriminator reads the corrupted batch, not the masked one
     reads_pooler = False
@@ -89,6 +97,9 @@ class ReplacedTokenDetection(nn.Module):
         self.generator = build_generator(discriminator, generator_fraction, generator)
         self.mlm_weight, self.rtd_weight, self.tokens = mlm_weight, rtd_weight, tokens
 
+    def needed_positions(self, batch):
+        return None  # never asked: this objective reads no shared pass (reads_output is False)
+
     def forward(self, model, batch, output=None):
         ids, mask, types, labels = batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], batch["labels"]
         hidden = self.generator.encoder(ids, mask, types, needed=labels != IGNORE_INDEX).needed_hidden_state  # [B, T, H_gen]
@@ -98,7 +109,7 @@ class ReplacedTokenDetection(nn.Module):
         scores = model(corrupted, mask, types).logits  # [B, T]: one "replaced?" score per token
 
         real, masked = mask.bool(), labels != IGNORE_INDEX
-        rtd_loss = replaced_token_loss(scores, replaced, real if self.tokens == "all" else masked)
+        rtd_loss = detection_loss(scores, replaced, real if self.tokens == "all" else masked)
         metrics = mlm_metrics(mlm_loss, logits, targets)
         metrics.update(rtd_loss=rtd_loss.detach(), **detection_metrics(scores[real].detach(), replaced[real]),
                        rtd_masked_auc=ranked_auc(scores[masked].detach(), replaced[masked].bool()),

@@ -34,7 +34,7 @@ class SentencePairHead(nn.Module):
 
 
 class SentencePairTask(nn.Module):
-    """loss = weight · CE(2-way logits from the pooled [CLS] vector, sentence_label)."""
+    """An `Objective`: loss = weight · CE(2-way logits from the pooled [CLS] vector, sentence_label)."""
 
     reads_output = True
     reads_pooler = True  # the pooled [CLS] vector

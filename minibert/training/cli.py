@@ -78,7 +78,7 @@ def add_field(group, field: dataclasses.Field, help: str, choices, defaults: dic
     if kind == "bool":
         group.add_argument(f"--{name}", action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=text)
         return
-    parse = {"int": int, "float": float, "int | None": optional_int, "list[float]": float}.get(kind, str)
+    parse = {"int": int, "float": float, "float | None": float, "int | None": optional_int, "list[float]": float}.get(kind, str)
     nargs = {"list[str] | None": "+", "list[float]": 3}.get(kind)
     metavar = None if choices else (field.metadata.get("metavar") or name.split("-")[-1].upper())
     group.add_argument(f"--{name}", type=parse, nargs=nargs, choices=choices, default=argparse.SUPPRESS, help=text, metavar=metavar)

@@ -33,6 +33,11 @@ ONLY_FOR = {
 WIDTH = 100
 
 
+def unread_settings(variant: Variant) -> set[str]:
+    """The settings no objective of `variant` reads (ELECTRA's for BERT, say): no difference between runs."""
+    return {name for objective, names in ONLY_FOR.items() if objective not in variant.objectives for name in names}
+
+
 def model_sources(variant: Variant, overrides: dict, inherited: str | None = None,
                   tokenizer_known: bool = False) -> dict[str, str]:
     """ModelConfig field -> the layer its value came from."""
@@ -57,7 +62,7 @@ def settings_sources(variant: Variant, settings: Settings) -> dict[str, str]:
     """Settings field -> the layer its value came from (a flag that repeats its layer's value
     is shown as that layer: the result is the same)."""
     by_variant = with_layout(variant, variant.default_settings())
-    unused = {name for objective, names in ONLY_FOR.items() if objective not in variant.objectives for name in names}
+    unused = unread_settings(variant)
     sources = {}
     for name in (f.name for f in dataclasses.fields(Settings)):
         value = getattr(settings, name)

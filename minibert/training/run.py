@@ -47,7 +47,7 @@ from ..operations.outdir import GENERATOR_DIR, OutputDir
 from ..operations.precision import Precision, resolve as resolve_precision
 from .curves import RunPicture
 from .report import BehindWarning, band_for, differences
-from .resolved import describe_run
+from .resolved import describe_run, unread_settings
 from .settings import OPERATIONAL, Settings
 from ..operations.state import load_trainable_state, rng_state, seed_everything, set_rng_state, trainable_state
 
@@ -299,8 +299,10 @@ def check_same_run(path: Path, record: dict) -> None:
         raise ValueError(f"{path} is missing or damaged, so this run's settings are unknown; start over with --overwrite") from None
     now = json.loads(json.dumps(record))
     before = {**json.loads(json.dumps(Settings().to_dict())), **saved["settings"]}  # a field newer than the run: its default
-    changed = [f"--{name.replace('_', '-')} {before.get(name)!r} -> {value!r}"
-               for name, value in now["settings"].items() if name not in OPERATIONAL and before.get(name) != value]
+    # unread: e.g. the rtd_weight 50 that every variant's run.json held before only electra's had one
+    unread = unread_settings(get_variant(now["settings"]["variant"]))
+    changed = [f"--{name.replace('_', '-')} {before.get(name)!r} -> {value!r}" for name, value in now["settings"].items()
+               if name not in OPERATIONAL and name not in unread and before.get(name) != value]
     saved_config = ModelConfig.from_dict(saved["config"]).to_dict()  # in today's field names
     changed += [f"--{name.replace('_', '-')} {saved_config.get(name)!r} -> {value!r}"
                 for name, value in now["config"].items() if saved_config.get(name) != value]

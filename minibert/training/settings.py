@@ -74,7 +74,8 @@ class Settings:
     # --- objectives: how much each signal counts -----------------------------------------
     mlm_weight: float = option(1.0, "weight of the MLM loss (ELECTRA: of the generator's)", group="objectives")
     sentence_weight: float = option(1.0, "weight of the NSP/SOP loss", group="objectives")
-    rtd_weight: float = option(50.0, "ELECTRA: weight of the replaced-token-detection loss", group="objectives")
+    # rtd_weight: only electra has the loss, and its variant's entry the weight (50) with the reason
+    rtd_weight: float | None = option(None, "ELECTRA: weight of the replaced-token-detection loss", group="objectives")
     generator_fraction: float = option(0.25, "ELECTRA: generator width as a fraction of the discriminator's", group="objectives")
     rtd_tokens: str = option("all", "ELECTRA: the tokens the discriminator's loss reads: all of them (ELECTRA) or only the masked ones (the paper's 'ELECTRA 15%' diagnostic)", RTD_TOKENS, "objectives")
     teacher: str | None = option(None, "DistilBERT: the teacher, a minibert or Hugging Face BERT checkpoint directory", group="objectives", metavar="DIR")
@@ -139,7 +140,7 @@ class Settings:
             raise ValueError("--mask-prob must be above 0: with nothing masked there is nothing to learn")
         for name in ("weight_decay", "clip", "threads", "mlm_weight", "sentence_weight", "rtd_weight",
                      "kd_soft_weight", "kd_mlm_weight", "kd_cosine_weight"):
-            if getattr(self, name) < 0:
+            if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise ValueError(f"--{flag(name)} must not be negative, got {getattr(self, name)}")
         for name, choices in (("layout", LAYOUTS), ("masking", MASKINGS), ("device", DEVICES), ("precision", PRECISIONS),
                               ("rtd_tokens", RTD_TOKENS)):

@@ -1,5 +1,6 @@
-"""The chapter's loop, as a user runs it on real model folders: switching among the five
-families changes only the folder's name.
+"""A user's round of commands on Hugging Face folders of each family (inspect, fill-mask,
+continue pretraining, fine-tune, export back): switching among the five families changes only
+the folder's name.
 
 For each family a small random checkpoint is saved by transformers with its tokenizer, in
 today's layout (`tokenizer.json` + `tokenizer_config.json`, all that transformers 5 writes)

@@ -1,11 +1,10 @@
-"""Task-specific distillation: a fine-tuned teacher's answers as a student's fine-tuning targets.
+"""Hinton et al.'s soft-target loss, for fine-tuning: a fine-tuned teacher's answers as a student's targets.
 
 A label says only which class is right. A fine-tuned teacher says how right every class is:
 "0.7 positive, 0.3 negative" tells the student that this review is mixed, and which
 examples resemble which — the relative probabilities of the wrong classes that Hinton et
 al. (2015) called "dark knowledge". Softened by a temperature T > 1 they say more, since
-at T = 1 a confident teacher's wrong classes all read close to 0. The chapter's loss mixes
-both targets:
+at T = 1 a confident teacher's wrong classes all read close to 0. The loss mixes both targets:
 
     loss = alpha · T² · KL(softmax(teacher/T) ‖ softmax(student/T)) + (1 − alpha) · CE(student, label)
 
@@ -14,10 +13,12 @@ T² keeps the soft term's gradients on the hard term's scale whatever T is (they
 text the teacher labels, Tang et al. 2019) has only the teacher to learn from: it takes the
 soft term with weight 1. A regression task (a score, STS-B) has no distribution to soften:
 the student matches the teacher's score by squared error instead, mixed with the label's
-squared error the same way.
+squared error the same way. `train.py finetune --teacher` trains on it (job.py); the
+teacher's outputs come from teacher.py.
 
-Pretraining's distillation (DistilBERT's soft masked-LM targets plus hidden-state cosine) is
-kd.py; this file only changes fine-tuning's target, so it runs in fine-tuning's loop.
+Pretraining's distillation, DistilBERT's (the same soft term at the masked tokens, plus MLM
+and a hidden-state cosine loss), is minibert/objectives/kd.py, which also holds the soft
+term `soft_target_kl` used here.
 """
 
 from __future__ import annotations
@@ -27,19 +28,20 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..heads import IGNORE_INDEX
-from .kd import soft_target_kl
+from ..objectives.kd import soft_target_kl
 
 
-def distillation_loss(student_logits, teacher_logits, true_labels, temperature: float = 2.0, alpha: float = 0.5) -> torch.Tensor:
-    """The chapter's loss on class logits [B, C] and labels [B] (IGNORE_INDEX: a row without
-    a label, which takes the soft term alone), averaged over the B rows."""
-    soft = soft_target_kl(student_logits, teacher_logits, temperature, per_row=True)  # [B]
+def soft_target_loss(student_logits, teacher_logits, true_labels, temperature: float, alpha: float) -> torch.Tensor:
+    """alpha · T² · KL(softmax(teacher/T) ‖ softmax(student/T)) + (1 − alpha) · CE(student, label)
+    on class logits [B, C] and labels [B], averaged over the B rows; a row without a label
+    (IGNORE_INDEX) takes the soft term alone."""
+    soft = soft_target_kl(student_logits, teacher_logits, temperature, per_row=True)  # [B]: T² · KL per row
     labelled = true_labels != IGNORE_INDEX  # [B]
-    hard = F.cross_entropy(student_logits.float(), true_labels) if labelled.any() else soft.sum() * 0.0
+    hard = F.cross_entropy(student_logits.float(), true_labels) if labelled.any() else soft.sum() * 0.0  # CE over the labelled rows
     return mix(soft, hard, labelled, alpha)
 
 
-def score_distillation_loss(student_scores, teacher_scores, true_scores, alpha: float = 0.5) -> torch.Tensor:
+def score_target_loss(student_scores, teacher_scores, true_scores, alpha: float) -> torch.Tensor:
     """The same mix for regression, scores [B] (NaN: no label): alpha · (s − teacher)² +
     (1 − alpha) · (s − label)², averaged over the rows."""
     student = student_scores.float()
@@ -74,9 +76,9 @@ class TaskDistillation(nn.Module):
         # position 0 only), the computation of label-only fine-tuning; its own loss is unused.
         logits = self.model(**inputs).logits  # [B, C]
         if self.model.num_labels == 1:  # regression: [B, 1] -> [B] scores
-            loss = score_distillation_loss(logits.squeeze(-1), teacher.squeeze(-1), labels, self.alpha)
+            loss = score_target_loss(logits.squeeze(-1), teacher.squeeze(-1), labels, self.alpha)
             agree = (logits.squeeze(-1) - teacher.squeeze(-1)).abs().mean()
             return loss, {"teacher_gap": agree.detach()}
-        loss = distillation_loss(logits, teacher, labels, self.temperature, self.alpha)
+        loss = soft_target_loss(logits, teacher, labels, self.temperature, self.alpha)
         agree = (logits.argmax(-1) == teacher.argmax(-1)).float().mean()
         return loss, {"teacher_agreement": agree.detach()}
