@@ -1,7 +1,8 @@
-"""`python train.py finetune`: one task (--train, --dev) or every task folder given (--tasks).
+"""`python train.py finetune`: one task (--train, --dev), every task folder given (--tasks), or GLUE (--glue).
 
     python train.py finetune --init DIR --train train.tsv --dev dev.tsv --out OUT
     python train.py finetune --init DIR --tasks data/sst2 data/rte data/stsb --out OUT
+    python train.py finetune --init DIR --glue glue_data --seeds 0 1 2 --out OUT      (glue.py)
 
 A task folder holds one train.* and one dev.* file (.tsv, .csv, .jsonl or .conll: GLUE's layout).
 With --tasks every folder is fine-tuned from the same checkpoint into OUT/<folder name>,
@@ -16,16 +17,18 @@ from pathlib import Path
 
 from . import tagged, tasks
 from ..heads import POOLINGS
-from ..operations.tensor_files import SAFETENSORS_FILE
 from ..training.cli import Parser, report_errors
 from ..operations.distributed import Distributed
 from ..operations.precision import PRECISIONS, Precision
 from ..training.settings import DEVICES
+from .checkpoint import check_out
+from .glue import GLUE_TASKS, run_glue
 from .job import DEFAULT_ALPHA, DEFAULT_EPOCHS, DEFAULT_MAX_LEN, DEFAULT_TEMPERATURE, TASKS, TaskFiles, finetune, load_backbone
 
 PROG = "python -m minibert.finetune"
 TABLE = ("accuracy", "f1", "mcc", "pearson", "spearman")  # the score columns of the --tasks table
 FORMATS = sorted({*tasks.FORMATS, *tagged.FORMATS})  # what a task folder's train.* and dev.* may be
+DEFAULT_BATCH_SIZE, DEFAULT_LR = 32, 2e-5  # BERT's; --glue takes each task's recipe instead (glue.py)
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
@@ -36,6 +39,20 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser.add_argument("--tasks", nargs="+", metavar="DIR",
                         help="instead of --train/--dev: task folders, each with one train.* and one dev.* file; "
                              "each is fine-tuned into OUT/<folder name> and one table is printed")
+    parser.add_argument("--glue", metavar="GLUE_DIR",
+                        help="instead of --train/--dev: every GLUE task found in GLUE_DIR (GLUE's download layout: CoLA/, "
+                             "SST-2/, MRPC/, STS-B/, QQP/, MNLI/, QNLI/, RTE/, WNLI/) from its own files, with its own "
+                             "metrics and recipe, into OUT/<task>/seed-<n>; prints GLUE's table, writes OUT/glue.json "
+                             "and OUT/submission/")
+    parser.add_argument("--glue-tasks", nargs="+", metavar="TASK", help=f"with --glue: only these ({', '.join(GLUE_TASKS)})")
+    parser.add_argument("--seeds", nargs="+", type=int, metavar="S",
+                        help="with --glue: fine-tune each task once per seed and report each metric's median and range "
+                             "(default: --seed alone)")
+    parser.add_argument("--max-train-examples", type=int, metavar="N",
+                        help="train on at most N examples per task, a random subsample (the same rows for every seed)")
+    parser.add_argument("--text-columns", nargs="+", metavar="COLUMN",
+                        help="the text column, or the two of a pair, when a file's are not sentence/sentence1 "
+                             "sentence2/text (a column left unread must be an id or genre; any other is refused)")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory for the model, eval.json and predictions.tsv")
     parser.add_argument("--task", choices=("auto", *TASKS), default="auto",
                         help="auto = tokens for .conll files and JSONL with \"tokens\"; regression when the training "
@@ -43,8 +60,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     length = parser.add_mutually_exclusive_group()
     length.add_argument("--steps", type=int, metavar="N", help="optimizer steps")
     length.add_argument("--epochs", type=float, metavar="E", help=f"passes over the training set (default {DEFAULT_EPOCHS:g})")
-    parser.add_argument("--batch-size", type=int, default=32, metavar="B", help="examples per step (default 32)")
-    parser.add_argument("--lr", type=float, default=2e-5, help="peak learning rate of AdamW (default 2e-5)")
+    parser.add_argument("--batch-size", type=int, metavar="B", help=f"examples per step (default {DEFAULT_BATCH_SIZE}; --glue: the task's)")
+    parser.add_argument("--lr", type=float, help=f"peak learning rate of AdamW (default {DEFAULT_LR:g}; --glue: the task's)")
     parser.add_argument("--warmup", type=float, default=0.1, metavar="FRACTION", help="linear warm-up as a fraction of the steps (default 0.1)")
     parser.add_argument("--weight-decay", type=float, default=0.01, metavar="DECAY",
                         help="AdamW weight decay, never on biases or LayerNorm (default 0.01)")
@@ -93,11 +110,16 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     return report_errors(prog, argv, lambda: run(build_parser(prog).parse_args(argv)))
 
 
-def run(args: argparse.Namespace) -> list[dict]:
-    """Every task of the command, one after another from the same checkpoint; their eval.json contents."""
+def run(args: argparse.Namespace) -> list[dict] | dict:
+    """Every task of the command, one after another from the same checkpoint; their eval.json
+    contents (--glue: glue.json's)."""
     check_args(args)
     device = Distributed().device(args.device)
     amp = Precision.of(args.precision, device)  # a device or format that cannot work fails now
+    if args.glue:
+        return run_glue(args, device, amp)
+    args.batch_size = args.batch_size or DEFAULT_BATCH_SIZE
+    args.lr = args.lr or DEFAULT_LR
     jobs = task_files(args)
     for job in jobs:
         check_out(job.out, args.overwrite)
@@ -112,9 +134,17 @@ def check_args(args: argparse.Namespace) -> None:
     """Fail before anything is loaded on values that cannot work."""
     if args.tasks and (args.train or args.dev):
         raise ValueError("--tasks takes the train and dev files from each folder; drop --train and --dev, or --tasks")
-    if not args.tasks and not (args.train and args.dev):
-        raise ValueError("name the data: --train FILE --dev FILE, or --tasks DIR [DIR ...] (folders with train.* and dev.*)")
-    for name in ("steps", "epochs", "batch_size", "lr", "max_len"):
+    if args.glue:
+        check_glue(args)
+    elif not args.tasks and not (args.train and args.dev):
+        raise ValueError("name the data: --train FILE --dev FILE, or --tasks DIR [DIR ...] (folders with train.* and dev.*), "
+                         "or --glue GLUE_DIR")
+    for flag in ("seeds", "glue_tasks"):
+        if getattr(args, flag) is not None and not args.glue:
+            raise ValueError(f"--{flag.replace('_', '-')} is a setting of --glue; add --glue GLUE_DIR or drop it")
+    if args.text_columns is not None and not 1 <= len(args.text_columns) <= 2:
+        raise ValueError(f"--text-columns names one text column or the two of a pair, got {len(args.text_columns)}")
+    for name in ("steps", "epochs", "batch_size", "lr", "max_len", "max_train_examples"):
         value = getattr(args, name)
         if value is not None and not value > 0:
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {value}")
@@ -125,6 +155,15 @@ def check_args(args: argparse.Namespace) -> None:
     if args.dropout is not None and not 0.0 <= args.dropout < 1.0:
         raise ValueError(f"--dropout is a probability in [0, 1), got {args.dropout}")
     check_distillation(args)
+
+
+def check_glue(args: argparse.Namespace) -> None:
+    """--glue reads GLUE's own files with their own columns and labels: flags for other data do not apply."""
+    given = [flag for flag in ("train", "dev", "tasks", "text_columns", "teacher") if getattr(args, flag) is not None]
+    if given:
+        raise ValueError(f"--glue reads each task's files and columns from GLUE_DIR; drop --{given[0].replace('_', '-')}")
+    if args.task != "auto":
+        raise ValueError("--glue knows each task's kind (STS-B is regression, the others classification); drop --task")
 
 
 def check_distillation(args: argparse.Namespace) -> None:
@@ -145,15 +184,17 @@ def check_distillation(args: argparse.Namespace) -> None:
 def task_files(args: argparse.Namespace) -> list[TaskFiles]:
     """The files and output folder of each task: --train/--dev into --out, or each --tasks folder into OUT/<its name>."""
     out = Path(args.out)
+    read = dict(columns=tasks.Columns(tuple(args.text_columns)) if args.text_columns else None, max_train=args.max_train_examples)
     if not args.tasks:
-        return [TaskFiles(out.name or str(out), Path(args.train), Path(args.dev), out)]
+        return [TaskFiles(out.name or str(out), Path(args.train), Path(args.dev), out, **read)]
     folders = [Path(folder) for folder in args.tasks]
     names = [folder.resolve().name for folder in folders]
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
         raise ValueError(f"--tasks names more than one folder called {', '.join(repeated)}; each task's results go to "
                          f"OUT/<folder name>, so give every task folder its own name")
-    return [TaskFiles(name, split_file(folder, "train"), split_file(folder, "dev"), out / name) for name, folder in zip(names, folders)]
+    return [TaskFiles(name, split_file(folder, "train"), split_file(folder, "dev"), out / name, **read)
+            for name, folder in zip(names, folders)]
 
 
 def split_file(folder: Path, split: str) -> Path:
@@ -166,13 +207,6 @@ def split_file(folder: Path, split: str) -> Path:
         raise FileNotFoundError(f"--tasks {folder} needs exactly one {split} file "
                                 f"({', '.join(split + suffix for suffix in FORMATS)}), found {have}")
     return found[0]
-
-
-def check_out(out: Path, overwrite: bool) -> None:
-    if out.exists() and not out.is_dir():
-        raise NotADirectoryError(f"--out {out} is a file; choose a folder")
-    if (out / SAFETENSORS_FILE).exists() and not overwrite:
-        raise FileExistsError(f"{out} already holds a checkpoint; pass --overwrite to replace it, or choose another --out")
 
 
 def table(names: list[str], reports: list[dict]) -> str:

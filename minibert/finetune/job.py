@@ -24,7 +24,7 @@ from tqdm import tqdm
 from ..config import ModelConfig
 from ..tokenizers import load_tokenizer
 from .tagged import TaggedData, is_tagged, read_tagged
-from .tasks import LabelMap, TaskData, read_task, read_texts, regression_targets, task_of
+from .tasks import Columns, LabelMap, TaskData, read_task, read_texts, regression_targets, task_of
 from .teacher import TEACHER_FILE, cache_key, label_order, load_teacher, read_cache, write_cache
 from ..tokenizers.base import Tokenizer
 from ..heads import IGNORE_INDEX, SequenceClassifier, TokenClassifier
@@ -56,6 +56,9 @@ class TaskFiles(NamedTuple):
     train: Path
     dev: Path
     out: Path
+    columns: Columns | None = None  # None: found by their names (tasks.py)
+    labels: list | None = None  # the class names in id order (GLUE's); None: the training file's
+    max_train: int | None = None  # train on this many examples, a random subsample (seed 0: the same rows for every --seed)
 
 
 def finetune(args: argparse.Namespace, files: TaskFiles, backbone: tuple[Encoder, Tokenizer], device: torch.device,
@@ -113,7 +116,13 @@ def read_splits(task: str, files: TaskFiles) -> tuple:
         train_data, dev = read_tagged(files.train), read_tagged(files.dev)
         labels = LabelMap.from_labels(train_data.flat().labels)
         return task, train_data, dev, labels, tag_ids(train_data, labels), tag_ids(dev, labels)
-    train_data, dev = read_task(files.train), read_task(files.dev)
+    if files.max_train is not None and task == "tokens":
+        raise ValueError("--max-train-examples subsamples sentence tasks; drop it for a tagging task")
+    train_data, dev = read_task(files.train, columns=files.columns), read_task(files.dev, columns=files.columns)
+    if files.max_train is not None and files.max_train < len(train_data):
+        print(f"{files.name}: training on {files.max_train} of the {len(train_data)} examples of {files.train.name} "
+              f"(--max-train-examples: a random subsample, the same for every seed)", flush=True)
+        train_data = train_data.subsample(files.max_train)
     if (train_data.pairs is None) != (dev.pairs is None):
         kind = {True: "single texts", False: "sentence pairs"}
         raise ValueError(f"{train_data.path} holds {kind[train_data.pairs is None]} but {dev.path} "
@@ -121,7 +130,7 @@ def read_splits(task: str, files: TaskFiles) -> tuple:
     task = task_of(train_data) if task == "auto" else task
     if task == "regression":
         return task, train_data, dev, None, regression_targets(train_data), regression_targets(dev)
-    labels = LabelMap.from_labels(train_data.labels)
+    labels = LabelMap.from_labels(train_data.labels) if files.labels is None else LabelMap(files.labels)
     return task, train_data, dev, labels, labels.encode(train_data), labels.encode(dev)
 
 

@@ -7,8 +7,12 @@ so one reader serves them all. A file holds named columns (TSV/CSV header, JSONL
     sentence  label                      one text per example (`text` is accepted too)
     sentence1  sentence2  label          a pair per example (RTE, MRPC, ...; STS-B's `score` is a label too)
 
-Other columns (GLUE's `index`) are ignored. TSV is split on tabs with no quote processing:
-GLUE's files are not CSV-quoted, and RTE has sentences that begin with a quote character.
+Any other column must be one a reader may pass over (PASSED_OVER: ids, genres, STS-B's
+bookkeeping): an unread column that might be text (QNLI's `question` beside its `sentence`) is
+an error, not a text silently dropped. `Columns` names the columns outright instead: the
+`--text-columns A [B]` flag, or glue.py's table for GLUE's own files (MRPC's `#1 String`, CoLA's
+file without a header line). TSV is split on tabs with no quote processing: GLUE's files are
+not CSV-quoted, and RTE has sentences that begin with a quote character.
 
 Labels are class *names*, or for a regression task (STS-B) numbers: `task_of` tells the two
 apart, `regression_targets` reads the numbers. `LabelMap` fixes the order of class names
@@ -25,14 +29,27 @@ import re
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
+
+import torch
 
 from ..data.corpus import json_objects
 
 FORMATS = (".tsv", ".csv", ".jsonl")
 TEXT_COLUMNS = (("sentence1", "sentence2"), ("sentence",), ("text",))  # the first set a file has wins
 LABELS = ("label", "score")  # the label column; STS-B names its similarity scores `score`
+PASSED_OVER = ("index", "idx", "id", "qid", "qid1", "qid2", "pairID", "promptID", "genre",  # ids and genres (GLUE, MNLI, QQP)
+               "filename", "year", "old_index", "source1", "source2")  # STS-B's bookkeeping
 INTEGER = re.compile(r"[+-]?\d+")
 NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+class Columns(NamedTuple):
+    """The columns of a file named outright, rather than found among TEXT_COLUMNS and LABELS."""
+
+    texts: tuple[str, ...]  # one text, or the two segments of a pair
+    label: str | None = None  # None: the first of LABELS the file has
+    names: tuple[str, ...] | None = None  # the column names of a file without a header line (CoLA's)
 
 
 @dataclass
@@ -48,19 +65,29 @@ class TaskData:
     def __len__(self) -> int:
         return len(self.texts)
 
+    def subsample(self, n: int | None, seed: int = 0) -> "TaskData":
+        """`n` examples drawn at random (by `seed`), kept in file order; all of them when n is None or not smaller."""
+        if n is None or n >= len(self):
+            return self
+        rows = sorted(torch.randperm(len(self), generator=torch.Generator().manual_seed(seed))[:n].tolist())
+        pick = lambda values: [values[i] for i in rows]  # noqa: E731
+        return TaskData(self.path, pick(self.texts), None if self.pairs is None else pick(self.pairs), pick(self.labels), pick(self.lines))
 
-def read_task(path: str | Path, labelled: bool = True) -> TaskData:
+
+def read_task(path: str | Path, labelled: bool = True, columns: Columns | None = None) -> TaskData:
     """Read a .tsv, .csv or .jsonl classification file (columns described in the module
-    docstring). `labelled=False`: the texts alone (a label column, if any, is not read;
-    `labels` are empty strings), as for the unlabelled text a distillation teacher labels."""
+    docstring, or named by `columns`). `labelled=False`: the texts alone (a label column, if
+    any, is not read; `labels` are empty strings), as for the unlabelled text a distillation
+    teacher labels, or a GLUE test file."""
     path = Path(path)
     try:
         with task_file(path, FORMATS, "fine-tuning data") as file:
-            rows = read_jsonl(path, file) if path.suffix == ".jsonl" else read_table(path, file)
+            names = columns.names if columns else None
+            rows = read_jsonl(path, file) if path.suffix == ".jsonl" else read_table(path, file, names)
             header = next(rows, None)
             if header is None:
                 raise ValueError(f"{path} is empty; it needs a header (or JSON keys) and one example per line")
-            columns = pick_columns(path, header, labelled)
+            columns = pick_columns(path, header, labelled) if columns is None else named_columns(path, header, columns, labelled)
             records = [(line, select(path, line, row, columns, labelled)) for line, row in rows]
     except csv.Error as error:
         raise ValueError(f"{path} is not well-formed CSV ({error}); fix its quoting") from None
@@ -103,13 +130,34 @@ def task_file(path: Path, formats: tuple[str, ...], what: str):
 
 
 def pick_columns(path: Path, header, labelled: bool = True) -> tuple[str, ...]:
-    """The text column(s) and the label column (`labelled`), or an error naming what was found."""
+    """The text column(s) and the label column (`labelled`), or an error naming what was
+    found; a column left unread that is not PASSED_OVER (nor a label) is an error too."""
     for text_columns in TEXT_COLUMNS:
         for label in [(name,) for name in LABELS] if labelled else [()]:
             if all(c in header for c in (*text_columns, *label)):
+                unread = [c for c in header if c not in (*text_columns, *LABELS, *PASSED_OVER)]
+                if unread:
+                    raise ValueError(
+                        f"{path}: column{'s' * (len(unread) > 1)} {', '.join(unread)} would not be read (the text is "
+                        f"{' + '.join(text_columns)}); name the text columns with --text-columns A [B], "
+                        f"e.g. --text-columns {' '.join([*unread, *text_columns][:2])}")
                 return (*text_columns, *label)
     expected = " or ".join(", ".join((*columns, *LABELS[:labelled])) for columns in TEXT_COLUMNS)
     raise ValueError(f"{path}: found columns {', '.join(header) or '(none)'}; expected {expected}")
+
+
+def named_columns(path: Path, header, columns: Columns, labelled: bool = True) -> tuple[str, ...]:
+    """The text column(s) `columns` names and its label column (`labelled`); a name the file
+    lacks is an error listing the columns it has."""
+    if not 1 <= len(columns.texts) <= 2:
+        raise ValueError(f"--text-columns names one text column or the two of a pair, got {len(columns.texts)}")
+    wanted = list(columns.texts)
+    if labelled:
+        wanted.append(columns.label or next((c for c in LABELS if c in header), LABELS[0]))
+    missing = [c for c in wanted if c not in header]
+    if missing:
+        raise ValueError(f"{path}: no column {', '.join(missing)}; its columns are {', '.join(header) or '(none)'}")
+    return tuple(wanted)
 
 
 def select(path: Path, line: int, row: dict, columns: tuple[str, ...], labelled: bool = True) -> list[str]:
@@ -121,19 +169,21 @@ def select(path: Path, line: int, row: dict, columns: tuple[str, ...], labelled:
     return [row[c] for c in columns]
 
 
-def read_table(path: Path, file):
-    """Yield the header's column names, then (line number, {column: value}) per row."""
+def read_table(path: Path, file, names: tuple[str, ...] | None = None):
+    """Yield the header's column names (or `names`, for a file without a header line), then
+    (line number, {column: value}) per row."""
     if path.suffix == ".tsv":
         numbered = ((number, line.rstrip("\r\n").split("\t")) for number, line in enumerate(file, start=1))
     else:
         reader = csv.reader(file)
         numbered = ((reader.line_num, cells) for cells in reader)
     numbered = ((number, cells) for number, cells in numbered if any(c.strip() for c in cells))
-    first = next(numbered, None)
-    if first is None:
-        return
-    names = [name.strip() for name in first[1]]
-    yield names
+    if names is None:
+        first = next(numbered, None)
+        if first is None:
+            return
+        names = [name.strip() for name in first[1]]
+    yield list(names)
     for number, cells in numbered:
         if len(cells) != len(names):
             raise ValueError(
