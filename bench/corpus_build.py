@@ -5,8 +5,8 @@
 
 Each corpus is WikiText-2's train split repeated to the size asked for (written to a temporary
 folder; repeated text tokenizes like the original). For each size, in fresh processes one after
-another: the tokenizer and the token store, then the examples of each layout (nsp, sop,
-full_sentences) with dynamic masking, then BERT's static masks (nsp, --dupe-factor 10). Each
+another: the tokenizer, the token store and the sop examples, then the examples of the other
+layouts (nsp, full_sentences) with dynamic masking, then BERT's static masks (nsp, --dupe-factor 10). Each
 step prints the peak anonymous memory (RssAnon, summed over the process and all its worker
 processes, sampled every 50 ms — memory-mapped pages are not counted), its wall time, the text
 rate per worker, and beside them the cost line's estimate (minibert/data/cost.py) for the build.
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 WIKITEXT = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "wikitext-2" / "train.txt"
-STEPS = [("tokenizer + token store", "sop", "dynamic"), ("examples nsp", "nsp", "dynamic"), ("examples sop", "sop", "dynamic"),
+STEPS = [("tokenizer, tokens, sop examples", "sop", "dynamic"), ("examples nsp", "nsp", "dynamic"),
          ("examples full_sentences", "full_sentences", "dynamic"), ("static masks nsp x10", "nsp", "static")]
 
 
@@ -94,7 +94,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="corpus-build-"))
     text = WIKITEXT.read_bytes()
     print(f"WikiText-2 train repeated; {args.workers} worker(s); peak = RssAnon summed over the process tree")
-    print(f"{'corpus':>8}  {'step':<26} {'peak anon':>10} {'time':>8} {'MB/s/worker':>12}   cost line: time, disk")
+    print(f"{'corpus':>8}  {'step':<31} {'peak anon':>10} {'time':>8} {'MB/s/worker':>12}   cost line: time, disk")
     for size_mb in args.sizes_mb:
         corpus, cache = root / f"corpus-{size_mb:g}MB.txt", root / f"cache-{size_mb:g}MB"
         with open(corpus, "wb") as f:
@@ -106,7 +106,7 @@ def main() -> None:
                                mask_prob=0.15, data_dir=cache)
             estimate = f"{plan.seconds:.0f} s, {plan.disk_bytes / 1e6:.0f} MB" if not plan.cached else "(cached parts)"
             peak, seconds = measured(corpus, cache, layout, masking, args.workers)
-            print(f"{megabytes:>6.0f}MB  {name:<26} {peak:>8.0f}MB {seconds:>7.1f}s {megabytes / seconds / args.workers:>12.2f}   {estimate}",
+            print(f"{megabytes:>6.0f}MB  {name:<31} {peak:>8.0f}MB {seconds:>7.1f}s {megabytes / seconds / args.workers:>12.2f}   {estimate}",
                   flush=True)
         if not args.keep:
             shutil.rmtree(cache), corpus.unlink()
