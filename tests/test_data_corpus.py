@@ -67,7 +67,7 @@ def test_reading_streams(tmp_path):
         ("latin1.txt", "caf\xe9 ok".encode("latin-1"), ValueError, "not valid UTF-8 at byte offset 3"),
         ("bad.jsonl", b'{"text": "fine"}\n{"text": broken}\n', ValueError, "line 2 is not valid JSON"),
         ("field.jsonl", b'{"body": "no text field"}\n', ValueError, 'line 1: expected an object with a "text"'),
-        ("data.csv", b"a,b\n", ValueError, "only .txt and .jsonl"),
+        ("data.csv", b"a,b\n", ValueError, "pass a .txt/.jsonl file"),
     ],
 )
 def test_bad_input_fails_naming_the_file(tmp_path, name, content, error, message):
@@ -80,7 +80,7 @@ def test_bad_input_fails_naming_the_file(tmp_path, name, content, error, message
 def test_missing_paths_and_empty_folders_fail_clearly(tmp_path):
     with pytest.raises(FileNotFoundError, match="nowhere.txt does not exist"):
         corpus_files(tmp_path / "nowhere.txt")
-    with pytest.raises(ValueError, match="holds no .txt or .jsonl"):
+    with pytest.raises(ValueError, match="holds no corpus files"):
         corpus_files(tmp_path)
 
 

@@ -2,6 +2,7 @@
 weights as one process that takes the same global batch in the same micro-batches."""
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -37,6 +38,20 @@ def test_two_processes_match_one_process_with_the_same_global_batch(tmp_path):
     assert not torch.equal(moved["state.model.model.encoder.embeddings.word_embeddings.weight"],
                            one["encoder.embeddings.word_embeddings.weight"])  # training moved the weights
     assert not (tmp_path / "two" / ".lock").exists()
+
+    # --resume on another number of processes: 2 × 1 -> 1 × 2 serves the same batches, so it ends
+    # where the uninterrupted run ended; 2 × 1 -> 1 × 1 continues by the documented rule, saying so once
+    finished = load_file(tmp_path / "two" / "model.safetensors")
+    for accumulation, exact in ((2, True), (1, False)):
+        shutil.rmtree(tmp_path / "two" / "checkpoints" / "step-00000006")
+        resumed = run_cli([*args("two", accumulation), "--resume"])
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        assert resumed.stdout.count("not bit-identical") == 1 and "resuming albert from" in resumed.stdout
+        assert ("the same batches" in resumed.stdout) == exact
+        again = load_file(tmp_path / "two" / "model.safetensors")
+        if exact:
+            for name in finished:
+                torch.testing.assert_close(again[name], finished[name], rtol=1e-4, atol=1e-5, msg=name)
 
 
 @pytest.mark.parametrize("variant, unused", [("roberta", True), ("bert", False)])

@@ -5,7 +5,8 @@ sentences follow each other (NSP, SOP) and where one document ends (so a "random
 sentence" really comes from elsewhere, and RoBERTa's packing can put a separator there).
 So the reader keeps exactly two levels of structure — documents and sentences.
 
-Accepted input (a path, a folder = all `.txt`/`.jsonl` files in it, sorted, or a list):
+Accepted input (a path, a folder = all corpus files in it, sorted, or a list; compressed,
+Parquet and `datasets` folders as formats.py says):
 
 * `.txt` — one paragraph (or sentence) per line; a blank line ends a document (BERT's
   `create_pretraining_data` format). A WikiText-style heading ` = Title = ` always starts
@@ -13,8 +14,9 @@ Accepted input (a path, a folder = all `.txt`/`.jsonl` files in it, sorted, or a
   blank lines only separate paragraphs of the same article. Sub-headings ` = = Sub = = `
   never split a document. Heading lines are structure, not prose, and are dropped (BERT
   likewise kept "only the text passages" of Wikipedia, no headers).
-* `.jsonl` — one JSON object per line; its `"text"` field is one document, and the
-  newlines inside it separate paragraphs.
+* `.jsonl` — one JSON object per line; its `"text"` field (or --text-field's) is one
+  document, and the newlines inside it separate paragraphs. A table's rows (Parquet, Arrow)
+  are read the same way.
 
 Paragraphs are cut into sentences by `split_sentences`. Everything is a generator: a
 corpus of any size streams through without ever being held in memory.
@@ -22,15 +24,17 @@ corpus of any size streams through without ever being held in memory.
 
 from __future__ import annotations
 
-import hashlib
+import io
 import re
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence, Union
 
-from ..operations.files import hash_file, parse_json_object
+from ..operations.files import parse_json_object
+from .formats import corpus_kind, damaged, datasets_files, decompression_errors, is_datasets_folder, open_binary, table_texts
+from .fingerprint import corpus_fingerprint  # noqa: F401  (the cache key; here for the readers of this module)
 
 PathLike = Union[str, Path]
-CORPUS_SUFFIXES = (".txt", ".jsonl")
+KINDS = "a .txt/.jsonl file (also .gz, .bz2, .xz, .zst), a .parquet or .arrow"
 
 # A sentence ends at . ! or ? (and one closing quote or bracket) when whitespace and then
 # a capital letter, digit or opening quote/bracket follow. Simple and predictable; it also
@@ -58,43 +62,39 @@ def corpus_files(paths: PathLike | Sequence[PathLike]) -> list[Path]:
     files: list[Path] = []
     for path in map(Path, paths):
         if not path.exists():
-            raise FileNotFoundError(f"corpus path {path} does not exist; pass a .txt/.jsonl file or a folder of them")
-        if path.is_dir():
-            found = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in CORPUS_SUFFIXES)
+            raise FileNotFoundError(f"corpus path {path} does not exist; pass {KINDS} file or a folder of them")
+        if path.is_dir() and is_datasets_folder(path):
+            files += datasets_files(path)
+        elif path.is_dir():
+            found = sorted(p for p in path.iterdir() if p.is_file() and corpus_kind(p))
             if not found:
-                raise ValueError(f"corpus folder {path} holds no .txt or .jsonl files; add some or pass the files directly")
+                raise ValueError(f"corpus folder {path} holds no corpus files ({KINDS}); add some or pass the files directly")
             files += found
-        elif path.suffix in CORPUS_SUFFIXES:
+        elif corpus_kind(path):
             files.append(path)
         else:
-            raise ValueError(f"corpus file {path} has suffix {path.suffix!r}; only .txt and .jsonl are read")
+            raise ValueError(f"corpus file {path} has suffix {''.join(path.suffixes[-2:])!r}; pass {KINDS} file "
+                             f"(or a datasets save_to_disk folder)")
     if not files:
-        raise ValueError("no corpus paths given; pass at least one .txt/.jsonl file or folder")
+        raise ValueError(f"no corpus paths given; pass at least one {KINDS} file or folder")
     return files
 
 
-def corpus_fingerprint(files: Iterable[Path]) -> str:
-    """Hash of the files' bytes (not their names): the cache key of everything built from them."""
-    digest = hashlib.blake2b(digest_size=16)
-    for path in files:
-        digest.update(str(path.stat().st_size).encode() + b"\0")
-        hash_file(path, digest)
-    return digest.hexdigest()
-
-
-def read_documents(paths: PathLike | Sequence[PathLike]) -> Iterator[list[str]]:
-    """Stream the corpus as documents, each a non-empty list of sentences."""
+def read_documents(paths: PathLike | Sequence[PathLike], text_field: str = "text") -> Iterator[list[str]]:
+    """Stream the corpus as documents, each a non-empty list of sentences. `text_field`: the
+    JSONL field or table column holding a document's text."""
     for path in corpus_files(paths):
-        read = _read_txt if path.suffix == ".txt" else _read_jsonl
+        kind, _ = corpus_kind(path)
+        read = {".txt": _read_txt, ".jsonl": _read_jsonl, ".parquet": _read_table, ".arrow": _read_table}[kind]
         n_docs = 0
-        for document in read(path):
+        for document in read(path, text_field):
             n_docs += 1
             yield document
         if n_docs == 0:
             raise ValueError(f"corpus file {path} contains no text; remove it or fill it")
 
 
-def _read_txt(path: Path) -> Iterator[list[str]]:
+def _read_txt(path: Path, text_field: str) -> Iterator[list[str]]:
     document: list[str] = []
     wikitext = None  # decided by the first non-blank line
     for line in _decoded_lines(path):
@@ -120,22 +120,33 @@ def json_objects(path: Path, lines: Iterable[str]) -> Iterator[tuple[int, dict]]
             yield number, parse_json_object(line, f"{path} line {number}", "write one JSON object per line")
 
 
-def _read_jsonl(path: Path) -> Iterator[list[str]]:
+def _read_jsonl(path: Path, text_field: str) -> Iterator[list[str]]:
     for line_number, record in json_objects(path, _decoded_lines(path)):
-        if not isinstance(record.get("text"), str):
-            raise ValueError(f'{path} line {line_number}: expected an object with a "text" string field')
-        document = [s for paragraph in record["text"].splitlines() for s in split_sentences(paragraph)]
-        if document:
+        if not isinstance(record.get(text_field), str):
+            hint = "" if text_field in record else f"; pass --text-field with the field that holds the text (this line has {', '.join(map(repr, record)) or 'none'})"
+            raise ValueError(f'{path} line {line_number}: expected an object with a "{text_field}" string field{hint}')
+        if document := _document(record[text_field]):
             yield document
+
+
+def _read_table(path: Path, text_field: str) -> Iterator[list[str]]:
+    for text in table_texts(path, text_field):
+        if document := _document(text):
+            yield document
+
+
+def _document(text: str) -> list[str]:
+    """A document's text (newlines between paragraphs) -> its sentences."""
+    return [s for paragraph in text.splitlines() for s in split_sentences(paragraph)]
 
 
 def _decoded_lines(path: Path) -> Iterator[str]:
     """The file's lines as text; empty, binary or non-UTF-8 files fail with the byte offset."""
     if path.stat().st_size == 0:
         raise ValueError(f"corpus file {path} is empty; remove it or fill it")
-    offset = 0
-    with open(path, "rb") as f:
-        for raw in f:
+    offset, compression = 0, corpus_kind(path)[1]
+    with open_binary(path, compression) as f:
+        for raw in _raw_lines(path, f, compression):
             if b"\0" in raw:
                 raise ValueError(f"corpus file {path} looks binary (NUL byte at byte offset {offset + raw.index(0)}); pass UTF-8 text")
             try:
@@ -144,3 +155,19 @@ def _decoded_lines(path: Path) -> Iterator[str]:
                 raise ValueError(f"corpus file {path} is not valid UTF-8 at byte offset {offset + error.start}; re-encode it as UTF-8") from None
             yield line.lstrip("\ufeff") if offset == 0 else line
             offset += len(raw)
+
+
+def _raw_lines(path: Path, f, compression: str | None) -> Iterator[bytes]:
+    """The file's lines as bytes; a decompression error is one line naming the file."""
+    if compression is None:
+        yield from f
+        return
+    lines = iter(io.BufferedReader(f) if compression == ".zst" else f)
+    while True:
+        try:
+            raw = next(lines)
+        except StopIteration:
+            return
+        except decompression_errors() as error:
+            raise damaged(path, error) from None
+        yield raw

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BYTES_PER_TOKEN = 3.69  # text bytes per token (other languages and vocabularies differ)
-TOKENIZER_SECONDS = 13.0  # SentencePiece on its sample of at most 50,000 sentences: about constant
+TOKENIZER_SECONDS = 13.0  # SentencePiece on its sample of 50,000 sentences (--tokenizer-sentences): grows with the sample
+TOKENIZER_SENTENCES = 50_000
+SENTENCE_BYTES = 130  # WikiText-2's train split: about 130 bytes of text a sentence
 BUILD_BYTES_PER_SECOND = 4.4e6  # text tokenized per second by one worker process
 ARRAY_BYTES_PER_TOKEN = 2.21  # tokens.bin (uint16 below 65,536 pieces) and the offsets
 EXAMPLE_BYTES_PER_TOKEN = 3.3  # examples: ids (2 bytes) and segment ids (1) per position, padding and pairs' repeats
@@ -36,13 +38,20 @@ class CorpusCost:
     free_bytes: int  # on the disk that holds the cache
     seconds: float
     cached: bool  # the corpus was tokenized before: nothing to build
+    tokenizer_sentences: int = 0  # the sample a tokenizer trains on (0: one is given or cached)
+    tokenizer_seconds: float = 0.0
 
     def line(self) -> str:
         if self.cached:
             return (f"corpus: {size(self.text_bytes)} in {self.files} file(s), tokenized before: its arrays are in the cache")
         return (f"corpus: {size(self.text_bytes)} in {self.files} file(s), about {self.tokens / 1e6:.1f}M tokens; the token "
                 f"arrays and examples need about {size(self.disk_bytes)} of disk ({size(self.free_bytes)} free) and about "
-                f"{duration(self.seconds)} to build (estimates from WikiText-2's figures, minibert/data/cost.py)")
+                f"{duration(self.seconds)} to build{self.tokenizer_part()} (estimates from WikiText-2's figures, minibert/data/cost.py)")
+
+    def tokenizer_part(self) -> str:
+        if not self.tokenizer_sentences:
+            return ""
+        return f", {duration(self.tokenizer_seconds)} of it the tokenizer on up to {self.tokenizer_sentences:,} sentences"
 
     def check_room(self, cache: Path) -> None:
         """A corpus the disk cannot hold: one line, before anything is written."""
@@ -53,14 +62,16 @@ class CorpusCost:
 
 
 def corpus_cost(files: list[Path], cache: Path, *, token_bytes: int, static_copies: int, mask_prob: float, workers: int,
-                cached: bool) -> CorpusCost:
+                cached: bool, tokenizer_sentences: int = TOKENIZER_SENTENCES) -> CorpusCost:
     """The estimate for these files, cached in `cache` (its nearest existing folder's disk)."""
     text = sum(f.stat().st_size for f in files)
     tokens = text / BYTES_PER_TOKEN
     per_token = ARRAY_BYTES_PER_TOKEN + (token_bytes - 2) + EXAMPLE_BYTES_PER_TOKEN + static_copies * mask_prob * (2 + token_bytes)
     existing = next(p for p in (cache, *cache.parents) if p.exists())
-    seconds = TOKENIZER_SECONDS + text / (BUILD_BYTES_PER_SECOND * max(1, workers))
-    return CorpusCost(len(files), text, tokens, tokens * per_token, shutil.disk_usage(existing).free, seconds, cached)
+    tokenizer = TOKENIZER_SECONDS * min(tokenizer_sentences, text / SENTENCE_BYTES) / TOKENIZER_SENTENCES
+    seconds = tokenizer + text / (BUILD_BYTES_PER_SECOND * max(1, workers))
+    return CorpusCost(len(files), text, tokens, tokens * per_token, shutil.disk_usage(existing).free, seconds, cached,
+                      tokenizer_sentences, tokenizer)
 
 
 def size(count: float) -> str:

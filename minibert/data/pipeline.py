@@ -17,6 +17,7 @@ milliseconds, not after the corpus has been tokenized.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import pickle
 from dataclasses import dataclass
@@ -27,13 +28,14 @@ from .baselines import NeighbourCounts
 from ..operations.files import publish_dir
 from .cache import DEFAULT_DATA_DIR, fingerprint
 from .cost import CorpusCost, corpus_cost
-from .corpus import PathLike, corpus_files, corpus_fingerprint, read_documents
+from .corpus import PathLike, corpus_files, read_documents
+from .fingerprint import corpus_fingerprint, full_hash
 from .dataset import PretrainingBatches
 from .default_corpus import default_corpus_path
-from .examples import LAYOUTS, Examples, build_examples
+from .examples import LAYOUTS, Examples, write_examples
 from .masking import Masking, check_mask_options
 from ..tokenizers import SentencePieceTokenizer, Tokenizer, has_tokenizer, load_tokenizer
-from .vocabulary import MIN_VOCAB_SIZE, MODEL_TYPES, tokenizer_path, train_tokenizer
+from .vocabulary import MAX_SENTENCES, MIN_VOCAB_SIZE, MODEL_TYPES, tokenizer_path, train_tokenizer
 from .static_masks import build_static_masks, StaticMasks
 from .storage import FORMAT_VERSION, TokenStore, build_token_store
 
@@ -45,8 +47,8 @@ EVAL_MASK_PROB = 0.15
 # The held-out batches are cut, masked and batched the same way whatever --seed and --batch-size
 # a run trains with, so that its curve can be held against another run's (training/report.py).
 EVAL_SEED, EVAL_BATCH_SIZE = 0, 32
-PARALLEL_FROM_BYTES = 32 << 20
-EXAMPLES_VERSION = 2  # part of the examples' cache key: bump when their files change  # below this, starting worker processes costs more than it saves
+PARALLEL_FROM_BYTES = 32 << 20  # below this, starting worker processes costs more than it saves
+EXAMPLES_VERSION = 3  # part of the examples' cache key: bump when their files change
 
 
 @dataclass
@@ -88,6 +90,8 @@ def build_pretraining_data(
     rank: int = 0,
     world_size: int = 1,
     workers: int | None = None,
+    text_field: str = "text",
+    tokenizer_sentences: int = MAX_SENTENCES,
 ) -> PretrainingData:
     """Build (or reuse) everything between raw text and training batches.
 
@@ -109,6 +113,8 @@ def build_pretraining_data(
     eval_fraction    share of documents (the last ones) held out for evaluation; 0 = none.
     seed             fixes example building, masks and order; rank, world_size shard for DDP.
     workers          tokenizing processes (default: all cores for large corpora).
+    text_field       the JSONL field or table column that holds the text.
+    tokenizer_sentences   the sentences a trained tokenizer learns from (a seeded sample).
 
     The run's values come from its `Settings` (training/run.py passes them all); this
     function keeps no defaults of its own for them.
@@ -126,12 +132,12 @@ def build_pretraining_data(
     check_mask_options(mask_prob, replace_probs, max_span)
     data_dir, replace_probs = Path(data_dir), tuple(replace_probs)
     files = [default_corpus_path(data_dir)] if paths is None else corpus_files(paths)
-    tokenizer = _tokenizer(files, tokenizer_dir, vocab_size, tokenizer_model, data_dir)
+    tokenizer = _tokenizer(files, tokenizer_dir, vocab_size, tokenizer_model, data_dir, text_field, tokenizer_sentences)
     masks = dict(replace_probs=replace_probs, max_span=max_span, whole_word=whole_word)
     train_masking = Masking.for_tokenizer(tokenizer, mask_prob=mask_prob, **masks)
     if workers is None and sum(f.stat().st_size for f in files) < PARALLEL_FROM_BYTES:
         workers = 1
-    store = _token_store(files, tokenizer, data_dir, workers)
+    store = _token_store(files, tokenizer, data_dir, workers, text_field)
 
     min_eval = 2 if layout == "nsp" else 1  # NSP needs a second document to draw random segments from
     n_eval = 0 if eval_fraction == 0 else max(min_eval, round(eval_fraction * store.n_documents))
@@ -140,7 +146,7 @@ def build_pretraining_data(
     split = store.n_documents - n_eval
     settings = dict(layout=layout, max_length=seq_len, short_seq_prob=short_seq_prob, seed=seed,
                     specials=(tokenizer.num_special(pair=False), tokenizer.num_special(pair=True)))
-    train_examples = _examples(store, tokenizer, range(0, split), settings)
+    train_examples = _examples(store, tokenizer, range(0, split), settings, workers)
     static = None
     if masking == "static":
         directory = store.directory / f"masks-{fingerprint(settings, split, mask_prob, replace_probs, max_span, whole_word, dupe_factor)}"
@@ -150,7 +156,7 @@ def build_pretraining_data(
     train = PretrainingBatches(train_examples, train_masking, batch_size=batch_size, static_masks=static, **shard)
     evaluation = None
     if n_eval:
-        eval_examples = _examples(store, tokenizer, range(split, store.n_documents), {**settings, "seed": EVAL_SEED})
+        eval_examples = _examples(store, tokenizer, range(split, store.n_documents), {**settings, "seed": EVAL_SEED}, workers)
         evaluation = PretrainingBatches(eval_examples, Masking.for_tokenizer(tokenizer, mask_prob=EVAL_MASK_PROB, **masks),
                                         batch_size=eval_batch_size or EVAL_BATCH_SIZE, static_masks=None, repeat=False,
                                         seed=EVAL_SEED)
@@ -178,10 +184,11 @@ def _check_settings(*, vocab_size, tokenizer_model, seq_len, layout, masking, du
     require(isinstance(seed, int), f"seed={seed!r} must be an integer")
 
 
-def _tokenizer(files, tokenizer_dir, vocab_size, model_type, data_dir) -> Tokenizer:
+def _tokenizer(files, tokenizer_dir, vocab_size, model_type, data_dir, text_field, max_sentences) -> Tokenizer:
     if tokenizer_dir is not None and has_tokenizer(tokenizer_dir):
         return load_tokenizer(tokenizer_dir)
-    tokenizer = train_tokenizer(files, vocab_size=vocab_size, model_type=model_type, cache_dir=data_dir)
+    tokenizer = train_tokenizer(files, vocab_size=vocab_size, model_type=model_type, cache_dir=data_dir,
+                                text_field=text_field, max_sentences=max_sentences)
     if tokenizer_dir is not None:
         tokenizer.save(tokenizer_dir)
     return tokenizer
@@ -189,7 +196,8 @@ def _tokenizer(files, tokenizer_dir, vocab_size, model_type, data_dir) -> Tokeni
 
 def plan_corpus(paths: PathLike | Sequence[PathLike], *, vocab_size: int, masking: str, dupe_factor: int, mask_prob: float,
                 data_dir: str | Path = DEFAULT_DATA_DIR, tokenizer_dir: str | Path | None = None,
-                tokenizer_model: str = "unigram") -> CorpusCost:
+                tokenizer_model: str = "unigram", text_field: str = "text",
+                tokenizer_sentences: int = MAX_SENTENCES) -> CorpusCost:
     """What building the data for this corpus will cost (cost.py), and whether it was built before.
     Reads the corpus and the cache; writes nothing."""
     files, data_dir = corpus_files(paths), Path(data_dir)
@@ -199,30 +207,35 @@ def plan_corpus(paths: PathLike | Sequence[PathLike], *, vocab_size: int, maskin
         except (ValueError, OSError):  # a broken folder: its loader says so, with context, when the run reads it
             tokenizer = None
     else:
-        path = tokenizer_path(files, vocab_size, tokenizer_model, data_dir)
+        path = tokenizer_path(files, vocab_size, tokenizer_model, data_dir, tokenizer_sentences, text_field=text_field)
         tokenizer = SentencePieceTokenizer(path.read_bytes()) if path.is_file() else None
-    cached = tokenizer is not None and _token_store_dir(files, tokenizer, data_dir).is_dir()
+    cached = tokenizer is not None and _token_store_dir(files, tokenizer, data_dir, text_field).is_dir()
     token_bytes = 2 if (tokenizer.vocab_size if tokenizer else vocab_size) < 2**16 else 4
     workers = 1 if sum(f.stat().st_size for f in files) < PARALLEL_FROM_BYTES else os.cpu_count() or 1
     return corpus_cost(files, data_dir, token_bytes=token_bytes, static_copies=dupe_factor if masking == "static" else 0,
-                       mask_prob=mask_prob, workers=workers, cached=cached)
+                       mask_prob=mask_prob, workers=workers, cached=cached,
+                       tokenizer_sentences=0 if tokenizer is not None else tokenizer_sentences)
 
 
-def _token_store_dir(files, tokenizer, data_dir) -> Path:
+def _token_store_dir(files, tokenizer, data_dir, text_field) -> Path:
     tokenizer_key = hashlib.blake2b(pickle.dumps(tokenizer), digest_size=8).hexdigest()
-    return data_dir / f"tokens-{fingerprint(corpus_fingerprint(files), tokenizer_key, FORMAT_VERSION)}"
+    corpus = corpus_fingerprint(files) if text_field == "text" else (corpus_fingerprint(files), text_field)
+    return data_dir / f"tokens-{fingerprint(corpus, tokenizer_key, FORMAT_VERSION)}"
 
 
-def _token_store(files, tokenizer, data_dir, workers) -> TokenStore:
-    directory = _token_store_dir(files, tokenizer, data_dir)
-    return _cached_dir(directory, lambda d: build_token_store(read_documents(files), tokenizer, d, workers=workers), TokenStore)
+def _token_store(files, tokenizer, data_dir, workers, text_field) -> TokenStore:
+    def build(directory: Path) -> None:
+        build_token_store(read_documents(files, text_field), tokenizer, directory, workers=workers)
+        meta = json.loads((directory / "meta.json").read_text())  # the corpus's every byte, for the record (fingerprint.py)
+        (directory / "meta.json").write_text(json.dumps({**meta, "full_hash": full_hash(files)}, indent=1))
+
+    return _cached_dir(_token_store_dir(files, tokenizer, data_dir, text_field), build, TokenStore)
 
 
-def _examples(store: TokenStore, tokenizer: Tokenizer, documents: range, settings: dict) -> Examples:
+def _examples(store: TokenStore, tokenizer: Tokenizer, documents: range, settings: dict, workers: int | None) -> Examples:
     """The examples of these documents, cut and laid out once (cached beside the token arrays)."""
     directory = store.directory / f"examples-{fingerprint(settings, documents.start, documents.stop, EXAMPLES_VERSION)}"
-    build = lambda d: Examples.from_spans(store, build_examples(store, documents=documents, **settings), tokenizer,  # noqa: E731
-                                          settings["max_length"]).save(d)
+    build = lambda d: write_examples(store, tokenizer, documents, settings, d, workers)  # noqa: E731
     return _cached_dir(directory, build, Examples.load)
 
 

@@ -24,7 +24,7 @@ import os
 import sys
 from collections import deque
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -127,19 +127,26 @@ def build_token_store(
 
 def _tokenized_chunks(documents: Iterable[list[str]], tokenizer: Tokenizer, workers: int | None):
     """Yield `_tokenize_chunk` results in corpus order, using `workers` processes."""
+    yield from in_workers(_tokenize_chunk, tokenizer, _document_chunks(documents), workers)
+
+
+def in_workers(function: Callable, job, items: Iterable, workers: int | None) -> Iterator:
+    """`function(job, item)` for each item, in order, computed by `workers` processes (None: one
+    per core) with at most two items per worker in flight — so memory stays bounded whatever
+    the number of items. `job` is handed to each worker once (forked, where the platform can)."""
     if workers is None:
         workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if workers <= 1:
-        for chunk in _document_chunks(documents):
-            yield _tokenize_chunk(tokenizer, chunk)
+        for item in items:
+            yield function(job, item)
         return
-    # fork is fast and shares the loaded tokenizer; other platforms re-import it
+    # fork is fast and shares what is loaded (the tokenizer); other platforms re-import it
     context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
-    with context.Pool(workers, initializer=_set_worker_tokenizer, initargs=(tokenizer,)) as pool:
+    with context.Pool(workers, initializer=_set_worker_job, initargs=(function, job)) as pool:
         in_flight: deque = deque()
-        for chunk in _document_chunks(documents):
-            in_flight.append(pool.apply_async(_tokenize_in_worker, (chunk,)))
-            if len(in_flight) >= 2 * workers:  # bounded: never more than 2 chunks per worker in memory
+        for item in items:
+            in_flight.append(pool.apply_async(_run_in_worker, (item,)))
+            if len(in_flight) >= 2 * workers:  # bounded: never more than 2 items per worker in memory
                 yield in_flight.popleft().get()
         while in_flight:
             yield in_flight.popleft().get()
@@ -173,13 +180,14 @@ def _tokenize_chunk(tokenizer: Tokenizer, chunk: list[list[str]]):
     return np.array(ids, dtype=np.int64), np.array(sentence_lengths, dtype=np.int64), np.array(document_sizes, dtype=np.int64)
 
 
-_worker_tokenizer: Tokenizer | None = None
+_worker_job: tuple | None = None
 
 
-def _set_worker_tokenizer(tokenizer: Tokenizer) -> None:
-    global _worker_tokenizer
-    _worker_tokenizer = tokenizer
+def _set_worker_job(function: Callable, job) -> None:
+    global _worker_job
+    _worker_job = (function, job)
 
 
-def _tokenize_in_worker(chunk: list[list[str]]):
-    return _tokenize_chunk(_worker_tokenizer, chunk)
+def _run_in_worker(item):
+    function, job = _worker_job
+    return function(job, item)

@@ -26,6 +26,8 @@ from .corpus import PathLike, corpus_files, corpus_fingerprint, read_documents
 
 MODEL_TYPES = ("unigram", "bpe")
 MIN_VOCAB_SIZE = len(SPECIAL_TOKENS) + 256 + 64  # specials + byte pieces + room for characters
+MAX_SENTENCES = 50_000  # the sentences SentencePiece trains on (--tokenizer-sentences)
+MIN_SENTENCES = 1000
 
 
 def train_tokenizer(
@@ -34,8 +36,9 @@ def train_tokenizer(
     vocab_size: int,
     model_type: str = "unigram",
     cache_dir: str | Path = DEFAULT_DATA_DIR,
-    max_sentences: int = 50_000,
+    max_sentences: int = MAX_SENTENCES,
     seed: int = 0,
+    text_field: str = "text",
 ) -> SentencePieceTokenizer:
     """Learn a vocabulary from the corpus at `paths`, or reuse the cached one.
 
@@ -46,26 +49,38 @@ def train_tokenizer(
     if vocab_size < MIN_VOCAB_SIZE:
         raise ValueError(f"vocab_size={vocab_size} is too small: 5 special tokens + 256 byte pieces need at least {MIN_VOCAB_SIZE}")
     files = corpus_files(paths)
-    path = tokenizer_path(files, vocab_size, model_type, cache_dir, max_sentences, seed)
+    if not (isinstance(max_sentences, int) and max_sentences >= MIN_SENTENCES):
+        raise ValueError(f"--tokenizer-sentences {max_sentences} is too few; use at least {MIN_SENTENCES} (the default is {MAX_SENTENCES})")
+    path = tokenizer_path(files, vocab_size, model_type, cache_dir, max_sentences, seed, text_field)
     if not path.exists():
-        publish_file(lambda tmp: tmp.write_bytes(_train_model_proto(files, vocab_size, model_type, max_sentences, seed)), path)
+        proto = lambda: _train_model_proto(files, vocab_size, model_type, max_sentences, seed, text_field)  # noqa: E731
+        publish_file(lambda tmp: tmp.write_bytes(proto()), path)
     return SentencePieceTokenizer(path.read_bytes())
 
 
 def tokenizer_path(files: list[Path], vocab_size: int, model_type: str = "unigram", cache_dir: str | Path = DEFAULT_DATA_DIR,
-                   max_sentences: int = 50_000, seed: int = 0) -> Path:
+                   max_sentences: int = MAX_SENTENCES, seed: int = 0, text_field: str = "text") -> Path:
     """Where the vocabulary learned from these files is cached (it may not exist yet)."""
-    key = fingerprint(corpus_fingerprint(files), vocab_size, model_type, max_sentences, seed, spm.__version__)
+    corpus = corpus_fingerprint(files) if text_field == "text" else (corpus_fingerprint(files), text_field)
+    key = fingerprint(corpus, vocab_size, model_type, max_sentences, seed, spm.__version__)
     return Path(cache_dir) / f"spm-{model_type}-{vocab_size}-{key}.model"
 
 
-def _train_model_proto(files: list[Path], vocab_size: int, model_type: str, max_sentences: int, seed: int) -> bytes:
+def _train_model_proto(files: list[Path], vocab_size: int, model_type: str, max_sentences: int, seed: int,
+                       text_field: str) -> bytes:
     model = io.BytesIO()
     spm.set_random_generator_seed(seed)
-    sentences = (sentence for document in read_documents(files) for sentence in document)
+    failed: list[Exception] = []  # a bad corpus file: its own one line, not SentencePiece's
+
+    def sentences():
+        try:
+            yield from (sentence for document in read_documents(files, text_field) for sentence in document)
+        except (ValueError, OSError) as error:
+            failed.append(error)
+            raise
     try:
         spm.SentencePieceTrainer.train(
-            sentence_iterator=sentences,
+            sentence_iterator=sentences(),
             model_writer=model,
             vocab_size=vocab_size,
             model_type=model_type,
@@ -79,6 +94,10 @@ def _train_model_proto(files: list[Path], vocab_size: int, model_type: str, max_
             num_threads=os.cpu_count() or 1,
             minloglevel=2,
         )
-    except RuntimeError as error:
+    except Exception as error:
+        if failed:
+            raise failed[0] from None
+        if not isinstance(error, RuntimeError):
+            raise
         raise ValueError(f"SentencePiece training failed on {files[0]}...: {error}") from None
     return model.getvalue()

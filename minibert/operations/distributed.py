@@ -12,6 +12,7 @@ communication: the loop (loop.py) asks DDP for it on the last micro-step of a st
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from dataclasses import dataclass, field
 
 import torch
@@ -92,12 +93,13 @@ def mps_device() -> torch.device:
     return torch.device("mps")
 
 
-def setup(device_kind: str) -> Distributed:
-    """Join the process group when started by torchrun; a no-op for a single process."""
+def setup(device_kind: str, timeout_s: float = 1800) -> Distributed:
+    """Join the process group when started by torchrun; a no-op for a single process. `timeout_s`:
+    how long a process waits for the others at a collective (rank 0 building the data cache)."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size == 1:
         return Distributed()
     rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
     use_nccl = device_kind != "cpu" and torch.cuda.is_available()
-    dist.init_process_group(backend="nccl" if use_nccl else "gloo")
+    dist.init_process_group(backend="nccl" if use_nccl else "gloo", timeout=timedelta(seconds=timeout_s))
     return Distributed(rank, world_size, local_rank)

@@ -23,6 +23,7 @@ import os
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from ..config import ModelConfig
@@ -50,7 +51,11 @@ from .report import BehindWarning, band_for, differences
 from .resolved import describe_run, unread_settings
 from .settings import OPERATIONAL, Settings
 from ..operations.state import load_trainable_state, rng_state, seed_everything, set_rng_state, trainable_state
+from ..data import fingerprint
+from ..tokenizers import has_tokenizer
+from ..tokenizers.load import tokenizer_file_names
 
+RESPLIT = ("grad_accum",)  # may change on --resume: the data are re-split (`resplit`)
 TEACHER_HINT = "train one first with `python train.py --variant bert --out checkpoints/bert`, then pass --teacher checkpoints/bert"
 
 
@@ -75,15 +80,18 @@ def pretrain(settings: Settings, model_overrides: dict | None = None, *, resume:
         run_architecture(variant, settings, model_overrides)  # an impossible architecture fails now
     if settings.data:
         corpus_files(settings.data)  # a mistyped path fails now
+    if settings.tokenizer:
+        check_tokenizer_flag(variant, settings)
 
-    dist = distributed.setup(settings.device)
+    dist = distributed.setup(settings.device, settings.dist_timeout)
     try:
         device = dist.device(settings.device)
         resolve_precision(settings.precision, device)  # fp16 on a CPU fails now, before the data is built
         if settings.data:  # a corpus of one's own: what it will cost, before anything is written
             plan = plan_corpus(settings.data, vocab_size=model_overrides.get("vocab_size", variant.model["vocab_size"]),
                                masking=settings.masking, dupe_factor=dupe_factor(settings), mask_prob=settings.mask_prob,
-                               data_dir=cache_dir(settings), tokenizer_dir=tokenizer_source(variant, settings, start))
+                               data_dir=cache_dir(settings), tokenizer_dir=tokenizer_source(variant, settings, start),
+                               text_field=settings.text_field, tokenizer_sentences=settings.tokenizer_sentences)
             if dist.is_main:
                 print(plan.line(), flush=True)
             plan.check_room(cache_dir(settings))
@@ -187,8 +195,21 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
 
 def tokenizer_source(variant: Variant, settings: Settings, start: Start | None) -> Path:
     """Where the run's vocabulary comes from: the teacher's (DistilBERT), the --init checkpoint's,
-    or OUT (trained on the corpus and saved there, or found there on --resume)."""
-    return Path(settings.teacher) if variant.needs_teacher else start.directory if start else Path(settings.out)
+    --tokenizer's, or OUT (trained on the corpus and saved there, or found there on --resume)."""
+    if variant.needs_teacher:
+        return Path(settings.teacher)
+    return start.directory if start else Path(settings.tokenizer or settings.out)
+
+
+def check_tokenizer_flag(variant: Variant, settings: Settings) -> None:
+    """--tokenizer DIR: a folder with a tokenizer, in a run that does not take another's."""
+    if variant.needs_teacher or settings.init:
+        raise ValueError(f"--tokenizer cannot be combined with {'--init' if settings.init else 'a teacher'}, whose "
+                         f"vocabulary the model must read; leave --tokenizer out")
+    if not Path(settings.tokenizer).is_dir() or not has_tokenizer(settings.tokenizer):
+        names = ", ".join(tokenizer_file_names()[:6])
+        raise ValueError(f"--tokenizer {settings.tokenizer} holds no tokenizer (one of {names}, ...); pass a folder "
+                         f"with one, e.g. a finished run's --out")
 
 
 def cache_dir(settings: Settings) -> Path:
@@ -223,14 +244,20 @@ def build_batches(settings: Settings, dist: Distributed, tokenizer_dir: Path, vo
         seq_len=settings.seq_len, layout=settings.layout, masking=settings.masking, dupe_factor=dupe_factor(settings),
         mask_prob=settings.mask_prob, replace_probs=tuple(settings.replace_probs), whole_word=settings.whole_word,
         max_span=settings.max_span, short_seq_prob=settings.short_seq_prob, seed=settings.seed,
-        batch_size=settings.batch_size // streams_total,
+        batch_size=settings.batch_size // streams_total, text_field=settings.text_field,
+        tokenizer_sentences=settings.tokenizer_sentences,
     )
     if not dist.is_main:
+        if dist.rank == 1:
+            print(f"processes 1-{dist.world_size - 1} wait for rank 0 to build or check the data cache (up to "
+                  f"--dist-timeout {settings.dist_timeout} s; raise it for a large corpus)", flush=True)
         dist.barrier()
+        fingerprint.remember(dist.gather(None)[0])  # the corpus's key, computed once, by rank 0
     shards = [build_pretraining_data(settings.data, **common, rank=dist.rank * settings.grad_accum + i, world_size=streams_total)
               for i in range(settings.grad_accum)]
     if dist.is_main:
         dist.barrier()
+        dist.gather(fingerprint.known())
     first = shards[0]
     eval_batches, baselines = None, {}
     if dist.is_main:
@@ -275,20 +302,57 @@ def training_state(progress: Progress, pretrainer, optimizer, amp: Precision, ra
 
 
 def restore(state: dict, pretrainer, optimizer, amp: Precision, shards, dist: Distributed) -> Progress:
-    """Put the run back exactly where the checkpoint was taken."""
+    """Put the run back where the checkpoint was taken: exactly on the same number of processes;
+    on another, by the rule of `resplit`."""
     ranks = state["ranks"]
-    if len(ranks) != dist.world_size:
-        raise TrainingError(f"the checkpoint was written by {len(ranks)} process(es); resume with the same number (torchrun --nproc_per_node={len(ranks)})")
     load_trainable_state(pretrainer, state["model"])
     optimizer.load_state_dict(state["optimizer"])
     if state.get("scaler"):  # fp16: the loss scale the run had found (checkpoints before it was saved restart it)
         amp.scaler.load_state_dict(state["scaler"])
-    mine = ranks[dist.rank]
-    for shard, position in zip(shards, mine["data"], strict=True):
+    positions, exact = resplit(ranks, shards, dist)
+    for shard, position in zip(shards, positions, strict=True):
         shard.load_state_dict(position)
-    set_rng_state(mine["rng"])  # last: nothing after this may draw a random number
+    if exact:
+        set_rng_state(ranks[dist.rank]["rng"])  # last: nothing after this may draw a random number
+    else:
+        seed_everything(int(np.random.SeedSequence([shards[0].seed, state["step"], dist.rank]).generate_state(1)[0]))
     return Progress(step=state["step"], skipped_steps=state["skipped_steps"], saved_step=state["step"],
                     elapsed=state.get("elapsed", 0.0))
+
+
+def resplit(ranks: list, shards, dist: Distributed) -> tuple[list, bool]:
+    """Each of this process's streams' data position, and whether the random generators can be
+    restored as saved (the same number of processes).
+
+    The run's data are world_size × grad_accum streams; stream k serves every k-th example of
+    the epoch's order, so global batch p is examples p·B .. (p+1)·B-1 of that order however many
+    streams split it. With as many streams as before, each continues from its own position: the
+    same batches. With another number, every stream continues from the position reached in the
+    same epoch (each global batch holds the same examples, split otherwise; dynamic masks,
+    drawn per stream, differ, and the epoch may end one batch sooner or later); the optimizer
+    and the step continue, and the random generators are re-seeded from (--seed, step, rank).
+    That is not bit-identical to an uninterrupted run, and the run says so once."""
+    saved = [position for rank in ranks for position in rank["data"]]
+    streams = dist.world_size * len(shards)
+    same_world = len(ranks) == dist.world_size
+    if len(saved) == streams:
+        mine = saved[dist.rank * len(shards):(dist.rank + 1) * len(shards)]
+        positions = [{**position, "world_size": shard.world_size} for shard, position in zip(shards, mine)]
+    else:
+        positions = []
+        for shard in shards:
+            position = {**saved[0], "world_size": shard.world_size}
+            if position["position"] >= len(shard):  # this split's epoch has ended already
+                position.update(epoch=position["epoch"] + 1, position=0)
+            positions.append(position)
+    if dist.is_main and not (same_world and len(saved) == streams):
+        batches = "the same batches" if len(saved) == streams else \
+            "the same examples in each global batch from the position reached, split otherwise (dynamic masks differ)"
+        print(f"resuming a run of {len(ranks)} process(es) × {len(saved) // len(ranks)} accumulation step(s) on "
+              f"{dist.world_size} × {len(shards)}: {batches}; the optimizer and the step count continue, and the random "
+              f"generators are re-seeded from --seed and the step, so the run is not bit-identical to one that was not "
+              f"interrupted (docs/training.md, Many processes)", flush=True)
+    return positions, same_world and len(saved) == streams
 
 
 def check_same_run(path: Path, record: dict) -> None:
@@ -302,7 +366,7 @@ def check_same_run(path: Path, record: dict) -> None:
     # unread: e.g. the rtd_weight 50 that every variant's run.json held before only electra's had one
     unread = unread_settings(get_variant(now["settings"]["variant"]))
     changed = [f"--{name.replace('_', '-')} {before.get(name)!r} -> {value!r}" for name, value in now["settings"].items()
-               if name not in OPERATIONAL and name not in unread and before.get(name) != value]
+               if name not in (*OPERATIONAL, *RESPLIT) and name not in unread and before.get(name) != value]
     saved_config = ModelConfig.from_dict(saved["config"]).to_dict()  # in today's field names
     changed += [f"--{name.replace('_', '-')} {saved_config.get(name)!r} -> {value!r}"
                 for name, value in now["config"].items() if saved_config.get(name) != value]

@@ -32,7 +32,8 @@ from ..operations.precision import PRECISIONS
 DEVICES = ("auto", "cpu", "cuda", "mps")
 # Settings that say how a run is carried out, not what it computes: they may change between a run
 # and its --resume, and they are no difference from a variant's default run.
-OPERATIONAL = ("device", "threads", "out", "cache_dir", "eval_every", "eval_batches", "log_every", "save_every", "keep")
+OPERATIONAL = ("device", "threads", "out", "cache_dir", "eval_every", "eval_batches", "log_every", "save_every", "keep",
+               "dist_timeout")
 
 # The default runs' encoder: BERT-Tiny's shape (2 layers of width 128, Turc et al. 2019) and an
 # 8k SentencePiece vocabulary, with what makes it learn context within minutes on a CPU
@@ -70,6 +71,10 @@ class Settings:
     max_span: int = option(1, "mask spans of up to N units: words with --whole-word, else tokens (ALBERT's n-gram masking: 3 words)", group="data")
     whole_word: bool = option(False, "a masking unit is a whole word (all its pieces together), not a single token", group="data")
     cache_dir: str | None = option(None, "where tokenizers and tokenized corpora are cached (none = the repository's data/ folder)", group="data", metavar="DIR")
+    text_field: str = option("text", "the JSONL field or Parquet/Arrow column that holds a document's text", group="data", metavar="NAME")
+    tokenizer: str | None = option(None, "pretrain with this existing tokenizer (a minibert run's OUT, a folder with vocab.txt, spiece.model, vocab.json + merges.txt or tokenizer.json) instead of training one on the corpus; the model's vocabulary follows it", group="data", metavar="DIR")
+    tokenizer_sentences: int = option(50_000, "sentences a trained tokenizer learns from (a seeded sample of the corpus)", group="data")
+    dist_timeout: int = option(1800, "under torchrun: seconds a process waits for the others (e.g. for rank 0 to build the data cache) before giving up", group="run")
 
     # --- objectives: how much each signal counts -----------------------------------------
     mlm_weight: float = option(1.0, "weight of the MLM loss (ELECTRA: of the generator's)", group="objectives")
@@ -124,7 +129,7 @@ class Settings:
     def check(self) -> None:
         """Fail early, before any data is read, on values that cannot work."""
         for name in ("steps", "batch_size", "grad_accum", "seq_len", "dupe_factor", "max_span", "eval_every",
-                     "eval_batches", "log_every", "save_every", "keep"):
+                     "eval_batches", "log_every", "save_every", "keep", "tokenizer_sentences", "dist_timeout"):
             value = getattr(self, name)
             if value is None and name == "dupe_factor":
                 continue

@@ -1,0 +1,135 @@
+"""The formats corpora come in (formats.py), the cheap corpus key (fingerprint.py) and examples
+written block by block (examples.write_examples)."""
+
+import bz2
+import gzip
+import json
+import lzma
+import os
+
+import numpy as np
+import pytest
+
+from minibert.data import examples as examples_module, fingerprint
+from minibert.data.corpus import corpus_files, read_documents
+from minibert.data.examples import Examples, build_examples, write_examples
+from minibert.data.storage import build_token_store
+from minibert.training.cli import main as train_main
+from tiny_run import tiny_args, write_corpus
+
+pa = pytest.importorskip("pyarrow")
+import pyarrow.parquet  # noqa: E402
+
+zstandard = pytest.importorskip("zstandard")
+
+
+def records(corpus):
+    """The corpus's documents as JSONL-style records (text = paragraphs joined by newlines)."""
+    return [{"id": i, "body": text} for i, text in enumerate(corpus.read_text().split("\n\n"))]
+
+
+def write_datasets_folder(folder, rows, field):
+    """What datasets' save_to_disk writes: Arrow IPC stream files, state.json, dataset_info.json."""
+    folder.mkdir()
+    table = pa.table({field: [r[field] for r in rows], "id": [r["id"] for r in rows]})
+    halves = [table.slice(0, len(rows) // 2), table.slice(len(rows) // 2)]
+    for i, part in enumerate(halves):
+        with pa.ipc.new_stream(folder / f"data-0000{i}-of-00002.arrow", part.schema) as writer:
+            writer.write_table(part)
+    state = {"_data_files": [{"filename": f"data-0000{i}-of-00002.arrow"} for i in range(2)], "_fingerprint": "0",
+             "_format_columns": None, "_format_kwargs": {}, "_format_type": None, "_output_all_columns": False, "_split": None}
+    (folder / "state.json").write_text(json.dumps(state))
+    (folder / "dataset_info.json").write_text(json.dumps({"features": {field: {"dtype": "string", "_type": "Value"}}}))
+
+
+@pytest.fixture
+def formats(tmp_path):
+    corpus = write_corpus(tmp_path / "plain.txt", documents=24)
+    rows = records(corpus)
+    jsonl = "".join(json.dumps({"text": r["body"]}) + "\n" for r in rows).encode()
+    folder = tmp_path / "formats"
+    folder.mkdir()
+    (folder / "a.txt.gz").write_bytes(gzip.compress(corpus.read_bytes()))
+    (folder / "b.jsonl.bz2").write_bytes(bz2.compress(jsonl))
+    (folder / "c.txt.xz").write_bytes(lzma.compress(corpus.read_bytes()))
+    (folder / "d.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(jsonl))
+    pyarrow.parquet.write_table(pa.table({"body": [r["body"] for r in rows]}), folder / "e.parquet", row_group_size=7)
+    write_datasets_folder(tmp_path / "saved", rows, "body")
+    return corpus, folder, tmp_path / "saved"
+
+
+def test_every_format_reads_as_the_plain_text(formats):
+    corpus, folder, saved = formats
+    plain = list(read_documents(corpus))
+    for path in corpus_files(folder):
+        field = "body" if path.suffix == ".parquet" else "text"
+        assert list(read_documents(path, field)) == plain, path.name
+    assert list(read_documents(saved, "body")) == plain
+    assert [p.name for p in corpus_files(saved)] == ["data-00000-of-00002.arrow", "data-00001-of-00002.arrow"]
+
+
+def test_pretrains_from_every_format(formats, tmp_path):
+    _, folder, saved = formats
+    (folder / "b.jsonl.bz2").unlink(), (folder / "d.jsonl.zst").unlink()  # their field is "text": read above
+    args = tiny_args("bert", folder, tmp_path / "cache", tmp_path / "out", 2, "--text-field", "body", "--eval-every", "2")
+    args[args.index("--data") + 1: args.index("--data") + 2] = [str(folder), str(saved)]
+    assert train_main(args) == 0
+    assert (tmp_path / "out" / "model.safetensors").is_file()
+
+
+def test_bad_files_are_one_line_and_leave_nothing_built(formats, tmp_path, capsys):
+    corpus, folder, saved = formats
+    truncated = tmp_path / "bad" / "cut.txt.gz"
+    truncated.parent.mkdir()
+    truncated.write_bytes(gzip.compress(corpus.read_bytes() * 3)[:-200])
+    with pytest.raises(ValueError, match="cut.txt.gz is truncated or damaged.*compress it again"):
+        list(read_documents(truncated))
+    assert train_main(tiny_args("bert", truncated, tmp_path / "cache", tmp_path / "out", 2)) == 2
+    assert "cut.txt.gz is truncated or damaged" in capsys.readouterr().err
+    assert not [p for p in (tmp_path / "cache").iterdir() if not p.name.startswith(".")]  # nothing published
+    with pytest.raises(ValueError, match=r"e.parquet has no column 'text' \(its columns: body\); pass --text-field"):
+        list(read_documents(folder / "e.parquet"))
+    with pytest.raises(ValueError, match="line 1: expected an object with a \"body\" string field; pass --text-field"):
+        list(read_documents(folder / "b.jsonl.bz2", "body"))
+    (tmp_path / "bad" / "junk.parquet").write_bytes(b"PAR1 not a table")
+    with pytest.raises(ValueError, match="junk.parquet is not a readable parquet file"):
+        list(read_documents(tmp_path / "bad" / "junk.parquet"))
+    (saved / "data-00001-of-00002.arrow").unlink()
+    with pytest.raises(ValueError, match="lacks its data file.*save_to_disk"):
+        corpus_files(saved)
+
+
+def test_the_key_samples_large_files_and_is_computed_once(tmp_path, monkeypatch):
+    monkeypatch.setattr(fingerprint, "FULL_HASH_BYTES", 1000)
+    monkeypatch.setattr(fingerprint, "BLOCK", 100)
+    path = tmp_path / "big.txt"
+    path.write_bytes(bytes(range(256)) * 100)
+    key = fingerprint.corpus_fingerprint([path])
+    reads = []
+    monkeypatch.setattr("builtins.open", lambda *a, **k: reads.append(a) or pytest.fail("read again"))
+    assert fingerprint.corpus_fingerprint([path]) == key  # known: not read again
+    monkeypatch.undo()
+    os.utime(path, ns=(1, 1))  # same bytes, another time: another key
+    assert fingerprint.corpus_fingerprint([path]) != key
+
+
+@pytest.mark.parametrize("layout", ["nsp", "full_sentences"])
+def test_examples_written_in_blocks_do_not_depend_on_workers(layout, tmp_path, monkeypatch):
+    from minibert.tokenizers.wordpiece import WordPieceTokenizer
+
+    corpus = write_corpus(tmp_path / "plain.txt", documents=30)
+    words = sorted({w.strip(".") for w in corpus.read_text().split()} | {"."})
+    tokenizer = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words])
+    store = build_token_store(read_documents(corpus), tokenizer, tmp_path / "store", workers=1)
+    settings = dict(layout=layout, max_length=32, short_seq_prob=0.1, seed=3, specials=(2, 3))
+    documents = range(0, 28)
+    one = write_examples(store, tokenizer, documents, settings, tmp_path / "one")  # one block: as before
+    spans = build_examples(store, documents=documents, **settings)
+    assert np.array_equal(one.input_ids, Examples.from_spans(store, spans, tokenizer, 32).input_ids)
+    monkeypatch.setattr(examples_module, "BLOCK_TOKENS", 200)
+    serial = write_examples(store, tokenizer, documents, settings, tmp_path / "serial", workers=1)
+    parallel = write_examples(store, tokenizer, documents, settings, tmp_path / "parallel", workers=2)
+    for name in Examples.FIELDS:
+        a, b = getattr(serial, name), getattr(parallel, name)
+        assert (a is None and b is None) or np.array_equal(a, b), name
+    assert len(serial) > 0 and not np.array_equal(serial.input_ids[:len(one)], one.input_ids[:len(serial)])
