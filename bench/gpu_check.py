@@ -13,6 +13,8 @@ reported (FAILED, with the last lines of its output) and the others still run:
     attention     bench/attention.py's table: ours vs SDPA flash (unpadded) vs SDPA with a mask
     end_to_end    training tokens/s and MFU at BERT-base shape: minibert triton / sdpa vs transformers
     train_run     python train.py --variant electra --device cuda, interrupted and --resume'd
+    levers        --compile and --checkpoint-activations at BERT-base shape (512 tokens), and the
+                  training loop's synchronisations under torch.cuda.set_sync_debug_mode
 
 OUT receives summary.md (what is printed), STEP.md (each step's markdown), STEP.log (its whole
 output) and STEP.json (its raw numbers). The dry run exists so that this script cannot rot
@@ -49,9 +51,10 @@ STEPS = [
     Step("attention", 90, ["bench/attention.py"]),
     Step("end_to_end", 90, ["bench/gpu_check_steps.py", "end_to_end"]),
     Step("train_run", 160, ["bench/gpu_check_train.py"]),
-]  # 580 s if every step ran to its limit: one call of the lent machine (10 minutes at most)
+    Step("levers", 90, ["bench/gpu_check_steps.py", "levers"]),
+]  # 670 s if every step ran to its limit (none has come near it): run it with --only to fit one 10-minute call
 DRY_RUN_LIMIT_S = 120
-WRITES_OWN_JSON = ("environment", "kernel", "candidates", "end_to_end", "train_run")  # they take --out
+WRITES_OWN_JSON = ("environment", "kernel", "candidates", "end_to_end", "train_run", "levers")  # they take --out
 
 
 def run_step(step: Step, out: Path, dry_run: bool) -> dict:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from .attention import Rotary, SelfAttention
 from .config import ModelConfig
@@ -159,6 +160,11 @@ def build_layers(config: ModelConfig) -> tuple[nn.ModuleList, nn.ModuleList]:
     return attention, feed_forward
 
 
+def apply_layer(attention: Sublayer, feed_forward: Sublayer, x: torch.Tensor, *args) -> torch.Tensor:
+    """One layer, as a function of its sublayers (what --checkpoint-activations recomputes in the backward)."""
+    return feed_forward(attention(x, *args))
+
+
 class Encoder(nn.Module):
     """The backbone. forward() -> ModelOutput: last_hidden_state [B, T, H] and pooler_output [B, H]
     (with a pooler); with `needed` on the fast path, needed_hidden_state [B, T, H] instead of
@@ -185,6 +191,7 @@ class Encoder(nn.Module):
         self.sparse_last_layer = not config.reference
         self.unpad = config.unpad and not config.reference
         self.packs_always = config.attention_backend == "triton" and not config.reference  # the kernel reads packed tokens
+        self.checkpoint_activations = False  # training/levers.py switches it on (--checkpoint-activations)
         init_weights(self, config)
 
     def layer(self, depth: int) -> tuple[Sublayer, Sublayer]:
@@ -230,7 +237,10 @@ class Encoder(nn.Module):
             attention, feed_forward = self.layer(depth)
             if output_attentions:  # computed apart: the fused kernels never hold the probabilities
                 attentions.append(attention.fn.probabilities(attention.branch_input(x), key_mask, rotary))
-            x = feed_forward(attention(x, key_mask, rotary, packed))  # [B, T, H], or [tokens, H] packed
+            if self.checkpoint_activations:  # --checkpoint-activations: recomputed in the backward instead of kept
+                x = checkpoint(apply_layer, attention, feed_forward, x, key_mask, rotary, packed, use_reentrant=False)
+            else:
+                x = feed_forward(attention(x, key_mask, rotary, packed))  # [B, T, H], or [tokens, H] packed
             if output_hidden_states:
                 hidden_states.append(x)
         if sparse:  # the last layer at the needed positions only

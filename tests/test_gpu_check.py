@@ -24,7 +24,7 @@ def test_dry_run_reports_every_step_and_none_failed(tmp_path):
         assert f"## {step.name} — passed" in summary and f"## {step.name} — passed" in result.stdout  # printed as it goes
         assert (tmp_path / f"{step.name}.log").is_file() and (tmp_path / f"{step.name}.md").read_text().strip()
     for table_word in ("| torch |", "worst error / allowed", "ms (autotuner)", "tensor-core instr.", "SDPA + mask",
-                       "tokens/s", "resumed run continued from a checkpoint"):
+                       "tokens/s", "resumed run continued from a checkpoint", "activations kept (MB)"):
         assert table_word in summary
 
 

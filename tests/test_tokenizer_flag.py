@@ -9,7 +9,7 @@ from minibert import from_pretrained
 from minibert.data.vocabulary import train_tokenizer
 from minibert.tokenizers import load_tokenizer
 from minibert.training.cli import main as train_main
-from test_chapter_loop import byte_bpe_files, spiece_file, wordpiece_vocab
+from test_family_folders import byte_bpe_files, spiece_file, wordpiece_vocab
 from tiny_run import tiny_args, write_corpus
 
 tokenizers = pytest.importorskip("tokenizers")

@@ -47,7 +47,7 @@ MODEL_HELP = {
 }
 MODEL_CHOICES = {"share_layers": SHARE_CHOICES, "norm": NORM_CHOICES, "activation": ACTIVATION_CHOICES, "attention_backend": ATTENTION_CHOICES,
                  "position_encoding": POSITION_CHOICES}
-RUN_FLAGS = ("resume", "overwrite", "debug", "print_config")
+RUN_FLAGS = ("resume", "overwrite", "debug", "print_config", "plan")
 
 
 class UsageError(ValueError):
@@ -57,6 +57,10 @@ class UsageError(ValueError):
 class Parser(argparse.ArgumentParser):
     def error(self, message: str):  # argparse prints usage and exits; we want one line
         raise UsageError(f"{message}; see {self.prog} --help")
+
+    def convert_arg_line_to_args(self, line: str) -> list[str]:
+        """A recipe's line (recipes/): flags separated by spaces; '#' starts a comment."""
+        return line.split("#", 1)[0].split()
 
 
 def optional_int(text: str) -> int | None:
@@ -78,8 +82,9 @@ def add_field(group, field: dataclasses.Field, help: str, choices, defaults: dic
     if kind == "bool":
         group.add_argument(f"--{name}", action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=text)
         return
-    parse = {"int": int, "float": float, "float | None": float, "int | None": optional_int, "list[float]": float}.get(kind, str)
-    nargs = {"list[str] | None": "+", "list[float]": 3}.get(kind)
+    parse = {"int": int, "float": float, "float | None": float, "int | None": optional_int, "list[float]": float,
+             "tuple[float, float]": float}.get(kind, str)
+    nargs = {"list[str] | None": "+", "list[float]": 3, "tuple[float, float]": 2}.get(kind)
     metavar = None if choices else (field.metadata.get("metavar") or name.split("-")[-1].upper())
     group.add_argument(f"--{name}", type=parse, nargs=nargs, choices=choices, default=argparse.SUPPRESS, help=text, metavar=metavar)
 
@@ -88,6 +93,7 @@ def build_parser() -> Parser:
     table = "\n".join(f"  {v.name:<11} {v.changes}" for v in VARIANTS.values())
     parser = Parser(
         prog="python train.py", allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter,
+        fromfile_prefix_chars="@",  # a recipe: python train.py @recipes/electra-small.txt --data DIR
         description="Pretrain a member of the BERT family from scratch: python train.py --variant V",
         epilog=f"variants:\n{table}\n\n"
                f"Every variant trains with rotary positions, no dropout and (ELECTRA aside) 40% masking by default: at the\n"
@@ -98,7 +104,7 @@ def build_parser() -> Parser:
                f"tokenizer.model or spiece.model), e.g. a second phase at longer sequences: --init DIR --seq-len 128",
     )
     settings = {name: with_layout(v, v.default_settings()) for name, v in VARIANTS.items()}
-    groups = {name: parser.add_argument_group(name) for name in ("run", "data", "objectives", "training")}
+    groups = {name: parser.add_argument_group(name) for name in ("run", "data", "objectives", "training", "at scale")}
     for field in dataclasses.fields(Settings):
         meta = field.metadata
         defaults = {name: getattr(s, field.name) for name, s in settings.items()}
@@ -117,6 +123,9 @@ def build_parser() -> Parser:
     run.add_argument("--print-config", action="store_true",
                      help="print the resolved architecture and settings, each value with the layer it came from "
                           "(flag, variant, default), and exit")
+    run.add_argument("--plan", action="store_true",
+                     help="print the run's plan (its training FLOPs, and its wall time on --plan-for's device at "
+                          "--plan-utilisation) and exit, before any data is read or OUT is touched")
     model = parser.add_argument_group("model (any ModelConfig field; distilbert takes the teacher's, --init the checkpoint's)")
     for field in dataclasses.fields(ModelConfig):
         defaults = {name: {**ModelConfig().to_dict(), **v.model}[field.name]
@@ -164,11 +173,13 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
 
     def run() -> None:
-        from .run import pretrain, print_config  # after parsing: `--help` and typos need no data or torch setup
+        from .run import pretrain, print_config, print_plan  # after parsing: `--help` and typos need no data or torch setup
 
         settings, overrides, flags = parse(argv)
         if flags["print_config"]:
             return print_config(settings, overrides)
+        if flags["plan"]:
+            return print_plan(settings, overrides)
         pretrain(settings, overrides, resume=flags["resume"], overwrite=flags["overwrite"])
 
     try:

@@ -34,29 +34,41 @@ from ..data.pipeline import EVAL_SEED
 from ..operations.distributed import Distributed
 from ..operations.precision import Precision
 from .errors import NonFiniteLoss
+from .lamb import Lamb
+from .levers import use_levers
 from .metrics import MetricsLog
 from .report import BehindWarning, evaluation_line
 
 
-def build_optimizer(model: torch.nn.Module, *, lr: float, weight_decay: float) -> torch.optim.AdamW:
-    """AdamW at peak `lr`, decaying the matrices by `weight_decay` and nothing else.
+def build_optimizer(model: torch.nn.Module, *, lr: float, weight_decay: float, optimizer: str = "adamw",
+                    betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6) -> torch.optim.Optimizer:
+    """AdamW (or ALBERT's LAMB, lamb.py) at peak `lr`, decaying the matrices by `weight_decay` and nothing else.
 
     Weight decay pulls weights towards zero, which regularises matrices; but biases and
     LayerNorm gains only shift and scale, and decaying them just fights the normalisation.
     They are exactly the 1-D parameters, so they form the no-decay group (BERT's exclusions).
+    `betas` and `eps` are Adam's (RoBERTa: β2 0.98, for stability at large batches).
     """
     trainable = [p for p in model.parameters() if p.requires_grad]
     groups = [
         {"params": [p for p in trainable if p.ndim >= 2], "weight_decay": weight_decay},
         {"params": [p for p in trainable if p.ndim < 2], "weight_decay": 0.0},  # biases, LayerNorm
     ]
-    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-6)
+    kind = Lamb if optimizer == "lamb" else torch.optim.AdamW
+    return kind(groups, lr=lr, betas=tuple(betas), eps=eps)
 
 
-def learning_rate(done: float, total: float, *, peak: float, warmup: float) -> float:
-    """BERT's schedule: a linear warm-up from 0 to `peak` over the first `warmup` share of
-    `total` (Adam's moment estimates are noisy in the first steps, and big early updates can
-    wreck post-LN training), then a linear decay to 0 at `total`.
+def learning_rate(done: float, total: float, *, peak: float, warmup: float, schedule: str = "linear",
+                  min_lr: float = 0.0, wsd_decay: float = 0.2) -> float:
+    """A linear warm-up from 0 to `peak` over the first `warmup` share of `total` (Adam's
+    moment estimates are noisy in the first steps, and big early updates can wreck post-LN
+    training), then the `schedule`'s way down to `min_lr` at `total`:
+
+        linear   straight down (BERT's)
+        cosine   half a cosine: slow, fast, slow
+        wsd      warmup-stable-decay: the peak held until the last `wsd_decay` share of the
+                 run, then straight down (ModernBERT's): a run can be extended from any
+                 checkpoint of its stable phase
 
     `done` and `total` count optimizer steps, or seconds under --budget (the schedule is then
     stretched to end at the deadline, as the academic-budget BERT recipe does). With W warm-up
@@ -66,7 +78,23 @@ def learning_rate(done: float, total: float, *, peak: float, warmup: float) -> f
     warmup_units = round(warmup * total)
     if done < warmup_units:
         return peak * min(1.0, (done + 1) / warmup_units)
-    return peak * max(0.0, (total - done) / max(1, total - warmup_units))
+    return min_lr + (peak - min_lr) * SCHEDULES[schedule](done, total, warmup_units, wsd_decay)
+
+
+def linear(done: float, total: float, warmup_units: int, wsd_decay: float) -> float:
+    """The share of the way from `min_lr` to the peak left after warm-up: 1 -> 0, straight."""
+    return max(0.0, (total - done) / max(1, total - warmup_units))
+
+
+def cosine(done: float, total: float, warmup_units: int, wsd_decay: float) -> float:
+    return 0.5 * (1 + math.cos(math.pi * min(1.0, 1 - linear(done, total, warmup_units, wsd_decay))))
+
+
+def wsd(done: float, total: float, warmup_units: int, wsd_decay: float) -> float:
+    return max(0.0, min(1.0, (total - done) / max(1, round(wsd_decay * total))))
+
+
+SCHEDULES = {"linear": linear, "cosine": cosine, "wsd": wsd}
 
 
 @dataclass(frozen=True)
@@ -92,6 +120,12 @@ class LoopSettings:
     skip_nonfinite: bool = False  # skip (and count) NaN/Inf steps instead of stopping
     budget_seconds: float | None = None  # train for this long instead of `steps`
     out: str | None = None  # where the run's checkpoints are, for the NaN message
+    schedule: str = "linear"  # the learning rate after warm-up: a name in SCHEDULES
+    min_lr: float = 0.0  # where the schedule ends
+    wsd_decay: float = 0.2  # wsd: the final share of the run spent decaying
+    stop_at: int | None = None  # end this part of the run at this step (a first phase); the schedule runs over `steps`
+    compile: bool = False  # the layers under torch.compile (levers.py)
+    checkpoint_activations: bool = False  # each layer's activations recomputed in the backward (levers.py)
 
     @classmethod
     def of(cls, settings) -> "LoopSettings":
@@ -123,6 +157,7 @@ def train(module, optimizer, streams, eval_batches, settings: LoopSettings, prog
     loss scale goes into checkpoints), else made here. `behind`: the run's check against its
     variant's default band (report.py); by default the plateau check alone."""
     # DDP under torchrun (the module itself in one process); some modules leave a parameter unused
+    use_levers(module, compile=settings.compile, checkpoint_activations=settings.checkpoint_activations)
     model = dist.wrap(module, device, find_unused_parameters=getattr(module, "unused_parameters", False))
     amp = amp or Precision.of(settings.precision, device)  # --precision: autocast, and loss scaling for fp16
     window, record, baselines = Window(), {}, baselines or {}
@@ -134,17 +169,20 @@ def train(module, optimizer, streams, eval_batches, settings: LoopSettings, prog
             print(evaluation_line(record, baselines), flush=True)
     unit, total = ("step", settings.steps) if settings.budget_seconds is None else ("s", round(settings.budget_seconds))
     started, elapsed_before = time.perf_counter(), progress.elapsed
+    stop_at = settings.stop_at or math.inf  # a first phase ends before its schedule does
+    schedule = dict(peak=settings.lr, warmup=settings.warmup, schedule=settings.schedule, min_lr=settings.min_lr,
+                    wsd_decay=settings.wsd_decay)
     model.train()  # evaluate() switches back to training mode after each evaluation
     with tqdm(total=total, initial=min(total, round(progress.position(settings)[0])), disable=not dist.is_main,
               unit=unit, dynamic_ncols=True) as bar:
-        while (position := progress.position(settings))[0] < position[1]:
-            lr = learning_rate(*position, peak=settings.lr, warmup=settings.warmup)
+        while (position := progress.position(settings))[0] < position[1] and progress.step < stop_at:
+            lr = learning_rate(*position, **schedule)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             metrics = train_step(model, optimizer, streams, settings, dist, amp, window)
-            if metrics is None:  # a NaN/Inf loss or gradient
+            if metrics is None:  # a NaN/Inf loss or gradient, found before the update (--skip-nonfinite, fp16)
                 if not settings.skip_nonfinite:
-                    raise nonfinite_loss(progress, settings, resumable=save is not None)
+                    raise nonfinite_loss(progress.step + 1, progress, settings, resumable=save is not None)
                 progress.skipped_steps += 1
             if metrics:  # taken, and not an fp16 overflow: into the logged means
                 window.metrics.append(metrics)
@@ -155,8 +193,11 @@ def train(module, optimizer, streams, eval_batches, settings: LoopSettings, prog
             (done, _), step = progress.position(settings), progress.step
             bar.update(min(total, round(done)) - bar.n)
 
-            last = done >= position[1]
+            last = done >= position[1] or step >= stop_at
             evaluate_now = step % settings.eval_every == 0 or last
+            save_now = save is not None and (step % settings.save_every == 0 or last)
+            if (step % settings.log_every == 0 or evaluate_now or save_now) and (bad := window.first_nonfinite(step)):
+                raise nonfinite_loss(bad, progress, settings, resumable=save is not None)  # before any record or save
             if step % settings.log_every == 0 or evaluate_now:
                 record = {"step": step, "elapsed_s": round(progress.elapsed, 2), **window.summary(dist), "lr": lr,
                           "skipped_steps": progress.skipped_steps}
@@ -168,7 +209,7 @@ def train(module, optimizer, streams, eval_batches, settings: LoopSettings, prog
                 if dist.is_main:
                     log.write(record)
                     bar.set_postfix(postfix(record))
-            if save is not None and (step % settings.save_every == 0 or last):
+            if save_now:
                 save(progress)
                 progress.saved_step = step
     return record
@@ -179,14 +220,21 @@ def train_step(model, optimizer, streams, settings: LoopSettings, dist: Distribu
     """One optimizer step over len(streams) micro-batches: its metrics (empty after an fp16
     overflow), or None when it was not taken (a NaN/Inf loss or gradient).
 
+    The host never waits for the device here: the tokens are counted before the batch is
+    copied, and whether the loss or gradient was NaN/Inf stays on the device, in
+    `window.nonfinite`, until the next logging or saving step reads it (`train` then stops
+    the run, before any record or checkpoint). Only --skip-nonfinite and fp16 read it now
+    (one read): they must decide before the update.
+
     With fp16, the scaler multiplies the loss before backward and divides the gradients back
     before clipping; a step whose scaled gradients overflowed (with a finite loss) is skipped
     by the scaler, which lowers the loss scale: that is loss scaling at work, so it counts as
     taken, not as a NaN/Inf fault, and stays out of the logged means."""
     metrics: dict[str, torch.Tensor] = {}
     for micro, stream in enumerate(streams):
-        batch = {name: tensor.to(amp.device, non_blocking=True) for name, tensor in next(stream).items()}
-        window.tokens += int(batch["attention_mask"].sum())
+        batch = next(stream)
+        window.tokens += int(batch["attention_mask"].sum())  # on the host, before the copy
+        batch = {name: tensor.to(amp.device, non_blocking=True) for name, tensor in batch.items()}
         if dist.enabled:  # DDP averages the gradients during backward: on the last micro-step only
             model.require_backward_grad_sync = micro == len(streams) - 1
         with amp.autocast:
@@ -199,7 +247,11 @@ def train_step(model, optimizer, streams, settings: LoopSettings, dist: Distribu
     bad = (~torch.isfinite(torch.stack([metrics["loss"], grad_norm.float()]))).float()  # [loss, gradient]: 1 = NaN/Inf
     if dist.enabled:  # one process's NaN/Inf decides for all of them
         torch.distributed.all_reduce(bad)
-    bad_loss, bad_grad = (bad > 0).tolist()
+    bad_loss = bad_grad = False
+    if settings.skip_nonfinite or amp.scales:  # decided before the update: one read of the device
+        bad_loss, bad_grad = (bad > 0).tolist()
+    else:  # the default: read at the next logging or saving step
+        window.nonfinite.append(bad)
     if bad_loss or (bad_grad and not amp.scales):
         optimizer.zero_grad(set_to_none=True)
         return None
@@ -217,7 +269,14 @@ class Window:
     def __init__(self):
         self.metrics: list[dict[str, torch.Tensor]] = []
         self.tokens = 0
+        self.nonfinite: list[torch.Tensor] = []  # each step's [loss, gradient] NaN/Inf flags not read yet, on the device
         self.started = time.perf_counter()
+
+    def first_nonfinite(self, step: int) -> int | None:
+        """The first step since the last look (`step` being the newest) whose loss or gradient
+        was NaN/Inf, or None: one read of the device for all of them."""
+        flags, self.nonfinite = (torch.stack(self.nonfinite).amax(1).tolist() if self.nonfinite else []), []
+        return next((step - len(flags) + 1 + i for i, flag in enumerate(flags) if flag), None)
 
     def summary(self, dist: Distributed) -> dict[str, float]:
         """Means over the window and over all processes; starts a new window."""
@@ -231,14 +290,14 @@ class Window:
         return result
 
 
-def nonfinite_loss(progress: Progress, settings: LoopSettings, resumable: bool) -> NonFiniteLoss:
-    """The error that stops a run whose loss or gradient became NaN/Inf, with the ways out."""
+def nonfinite_loss(step: int, progress: Progress, settings: LoopSettings, resumable: bool) -> NonFiniteLoss:
+    """The error that stops a run whose loss or gradient became NaN/Inf at `step`, with the ways out."""
     if not resumable:
-        return NonFiniteLoss(f"the loss became NaN/Inf at step {progress.step + 1}. Lower --lr (now {settings.lr:g}) or "
+        return NonFiniteLoss(f"the loss became NaN/Inf at step {step}. Lower --lr (now {settings.lr:g}) or "
                              f"raise --warmup, or pass --skip-nonfinite to skip such steps")
     kept = f"the last good checkpoint (step {progress.saved_step})" if progress.saved_step else "no checkpoint yet"
     return NonFiniteLoss(
-        f"the loss became NaN/Inf at step {progress.step + 1}; {settings.out} keeps {kept}. "
+        f"the loss became NaN/Inf at step {step}; {settings.out} keeps {kept}. "
         f"Lower --lr (or raise --warmup) and rerun with --resume, or pass --skip-nonfinite to skip such steps"
     )
 

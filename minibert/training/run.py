@@ -43,6 +43,9 @@ from .errors import TrainingError, warn
 from .init_from import Start, load_start
 from .loop import LoopSettings, Progress, build_optimizer, train
 from .metrics import MetricsLog
+from .phases import continue_run
+from .plan import describe_plan
+from .tensorboard import report_to
 
 from ..operations.outdir import GENERATOR_DIR, OutputDir
 from ..operations.precision import Precision, resolve as resolve_precision
@@ -95,6 +98,8 @@ def pretrain(settings: Settings, model_overrides: dict | None = None, *, resume:
             if dist.is_main:
                 print(plan.line(), flush=True)
             plan.check_room(cache_dir(settings))
+        if dist.is_main and not variant.needs_teacher:  # what the run will cost (plan.py; a distillation's: --plan)
+            print(describe_plan(variant, settings, model_overrides), flush=True)
         out = OutputDir(settings.out, resume=resume, overwrite=overwrite) if dist.is_main else nullcontext()
         with out:
             dist.barrier()  # the other processes wait until rank 0 holds OUT
@@ -108,6 +113,13 @@ def pretrain(settings: Settings, model_overrides: dict | None = None, *, resume:
 def with_default_out(settings: Settings) -> Settings:
     """OUT defaults to checkpoints/<variant>."""
     return settings.replace(out=settings.out or str(Path("checkpoints") / settings.variant))
+
+
+def print_plan(settings: Settings, model_overrides: dict) -> None:
+    """`--plan`: what the run would cost, printed before anything is built, written or locked."""
+    variant, settings = get_variant(settings.variant), with_default_out(settings)
+    settings.check()
+    print(describe_plan(variant, with_layout(variant, settings), model_overrides))
 
 
 def print_config(settings: Settings, model_overrides: dict) -> None:
@@ -146,7 +158,8 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
             print(loaded, flush=True)
     pretrainer = pretrainer.to(device)
     loop = LoopSettings.of(settings)  # what the loop and the optimizer read of this run
-    optimizer = build_optimizer(pretrainer, lr=loop.lr, weight_decay=loop.weight_decay)
+    optimizer = build_optimizer(pretrainer, lr=loop.lr, weight_decay=loop.weight_decay, optimizer=settings.optimizer,
+                                betas=settings.adam_betas, eps=settings.adam_eps)
     amp = Precision.of(settings.precision, device)  # its fp16 loss scale is part of a checkpoint
     progress, log = Progress(), MetricsLog(out / "metrics.jsonl")
     record = {"settings": settings.to_dict(), "model_overrides": model_overrides, "config": config.to_dict()}
@@ -158,7 +171,11 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
         if dist.is_main:
             log.keep_until(progress.step)
             print(f"resuming {variant.name} from {path} (step {progress.step})", flush=True)
-    elif dist.is_main:
+    elif settings.continue_from:  # a second phase: the first's weights, optimizer and step (phases.py)
+        progress, line = continue_run(settings.continue_from, pretrainer, optimizer, amp)
+        if dist.is_main:
+            print(line, flush=True)
+    if not resuming and dist.is_main:
         write_atomic(out / "run.json", json.dumps(record, indent=2) + "\n")
         print(f"  saved in {out / 'run.json'}", flush=True)
         if tokenizer_dir != out:
@@ -183,6 +200,7 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
                 picture.draw()  # OUT/curves.png, from metrics.jsonl
 
     streams = [iter(shard) for shard in shards]
+    log = report_to(settings.report_to, log, out, progress.step) if dist.is_main else log  # --report-to tensorboard
     last = train(pretrainer, optimizer, streams, eval_batches, loop, progress, dist=dist, device=device, save=save, log=log,
                  baselines=baselines, amp=amp, behind=BehindWarning(baselines, band, changed))
     if dist.is_main:
@@ -195,10 +213,11 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
 
 def tokenizer_source(variant: Variant, settings: Settings, start: Start | None) -> Path:
     """Where the run's vocabulary comes from: the teacher's (DistilBERT), the --init checkpoint's,
-    --tokenizer's, or OUT (trained on the corpus and saved there, or found there on --resume)."""
+    --tokenizer's, the first phase's (--continue-from), or OUT (trained on the corpus and saved there,
+    or found there on --resume)."""
     if variant.needs_teacher:
         return Path(settings.teacher)
-    return start.directory if start else Path(settings.tokenizer or settings.out)
+    return start.directory if start else Path(settings.tokenizer or settings.continue_from or settings.out)
 
 
 def check_tokenizer_flag(variant: Variant, settings: Settings) -> None:

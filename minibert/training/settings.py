@@ -20,6 +20,7 @@ No library function below keeps a default of its own for these values: they are 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import re
 from dataclasses import dataclass, field
 
@@ -33,7 +34,11 @@ DEVICES = ("auto", "cpu", "cuda", "mps")
 # Settings that say how a run is carried out, not what it computes: they may change between a run
 # and its --resume, and they are no difference from a variant's default run.
 OPERATIONAL = ("device", "threads", "out", "cache_dir", "eval_every", "eval_batches", "log_every", "save_every", "keep",
-               "dist_timeout")
+               "dist_timeout", "compile", "checkpoint_activations", "report_to", "plan_for", "plan_utilisation", "stop_at")
+SCHEDULES = ("linear", "cosine", "wsd")  # training/loop.py: learning_rate
+OPTIMIZERS = ("adamw", "lamb")
+REPORT_TO = ("none", "tensorboard")
+PLAN_FOR = ("here", "h100", "a100", "l4", "t4")  # training/plan.py: their dense bf16 (T4: fp16) peaks
 
 # The default runs' encoder: BERT-Tiny's shape (2 layers of width 128, Turc et al. 2019) and an
 # 8k SentencePiece vocabulary, with what makes it learn context within minutes on a CPU
@@ -115,6 +120,21 @@ class Settings:
     init: str | None = option(None, "start from this checkpoint's weights, architecture and tokenizer instead of random weights: a finished run's --out or a Hugging Face model folder (continued pretraining; a second phase with another --seq-len or --batch-size). A new run: with --resume, a checkpoint already in --out wins", group="run", metavar="DIR")
     init_generator: str | None = option(None, "ELECTRA with --init: the generator to continue (an MLM checkpoint, e.g. a run's OUT/generator); none = a fresh one at --generator-fraction", group="run", metavar="DIR")
 
+    # --- at scale: schedules, optimizers, the speed levers, reporting, the plan -----------------
+    schedule: str = option("linear", "the learning rate after warm-up: linear decay (BERT), cosine, or wsd = warmup-stable-decay (held at the peak, then a linear decay over the last --wsd-decay of the run; ModernBERT)", SCHEDULES, "at scale")
+    min_lr: float = option(0.0, "where the schedule ends: the learning rate's floor", group="at scale")
+    wsd_decay: float = option(0.2, "wsd: the final share of the run spent decaying", group="at scale")
+    optimizer: str = option("adamw", "adamw, or lamb (ALBERT's: Adam's step rescaled per tensor by ‖weights‖ / ‖update‖)", OPTIMIZERS, "at scale")
+    adam_betas: tuple[float, float] = option((0.9, 0.999), "Adam's β1 β2 (RoBERTa: 0.9 0.98), for adamw and lamb", group="at scale")
+    adam_eps: float = option(1e-6, "Adam's ε, for adamw and lamb", group="at scale")
+    compile: bool = option(False, "torch.compile the layers (each attention and feed-forward sublayer, dynamic shapes); the masked positions' gather, unpadding and the losses stay eager. Compiling takes a minute or more before the first step", group="at scale")
+    checkpoint_activations: bool = option(False, "recompute each layer's activations in the backward instead of keeping them: less memory (long sequences, big models) for about a third more compute", group="at scale")
+    report_to: str = option("none", "also write the metrics.jsonl records as TensorBoard events in OUT/tensorboard (pip install minibert[tensorboard])", REPORT_TO, "at scale")
+    plan_for: str = option("here", "the device the plan's wall time is for: here (the device this run uses) or a named one: h100 (SXM, 989 TFLOP/s bf16), a100 (312), l4 (121), t4 (65, fp16)", PLAN_FOR, "at scale")
+    plan_utilisation: float = option(0.4, "the share of the device's peak the plan assumes (good BERT pretraining reaches 30-50%; MosaicBERT ~40% on A100)", group="at scale")
+    stop_at: int | None = option(None, "end this part of the run at optimizer step N, its schedule still running over --steps: a two-phase recipe's first phase", group="at scale")
+    continue_from: str | None = option(None, "a second phase: continue the run in DIR (weights, optimizer moments, step count and so its schedule) from its newest checkpoint, with new data settings (--seq-len, --batch-size)", group="at scale", metavar="DIR")
+
     def replace(self, **changes) -> "Settings":
         return dataclasses.replace(self, **changes)
 
@@ -153,7 +173,30 @@ class Settings:
                 raise ValueError(f"--{flag(name)} must be one of {', '.join(choices)}; got {getattr(self, name)!r}")
         if self.budget is not None:
             parse_duration(self.budget)
+        self.check_at_scale()
         check_replace_probs(self.replace_probs, name="--replace-probs")
+
+
+    def check_at_scale(self) -> None:
+        if self.report_to == "tensorboard" and importlib.util.find_spec("tensorboard") is None:
+            raise ValueError("--report-to tensorboard needs the tensorboard package: pip install tensorboard")
+        for name, choices in (("schedule", SCHEDULES), ("optimizer", OPTIMIZERS), ("report_to", REPORT_TO), ("plan_for", PLAN_FOR)):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"--{flag(name)} must be one of {', '.join(choices)}; got {getattr(self, name)!r}")
+        if not 0 <= self.min_lr <= self.lr:
+            raise ValueError(f"--min-lr {self.min_lr:g} must be between 0 and the peak --lr {self.lr:g}; lower it")
+        if not 0 < self.wsd_decay <= 1:
+            raise ValueError(f"--wsd-decay must be a share of the run in (0, 1], got {self.wsd_decay}")
+        if len(self.adam_betas) != 2 or not all(0 <= beta < 1 for beta in self.adam_betas):
+            raise ValueError(f"--adam-betas takes two numbers in [0, 1) (e.g. 0.9 0.98), got {' '.join(map(str, self.adam_betas))}")
+        if not self.adam_eps > 0:
+            raise ValueError(f"--adam-eps must be positive, got {self.adam_eps}")
+        if not 0 < self.plan_utilisation <= 1:
+            raise ValueError(f"--plan-utilisation is a share of the peak in (0, 1], got {self.plan_utilisation}")
+        if self.stop_at is not None and not 0 < self.stop_at < self.steps:
+            raise ValueError(f"--stop-at {self.stop_at} must fall inside the run's --steps {self.steps}; lower it or raise --steps")
+        if self.stop_at is not None and self.budget is not None:
+            raise ValueError("--stop-at counts steps and --budget time; a phase of a timed run is not supported: drop one")
 
 
 _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?")

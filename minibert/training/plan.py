@@ -1,0 +1,80 @@
+"""What a run will cost, said before it starts: `python train.py ... --plan`.
+
+    total training FLOPs   --steps × the FLOPs of one step of --batch-size sequences of --seq-len
+                           tokens, --mask-prob of them masked (tools/flops.py: its matmuls counted
+                           one by one, the whole last layer credited)
+    wall time              FLOPs / (the device's dense bf16 peak × --plan-utilisation)
+
+The device is the one this run would use (--plan-for here), or a named one. A plan counts
+full sequences (no padding, no shorter ones) and no evaluation: a run of packed full
+sentences is close to it, one of segment pairs somewhat below.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ..config import ModelConfig
+from ..pretrained import from_pretrained
+from ..tools.flops import BatchShape, training_flops
+from ..variants import Variant, run_architecture, run_objectives
+from .settings import Settings
+
+# Dense bf16 tensor-core peaks from the vendors' data sheets, TFLOP/s (the T4 has no bf16: fp16).
+PEAKS = {"h100": ("H100 SXM", 989), "a100": ("A100", 312), "l4": ("L4", 121), "t4": ("T4", 65)}
+CARD_NAMES = (("H100 PCIe", 756), ("H100", 989), ("H200", 989), ("A100", 312), ("L4", 121), ("T4", 65))
+
+
+def step_flops(variant: Variant, settings: Settings, config: ModelConfig, teacher: ModelConfig | None = None) -> float:
+    """Training FLOPs of one optimizer step of this run."""
+    shape = BatchShape.uniform(settings.batch_size, settings.seq_len, settings.mask_prob)
+    if "rtd" in run_objectives(variant, settings):
+        return training_flops(config, shape, "rtd", settings.generator_fraction)
+    flops = training_flops(config, shape)
+    if teacher is not None:  # distillation: the teacher's forward too (a third of a training step)
+        flops += training_flops(teacher, shape) / 3
+    return flops
+
+
+def device_peak(plan_for: str, device: str) -> tuple[str, float | None]:
+    """(the device's name, its dense bf16 peak in TFLOP/s, None when unknown)."""
+    if plan_for != "here":
+        return PEAKS[plan_for]
+    if device in ("auto", "cuda") and torch.cuda.is_available():
+        name = torch.cuda.get_device_name()
+        return name, next((peak for card, peak in CARD_NAMES if card in name), None)
+    return ("this CPU" if device in ("auto", "cpu") else device), None
+
+
+def duration(seconds: float) -> str:
+    hours = seconds / 3600
+    return f"{seconds / 60:.0f} min" if hours < 1 else f"{hours:.1f} h" if hours < 48 else f"{hours / 24:.1f} days"
+
+
+def describe_plan(variant: Variant, settings: Settings, overrides: dict) -> str:
+    """The plan's lines: the run's shape, its FLOPs, and its wall time on the planned device."""
+    teacher, assumed = None, ""
+    if variant.needs_teacher:  # the student is half the teacher: BERT-base's shape when the teacher is not at hand
+        found = settings.teacher and Path(settings.teacher).is_dir()
+        teacher = from_pretrained(settings.teacher, head="mlm").config if found else ModelConfig()
+        assumed = "" if found else " (the teacher not found: BERT-base's shape assumed)"
+    config = run_architecture(variant, settings, overrides, teacher=teacher)
+    per_step = step_flops(variant, settings, config, teacher)
+    steps = settings.stop_at or settings.steps
+    total = per_step * steps
+    name, peak = device_peak(settings.plan_for, settings.device)
+    lines = [f"plan: {variant.name}, {config.num_layers} layers of width {config.hidden_size}, {steps:,} steps of "
+             f"{settings.batch_size} × {settings.seq_len} tokens = {steps * settings.batch_size * settings.seq_len:.2e} tokens"
+             f"{assumed}",
+             f"  training FLOPs: {total:.2e} ({per_step:.2e} a step; minibert.tools.flops)"]
+    if settings.budget is not None:
+        lines[0] += f" (--budget {settings.budget} decides when it ends, not --steps)"
+    if peak is None:
+        lines.append(f"  wall time: unknown, no known peak for {name}; name a GPU with --plan-for h100|a100|l4|t4")
+    else:
+        seconds = total / (peak * 1e12 * settings.plan_utilisation)
+        lines.append(f"  wall time on one {name}: {duration(seconds)} at {settings.plan_utilisation:.0%} of its "
+                     f"{peak} TFLOP/s bf16 peak; on N GPUs about 1/N of it")
+    return "\n".join(lines)
