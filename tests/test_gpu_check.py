@@ -58,3 +58,8 @@ def test_unknown_step_names_the_choices(capsys):
     with pytest.raises(SystemExit):
         gpu_check.main(["--out", "unused", "--only", "kernal"])
     assert "unknown step(s) kernal; choose from environment, kernel" in capsys.readouterr().err
+
+
+def test_every_step_together_fits_one_device_call():
+    """A lent GPU gives one 10-minute call: the steps' limits, added up, must fit it."""
+    assert sum(step.limit_s for step in gpu_check.STEPS) <= gpu_check.ONE_CALL_S <= 600

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from ..config import ModelConfig
+from ..operations.checkpoint import STEP_DIR, Checkpoints
 from ..pretrained import from_pretrained
 from ..tools.flops import BatchShape, training_flops
 from ..variants import Variant, run_architecture, run_objectives
@@ -53,6 +54,19 @@ def duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if hours < 1 else f"{hours:.1f} h" if hours < 48 else f"{hours / 24:.1f} days"
 
 
+def first_step(continue_from: str | None) -> tuple[int, str]:
+    """The step a run starts at, and what the plan says of it: 0, or a second phase's start, the
+    newest checkpoint's step of the run it continues (--continue-from)."""
+    if continue_from is None:
+        return 0, ""
+    newest = Checkpoints(Path(continue_from) / "checkpoints").steps()
+    if not newest:
+        return 0, (f" (--continue-from {continue_from} has no checkpoint yet: counted from step 0, the first "
+                   f"phase's steps included; plan again once it has run)")
+    step = int(STEP_DIR.fullmatch(newest[0].name).group(1))
+    return step, f" (from step {step:,}, where {continue_from} stopped)"
+
+
 def describe_plan(variant: Variant, settings: Settings, overrides: dict) -> str:
     """The plan's lines: the run's shape, its FLOPs, and its wall time on the planned device."""
     teacher, assumed = None, ""
@@ -62,12 +76,13 @@ def describe_plan(variant: Variant, settings: Settings, overrides: dict) -> str:
         assumed = "" if found else " (the teacher not found: BERT-base's shape assumed)"
     config = run_architecture(variant, settings, overrides, teacher=teacher)
     per_step = step_flops(variant, settings, config, teacher)
-    steps = settings.stop_at or settings.steps
+    first, continued = first_step(settings.continue_from)
+    steps = (settings.stop_at or settings.steps) - first
     total = per_step * steps
     name, peak = device_peak(settings.plan_for, settings.device)
     lines = [f"plan: {variant.name}, {config.num_layers} layers of width {config.hidden_size}, {steps:,} steps of "
              f"{settings.batch_size} × {settings.seq_len} tokens = {steps * settings.batch_size * settings.seq_len:.2e} tokens"
-             f"{assumed}",
+             f"{assumed}{continued}",
              f"  training FLOPs: {total:.2e} ({per_step:.2e} a step; minibert.tools.flops)"]
     if settings.budget is not None:
         lines[0] += f" (--budget {settings.budget} decides when it ends, not --steps)"
