@@ -121,11 +121,17 @@ def test_the_fp16_loss_scale_is_saved_with_a_checkpoint_and_restored(tmp_path):
 
 
 def test_a_nonfinite_loss_is_a_fault_in_every_format():
-    for amp in (Precision("fp16", CPU), Precision.of("fp32", CPU)):
-        metrics, w, _ = step(amp, torch.tensor([float("inf"), 0.0, 0.0, 0.0]))
-        assert metrics is None and torch.equal(w, torch.ones(4))
-    metrics, _, _ = step(Precision.of("fp32", CPU), torch.tensor([1e35, 1e35, 0.0, 0.0]), clip=0)  # inf gradient norm
-    assert metrics is None
+    """fp16 decides at once (the scaler must, before its update); fp32 keeps the step's NaN/Inf
+    flags on the device, and the next look at the window names the step (`train` then stops the
+    run before any record or checkpoint: tests/test_training.py, tests/test_reliability.py)."""
+    metrics, w, _ = step(Precision("fp16", CPU), torch.tensor([float("inf"), 0.0, 0.0, 0.0]))
+    assert metrics is None and torch.equal(w, torch.ones(4))
+    for x, clip in ((torch.tensor([float("inf"), 0.0, 0.0, 0.0]), 1.0),
+                    (torch.tensor([1e35, 1e35, 0.0, 0.0]), 0)):  # an infinite loss; an infinite gradient norm
+        _, _, window = step(Precision.of("fp32", CPU), x, clip=clip)
+        assert window.first_nonfinite(step=7) == 7
+    _, _, window = step(Precision.of("fp32", CPU), torch.tensor([1.0, 2.0, 0.0, 0.0]))
+    assert window.first_nonfinite(step=7) is None
 
 
 # --- the command line ---------------------------------------------------------------------------
