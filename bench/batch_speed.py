@@ -5,7 +5,7 @@
 A batch is built as training builds it (dataset.PretrainingBatches.batch: gather the rows, cut
 to the longest, mask, or apply BERT's stored masks) from random examples of full length, at
 BERT-base's shapes 256 x 128 and 64 x 512, one thread. Prints tokens/s per variant's masking
-beside what one H100 consumes at BERT-base (docs/training.md has the arithmetic).
+beside what one H100 consumes at BERT-base (docs/scale.md has the arithmetic).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from minibert.data.masking import Masking
 from minibert.data.static_masks import StaticMasks, build_static_masks
 from minibert.variants import VARIANTS
 
-H100_TOKENS_PER_SECOND = 0.7e6  # BERT-base at 40% of 989 TFLOP/s bf16 (docs/training.md)
+H100_TOKENS_PER_SECOND = 0.7e6  # BERT-base at 40% of 989 TFLOP/s bf16 (docs/scale.md)
 VOCAB, SPECIALS = 30522, dict(pad_id=0, unk_id=100, cls_id=101, sep_id=102, mask_id=103)
 
 

@@ -9,7 +9,7 @@ reported (FAILED, with the last lines of its output) and the others still run:
 
     environment   GPU, torch, triton, CUDA versions, bf16 support, the card's dense bf16 peak
     kernel        the Triton kernel compiled on CUDA vs the float64 reference, forward and dq/dk/dv
-    candidates    each autotuning candidate's measured time beside its compile facts (docs/gpu.md's table)
+    candidates    each autotuning candidate's measured time beside its compile facts (docs/gpu-compile.md's table)
     attention     bench/attention.py's table: ours vs SDPA flash (unpadded) vs SDPA with a mask
     end_to_end    training tokens/s and MFU at BERT-base shape: minibert triton / sdpa vs transformers
     train_run     python train.py --variant electra --device cuda, interrupted and --resume'd

@@ -1,5 +1,5 @@
 """bench/gpu_check.py's candidates step: each autotuning candidate's compile facts beside its
-measured time, so that a lent GPU's timings sit next to docs/gpu.md's compile table.
+measured time, so that a lent GPU's timings sit next to docs/gpu-compile.md's table.
 
     python bench/gpu_check_candidates.py --out DIR [--dry-run]
 

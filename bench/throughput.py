@@ -75,7 +75,7 @@ def compile_sublayers(model) -> None:
     LayerNorm). Only the sublayers: building an unpadded batch's layout reads the mask's values
     (data-dependent shapes), which would break a whole-model graph. The number of real tokens
     changes from batch to batch, so shapes are dynamic. Not minibert's default: the first step
-    pays the compilation (about a minute on a 2-core CPU) and docs/throughput.md found no
+    pays the compilation (about a minute on a 2-core CPU) and docs/speed.md found no
     measurable gain there."""
     from minibert.model import Sublayer
 

@@ -87,7 +87,7 @@ class ModelConfig:
     # attention (scores, mask, softmax, dropout, weighted sum), every layer at every position
     # and a plain F.cross_entropy over the masked positions. Same weights and the same loss
     # and gradients as the fast path (tests/test_reference.py), only slower
-    # (docs/throughput.md). Off, the fast path: SDPA, the last layer only where a loss reads,
+    # (docs/speed.md). Off, the fast path: SDPA, the last layer only where a loss reads,
     # the fused vocabulary loss, and unpadding for a batch that is mostly padding.
     reference: bool = False
     # Standard deviation of the initial weights (BERT: N(0, 0.02)).

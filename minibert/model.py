@@ -171,7 +171,7 @@ class Encoder(nn.Module):
     last_hidden_state (None)."""
 
     # Unpad (unpad.py) from this share of padding in a batch on. Measured side by side
-    # (bench/unpad_threshold.py, docs/throughput.md): the two are even near 7% padding, unpadding is 6–8% faster at 20%
+    # (bench/unpad_threshold.py, docs/speed.md): the two are even near 7% padding, unpadding is 6–8% faster at 20%
     # and 30–40% at 45%; the default albert run's batches (7% padding on average, 18% at most)
     # stay on the simpler padded grid.
     UNPAD_FROM = 0.2

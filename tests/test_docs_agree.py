@@ -123,3 +123,23 @@ def test_the_reading_order_counts_the_lines_the_files_have():
     assert not wrong, "docs/reading.md's line counts are stale:\n" + "\n".join(wrong)
     total = int(re.search(r"\*\*total\*\* \| \*\*([\d,]+)\*\*", text).group(1).replace(",", ""))
     assert total == sum(actual.values())
+
+
+# The README's table of variants: one held-out number each, the stored band's mean at the last
+# evaluation (minibert/training/default_curves.json, measured by bench/default_curves.py).
+README_METRIC = {"MLM accuracy": "eval_mlm_accuracy", "replaced-token detection AUC": "eval_rtd_auc"}
+
+
+def test_the_readmes_variant_numbers_are_the_stored_bands():
+    import json
+
+    curves = json.loads((PACKAGE / "training" / "default_curves.json").read_text())["variants"]
+    text = (ROOT / "README.md").read_text()
+    rows = re.findall(r"^\| `(\w+)` \|.*\| ([\w -]+?) \*\*([\d.]+)\*\* \|$", text, re.MULTILINE)
+    assert {name for name, _, _ in rows} == set(VARIANTS), f"the README's table of variants: {rows}"
+    wrong = []
+    for name, metric, said in rows:
+        mean = curves[name]["metrics"][README_METRIC[metric]]["mean"][-1]
+        if said != f"{mean:.3f}":
+            wrong.append(f"{name}: README says {metric} {said}, default_curves.json's mean is {mean:.3f}")
+    assert not wrong, "\n".join(wrong)

@@ -1,4 +1,4 @@
-"""The GPU-node run (docs/training.md): the schedules and LAMB, --compile and
+"""The GPU-node run (docs/scale.md): the schedules and LAMB, --compile and
 --checkpoint-activations (same losses and gradients), no needless host reads in the loop,
 TensorBoard, and the recipes with their plans."""
 

@@ -8,7 +8,7 @@ the worst-case point (sm_90, bf16, head dim 128, dropout on: the most registers)
 once for sm_80, down to a cubin with the ptxas bundled in the triton wheel; its cuobjdump reads
 back registers, local-memory instructions and tensor-core instructions. The full grid (both
 targets, every dtype, head dims 32/64/128, dropout on and off) is `python bench/kernel_compile.py`,
-tabled in docs/gpu.md.
+tabled in docs/gpu-compile.md.
 """
 
 import json

@@ -20,7 +20,7 @@ BLOCK_DS = (32, 64, 128)  # padded head dims with their own lists; 16 uses 32's 
 
 # (kernel, operand kind) -> BLOCK_D -> candidates, the same for dropout on and off. Every one
 # was compiled for sm_80 and sm_90 at every dtype of its kind, its head dim and both dropout
-# settings without a spill (python bench/kernel_compile.py; docs/gpu.md). The rule of thumb: the
+# settings without a spill (python bench/kernel_compile.py; docs/gpu-compile.md). The rule of thumb: the
 # registers a thread needs grow with the tiles it keeps across the loop (the forward's output
 # accumulator, the dK/dV or dQ accumulators, the resident Q or K and V) over the threads sharing
 # them, so larger head dims get more warps or smaller tiles; fp32 tiles hold twice the bytes of

@@ -89,7 +89,7 @@ class LinearCrossEntropy(torch.autograd.Function):
     gradient both. The price: memory for those three between forward and backward, and their
     work done even if backward() never comes (only when an input needs a gradient). Measured:
     forward + backward of the decoder 7–15% faster than the plain way, for 300–800 rows
-    (the positions chosen for prediction) and 8k–30k words (docs/throughput.md).
+    (the positions chosen for prediction) and 8k–30k words (docs/speed.md).
     """
 
     @staticmethod

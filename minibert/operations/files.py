@@ -9,8 +9,7 @@ of new bytes. Temporary names are `.tmp-<random>-<final name>`: hidden, recognis
 ending like the final name, since some writers (numpy's `save`) append a suffix the name lacks.
 
 Reading: checkpoints, caches, tokenizers and run folders all read small JSON files a user may have
-edited, truncated or pointed at the wrong place; each reader used to check a different part
-of that. `read_json_object` checks all of it and fails in one line that names the file, the
+edited, truncated or pointed at the wrong place. `read_json_object` checks all of it and fails in one line that names the file, the
 problem and the fix. `hash_file` streams a file into a hash, so a multi-gigabyte corpus or
 tensor file is fingerprinted without being read into memory at once.
 """

@@ -160,7 +160,7 @@ class BehindWarning:
         self.warned = True
         warn(f"step {record['step']}, {fraction:.0%} of the run: held-out MLM accuracy {accuracy:.3f} is still at the "
              f"unigram plateau (always guessing the most frequent token scores {self.unigram:.3f}); the model has "
-             f"learned token frequencies only. Try a lower --lr or more --warmup (docs/training.md: Time to quality)")
+             f"learned token frequencies only. Try a lower --lr or more --warmup (docs/training.md: the recipe)")
 
     def check_band(self, record: dict) -> None:
         value, expected = record.get(self.band.metric), self.band.at(record["step"])

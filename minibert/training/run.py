@@ -370,7 +370,7 @@ def resplit(ranks: list, shards, dist: Distributed) -> tuple[list, bool]:
         print(f"resuming a run of {len(ranks)} process(es) × {len(saved) // len(ranks)} accumulation step(s) on "
               f"{dist.world_size} × {len(shards)}: {batches}; the optimizer and the step count continue, and the random "
               f"generators are re-seeded from --seed and the step, so the run is not bit-identical to one that was not "
-              f"interrupted (docs/training.md, Many processes)", flush=True)
+              f"interrupted (docs/scale.md, Many processes)", flush=True)
     return positions, same_world and len(saved) == streams
 
 
