@@ -353,7 +353,7 @@ def resplit(ranks: list, shards, dist: Distributed) -> tuple[list, bool]:
     That is not bit-identical to an uninterrupted run, and the run says so once."""
     saved = [position for rank in ranks for position in rank["data"]]
     streams = dist.world_size * len(shards)
-    same_world = len(ranks) == dist.world_size
+    exact = len(ranks) == dist.world_size and len(saved) == streams  # the same processes × accumulation steps
     if len(saved) == streams:
         mine = saved[dist.rank * len(shards):(dist.rank + 1) * len(shards)]
         positions = [{**position, "world_size": shard.world_size} for shard, position in zip(shards, mine)]
@@ -364,14 +364,14 @@ def resplit(ranks: list, shards, dist: Distributed) -> tuple[list, bool]:
             if position["position"] >= len(shard):  # this split's epoch has ended already
                 position.update(epoch=position["epoch"] + 1, position=0)
             positions.append(position)
-    if dist.is_main and not (same_world and len(saved) == streams):
+    if dist.is_main and not exact:
         batches = "the same batches" if len(saved) == streams else \
             "the same examples in each global batch from the position reached, split otherwise (dynamic masks differ)"
         print(f"resuming a run of {len(ranks)} process(es) × {len(saved) // len(ranks)} accumulation step(s) on "
               f"{dist.world_size} × {len(shards)}: {batches}; the optimizer and the step count continue, and the random "
               f"generators are re-seeded from --seed and the step, so the run is not bit-identical to one that was not "
               f"interrupted (docs/scale.md, Many processes)", flush=True)
-    return positions, same_world and len(saved) == streams
+    return positions, exact
 
 
 def check_same_run(path: Path, record: dict) -> None:
