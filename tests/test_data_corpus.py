@@ -7,7 +7,8 @@ import pytest
 from test_data_support import DATASETS
 
 from minibert.data import default_corpus
-from minibert.data.corpus import corpus_files, corpus_fingerprint, heading_level, read_documents, split_sentences
+from minibert.data.corpus import corpus_files, heading_level, read_documents, split_sentences
+from minibert.data.fingerprint import corpus_fingerprint
 
 
 def write(path, text: str | bytes):

@@ -31,7 +31,6 @@ from typing import Iterable, Iterator, Sequence, Union
 
 from ..operations.files import parse_json_object
 from .formats import corpus_kind, damaged, datasets_files, decompression_errors, is_datasets_folder, open_binary, table_texts
-from .fingerprint import corpus_fingerprint  # noqa: F401  (the cache key; here for the readers of this module)
 
 PathLike = Union[str, Path]
 KINDS = "a .txt/.jsonl file (also .gz, .bz2, .xz, .zst), a .parquet or .arrow"

@@ -22,7 +22,8 @@ import sentencepiece as spm
 from ..operations.files import publish_file
 from ..tokenizers import SPECIAL_TOKENS, SentencePieceTokenizer
 from .cache import DEFAULT_DATA_DIR, fingerprint
-from .corpus import PathLike, corpus_files, corpus_fingerprint, read_documents
+from .corpus import PathLike, corpus_files, read_documents
+from .fingerprint import corpus_fingerprint
 
 MODEL_TYPES = ("unigram", "bpe")
 MIN_VOCAB_SIZE = len(SPECIAL_TOKENS) + 256 + 64  # specials + byte pieces + room for characters
