@@ -34,6 +34,12 @@ def corpus_fingerprint(files: Iterable[Path]) -> str:
     return digest.hexdigest()
 
 
+def corpus_key(files: Iterable[Path], text_field: str) -> str | tuple[str, str]:
+    """What a cache built from these files is keyed by: their fingerprint, and the text field
+    read from them when it is not the default (so a key from before --text-field still holds)."""
+    return corpus_fingerprint(files) if text_field == "text" else (corpus_fingerprint(files), text_field)
+
+
 def file_fingerprint(path: Path) -> str:
     stat = path.stat()
     identity = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)

@@ -29,7 +29,7 @@ from ..operations.files import publish_dir
 from .cache import DEFAULT_DATA_DIR, fingerprint
 from .cost import CorpusCost, corpus_cost
 from .corpus import PathLike, corpus_files, read_documents
-from .fingerprint import corpus_fingerprint, full_hash
+from .fingerprint import corpus_key, full_hash
 from .dataset import PretrainingBatches
 from .default_corpus import default_corpus_path
 from .examples import LAYOUTS, Examples, write_examples
@@ -219,7 +219,7 @@ def plan_corpus(paths: PathLike | Sequence[PathLike], *, vocab_size: int, maskin
 
 def _token_store_dir(files, tokenizer, data_dir, text_field) -> Path:
     tokenizer_key = hashlib.blake2b(pickle.dumps(tokenizer), digest_size=8).hexdigest()
-    corpus = corpus_fingerprint(files) if text_field == "text" else (corpus_fingerprint(files), text_field)
+    corpus = corpus_key(files, text_field)
     return data_dir / f"tokens-{fingerprint(corpus, tokenizer_key, FORMAT_VERSION)}"
 
 

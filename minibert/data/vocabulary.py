@@ -23,7 +23,7 @@ from ..operations.files import publish_file
 from ..tokenizers import SPECIAL_TOKENS, SentencePieceTokenizer
 from .cache import DEFAULT_DATA_DIR, fingerprint
 from .corpus import PathLike, corpus_files, read_documents
-from .fingerprint import corpus_fingerprint
+from .fingerprint import corpus_key
 
 MODEL_TYPES = ("unigram", "bpe")
 MIN_VOCAB_SIZE = len(SPECIAL_TOKENS) + 256 + 64  # specials + byte pieces + room for characters
@@ -62,7 +62,7 @@ def train_tokenizer(
 def tokenizer_path(files: list[Path], vocab_size: int, model_type: str = "unigram", cache_dir: str | Path = DEFAULT_DATA_DIR,
                    max_sentences: int = MAX_SENTENCES, seed: int = 0, text_field: str = "text") -> Path:
     """Where the vocabulary learned from these files is cached (it may not exist yet)."""
-    corpus = corpus_fingerprint(files) if text_field == "text" else (corpus_fingerprint(files), text_field)
+    corpus = corpus_key(files, text_field)
     key = fingerprint(corpus, vocab_size, model_type, max_sentences, seed, spm.__version__)
     return Path(cache_dir) / f"spm-{model_type}-{vocab_size}-{key}.model"
 
