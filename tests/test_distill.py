@@ -200,6 +200,16 @@ def test_transfer_texts_read_alike_from_txt_and_task_files_with_or_without_label
         assert other.texts == labelled.texts and other.pairs is None and set(other.labels) == {""}
 
 
+
+def test_transfer_texts_take_the_text_columns_named_for_the_task(tmp_path):
+    from minibert.finetune.tasks import Columns
+    qnli_like = tmp_path / "transfer.tsv"
+    qnli_like.write_text("index\tquestion\tsentence\n0\tWho wrote it?\tShe wrote it.\n1\tWhen?\tIn May.\n")
+    with pytest.raises(ValueError, match="question would not be read"):
+        read_texts(qnli_like)  # the question is never dropped silently
+    pairs = read_texts(qnli_like, Columns(("question", "sentence")))
+    assert pairs.texts == ["Who wrote it?", "When?"] and pairs.pairs == ["She wrote it.", "In May."]
+
 BAD = {
     "alpha above 1": (["--alpha", "1.5"], "--alpha"),
     "temperature zero": (["--temperature", "0"], "--temperature"),

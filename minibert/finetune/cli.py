@@ -52,7 +52,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                         help="train on at most N examples per task, a random subsample (the same rows for every seed)")
     parser.add_argument("--text-columns", nargs="+", metavar="COLUMN",
                         help="the text column, or the two of a pair, when a file's are not sentence/sentence1 "
-                             "sentence2/text (a column left unread must be an id or genre; any other is refused)")
+                             "sentence2/text (a column left unread must be an id or genre; any other is refused); --transfer files too")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory for the model, eval.json and predictions.tsv")
     parser.add_argument("--task", choices=("auto", *TASKS), default="auto",
                         help="auto = tokens for .conll files and JSONL with \"tokens\"; regression when the training "

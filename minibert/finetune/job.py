@@ -149,7 +149,7 @@ def distillation_rows(args: argparse.Namespace, task: str, data: TaskData, targe
     teacher = load_teacher(args.teacher)
     order = label_order(teacher, labels)  # a teacher of another task fails here, before anything is computed
     if args.transfer:
-        extra = read_texts(args.transfer)
+        extra = read_texts(args.transfer, Columns(tuple(args.text_columns)) if args.text_columns else None)
         if (extra.pairs is None) != (data.pairs is None):
             kind = {True: "single texts", False: "sentence pairs"}
             raise ValueError(f"--transfer {extra.path} holds {kind[extra.pairs is None]} but the task has "

@@ -101,12 +101,13 @@ def read_task(path: str | Path, labelled: bool = True, columns: Columns | None =
     return TaskData(path, list(fields[0]), pairs, labels, lines)
 
 
-def read_texts(path: str | Path) -> TaskData:
+def read_texts(path: str | Path, columns: Columns | None = None) -> TaskData:
     """Texts without labels: a .txt file of one text per line (blank lines skipped), or a
-    task file in any of FORMATS, its label column ignored if it has one."""
+    task file in any of FORMATS (its text columns found, or named by `columns`), its label
+    column ignored if it has one."""
     path = Path(path)
     if path.suffix != ".txt":
-        return read_task(path, labelled=False)
+        return read_task(path, labelled=False, columns=columns)
     with task_file(path, (".txt",), "a text file") as file:
         numbered = [(number, line.strip()) for number, line in enumerate(file, start=1) if line.strip()]
     if not numbered:
