@@ -212,6 +212,28 @@ def test_glue_runs_every_task_per_seed_and_writes_the_table_the_json_and_the_sub
             assert predictions <= {"0", "1"}
 
 
+
+def test_a_sweep_run_again_with_more_seeds_trains_only_the_missing_runs(glue_dir, tiny_dir, tmp_path, capsys):
+    out, tasks = tmp_path / "out", ["--glue-tasks", "RTE", "MNLI"]
+    argv = ["--init", str(tiny_dir), "--glue", str(glue_dir), *tasks, "--out", str(out), *STEPS]
+    assert main([*argv, "--seeds", "0"]) == 0
+    first = json.loads((out / "glue.json").read_text())
+    model = out / "RTE" / "seed-0" / "model.safetensors"
+    stamp = model.stat().st_mtime_ns
+    capsys.readouterr()
+    assert main([*argv, "--seeds", "0", "1"]) == 0
+    printed = capsys.readouterr().out
+    assert "RTE seed 0: finished earlier" in printed and "MNLI seed 0: finished earlier" in printed
+    assert "RTE seed 1: dev" in printed and model.stat().st_mtime_ns == stamp  # seed 0 read back, not retrained
+    again = json.loads((out / "glue.json").read_text())
+    for task in ("RTE", "MNLI"):
+        for metric, value in first["tasks"][task]["metrics"].items():
+            assert again["tasks"][task]["metrics"][metric]["seeds"]["0"] == value["seeds"]["0"]
+        assert set(again["tasks"][task]["metrics"]["accuracy"]["seeds"]) == {"0", "1"}
+    assert main([*argv, "--seeds", "0", "--lr", "1e-3"]) == 2  # other settings: refused, nothing replaced
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "other settings (--lr)" in err and "--overwrite" in err and model.stat().st_mtime_ns == stamp
+
 # --- every family on a pair task -----------------------------------------------------------------
 
 HF = {  # family -> (transformers config class, model class, sizes and extras)

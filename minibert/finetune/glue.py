@@ -16,6 +16,10 @@ ELECTRA (Clark et al., 2020, appendix): small sets need more passes. Any flag ov
     OUT/glue.json          every metric per seed, its median and range, the two averages
     OUT/submission/        the test predictions GLUE's server takes, from each task's median seed
 
+A sweep takes hours, so a seed's run that finished with the same settings is read back, not
+trained again: run the command again after an interruption, or with more seeds or tasks, and
+only what is missing runs (`finished_run`).
+
 Two averages, as the field reports them: ELECTRA's dev average (Clark et al., 2020: the eight
 tasks without WNLI, whose dev set is adversarial to its training set; Matthews for CoLA,
 Spearman for STS-B, accuracy for the others, MNLI's matched) and GLUE's leaderboard score
@@ -25,11 +29,13 @@ Spearman for STS-B, accuracy for the others, MNLI's matched) and GLUE's leaderbo
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 from pathlib import Path
 from typing import NamedTuple
 
 from ..operations.files import write_atomic, write_json
+from ..operations.tensor_files import SAFETENSORS_FILE
 from .checkpoint import check_out, load_classifier
 from .job import TaskFiles, check_max_len, finetune, load_backbone, predict, prediction_rows
 from .scores import dev_scores
@@ -111,9 +117,12 @@ def run_glue(args: argparse.Namespace, device, amp) -> dict:
     glue_dir, out = Path(args.glue), Path(args.out)
     seeds = list(dict.fromkeys(args.seeds if args.seeds is not None else [args.seed]))
     found = present_tasks(glue_dir, task_names(args.glue_tasks))
+    finished = {}
     for task in found:
         for seed in seeds:
-            check_out(out / task.name / f"seed-{seed}", args.overwrite)
+            folder = out / task.name / f"seed-{seed}"
+            finished[task.name, seed] = None if args.overwrite else finished_run(folder, task, task_args(args, task, seed))
+            check_out(folder, overwrite=True)  # a file in the way is still refused
     backbone = load_backbone(args.init)
     results = {}
     for task in found:
@@ -122,9 +131,13 @@ def run_glue(args: argparse.Namespace, device, amp) -> dict:
             run_args = task_args(args, task, seed)
             files = TaskFiles(f"{task.name} seed {seed}", glue_dir / task.name / "train.tsv", glue_dir / task.name / task.dev,
                               out / task.name / f"seed-{seed}", task.columns, task.labels, args.max_train_examples)
-            report = finetune(run_args, files, backbone, device, amp)
-            if task.mismatched:
-                report = score_mismatched(task, glue_dir, files.out, report, run_args, device, amp)
+            report = finished[task.name, seed]
+            if report is not None:
+                print(f"{files.name}: finished earlier with these settings, read from {files.out / 'eval.json'}", flush=True)
+            else:
+                report = finetune(run_args, files, backbone, device, amp)
+                if task.mismatched:
+                    report = score_mismatched(task, glue_dir, files.out, report, run_args, device, amp)
             scores[seed] = {metric: report[metric] for metric in task.metrics}
         results[task.name] = summary(task, scores, args)
     result = {"tasks": results, "averages": averages(found, results), "seeds": seeds,
@@ -134,6 +147,29 @@ def run_glue(args: argparse.Namespace, device, amp) -> dict:
     write_json(out / "glue.json", result)
     print(f"the table as JSON in {out / 'glue.json'}; each run in {out}/<task>/seed-<n>/", flush=True)
     return result
+
+
+SWEEP_ONLY = ("glue_tasks", "seeds", "out", "device")  # flags that choose runs or where they go, not what one computes
+
+
+def finished_run(folder: Path, task: GlueTask, run_args: argparse.Namespace) -> dict | None:
+    """The eval.json of a run that finished in `folder` with the same flags as `run_args` (all
+    but SWEEP_ONLY) and holds every metric of `task`; None when `folder` holds no model. A model
+    made with other flags, or one whose run did not finish, is refused in one line naming the
+    flags: replacing it takes --overwrite."""
+    if not (folder / SAFETENSORS_FILE).exists():
+        return None
+    try:
+        report = json.loads((folder / "eval.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        report = {}
+    wanted = json.loads(json.dumps({k: v for k, v in vars(run_args).items() if k not in ("overwrite", "debug")}, default=str))
+    differ = [k for k, v in wanted.items() if k not in SWEEP_ONLY and report.get("args", {}).get(k) != v]
+    if not report or differ or not all(metric in report for metric in task.metrics):
+        why = f"made with other settings ({', '.join('--' + k.replace('_', '-') for k in differ)})" if report and differ \
+            else "whose run did not finish"
+        raise FileExistsError(f"{folder} holds a model {why}; pass --overwrite to replace it, or choose another --out")
+    return report
 
 
 def task_args(args: argparse.Namespace, task: GlueTask, seed: int) -> argparse.Namespace:
