@@ -37,7 +37,7 @@ from typing import NamedTuple
 from ..operations.files import write_atomic, write_json
 from ..operations.tensor_files import SAFETENSORS_FILE
 from .checkpoint import check_out, load_classifier
-from .job import TaskFiles, check_max_len, finetune, load_backbone, predict, prediction_rows
+from .job import TaskFiles, check_max_len, finetune, load_backbone, predict, prediction_rows, recorded_args
 from .scores import dev_scores
 from .tasks import Columns, read_task
 
@@ -163,8 +163,7 @@ def finished_run(folder: Path, task: GlueTask, run_args: argparse.Namespace) -> 
         report = json.loads((folder / "eval.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         report = {}
-    wanted = json.loads(json.dumps({k: v for k, v in vars(run_args).items() if k not in ("overwrite", "debug")}, default=str))
-    differ = [k for k, v in wanted.items() if k not in SWEEP_ONLY and report.get("args", {}).get(k) != v]
+    differ = [k for k, v in recorded_args(run_args).items() if k not in SWEEP_ONLY and report.get("args", {}).get(k) != v]
     if not report or differ or not all(metric in report for metric in task.metrics):
         why = f"made with other settings ({', '.join('--' + k.replace('_', '-') for k in differ)})" if report and differ \
             else "whose run did not finish"

@@ -12,6 +12,7 @@ linear decay to zero, then read the dev score. The steps are pretraining's own l
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import time
 from pathlib import Path
@@ -101,13 +102,19 @@ def finetune(args: argparse.Namespace, files: TaskFiles, backbone: tuple[Encoder
 
     report = dev_scores(task, predicted, dev_targets, labels)
     report.update(task=task, examples=len(dev), steps=steps, train_loss=train_loss, seconds=round(time.perf_counter() - started, 1),
-                  args={k: v for k, v in vars(args).items() if k not in ("overwrite", "debug")})
+                  args=recorded_args(args))
     write_outputs(files.out, Classifier(model, tokenizer, labels), report, prediction_rows(dev, predicted, dev_targets, labels))
     headline = HEADLINE[task]
     print(f"{files.name}: dev {headline} {report[headline]:.4f} on {len(dev)} examples; "
           f"model, eval.json and predictions.tsv in {files.out}", flush=True)
     return report
 
+
+
+def recorded_args(args: argparse.Namespace) -> dict:
+    """The flags of a run as eval.json records them (as JSON reads them back): all but those
+    that only say how to treat OUT or errors."""
+    return json.loads(json.dumps({k: v for k, v in vars(args).items() if k not in ("overwrite", "debug")}, default=str))
 
 def read_splits(task: str, files: TaskFiles) -> tuple:
     """(task, train data, dev data, label map or None for regression, train targets, dev
