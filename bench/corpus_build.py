@@ -9,7 +9,8 @@ another: the tokenizer, the token store and the sop examples, then the examples 
 layouts (nsp, full_sentences) with dynamic masking, then BERT's static masks (nsp, --dupe-factor 10). Each
 step prints the peak anonymous memory (RssAnon, summed over the process and all its worker
 processes, sampled every 50 ms — memory-mapped pages are not counted), its wall time, the text
-rate per worker, and beside them the cost line's estimate (minibert/data/cost.py) for the build.
+rate per worker (per process for the static masks, which one process draws in order), and
+beside them the cost line's estimate (minibert/data/cost.py) for the build.
 """
 
 from __future__ import annotations
@@ -106,7 +107,8 @@ def main() -> None:
                                mask_prob=0.15, data_dir=cache)
             estimate = f"{plan.seconds:.0f} s, {plan.disk_bytes / 1e6:.0f} MB" if not plan.cached else "(cached parts)"
             peak, seconds = measured(corpus, cache, layout, masking, args.workers)
-            print(f"{megabytes:>6.0f}MB  {name:<31} {peak:>8.0f}MB {seconds:>7.1f}s {megabytes / seconds / args.workers:>12.2f}   {estimate}",
+            processes = 1 if masking == "static" else args.workers  # static masks: one seeded generator, in order
+            print(f"{megabytes:>6.0f}MB  {name:<31} {peak:>8.0f}MB {seconds:>7.1f}s {megabytes / seconds / processes:>12.2f}   {estimate}",
                   flush=True)
         if not args.keep:
             shutil.rmtree(cache), corpus.unlink()
