@@ -156,6 +156,15 @@ def test_a_missing_task_is_skipped_with_one_line(tmp_path, capsys):
     assert len(out) == 1 and out[0].startswith("QQP: skipped")
 
 
+def test_a_task_without_its_test_file_says_it_gets_no_submission_file(tmp_path, capsys):
+    from minibert.finetune.glue import write_submission
+
+    (tmp_path / "glue" / "RTE").mkdir(parents=True)  # train and dev only, as the shipped RTE
+    assert write_submission([GLUE_TASKS["RTE"]], {"RTE": {"median_seed": 0}}, tmp_path / "glue", tmp_path / "out",
+                            None, "cpu", None) == {}
+    assert "RTE: no test.tsv in " in capsys.readouterr().out and not (tmp_path / "out").exists()
+
+
 def test_the_median_seed_is_the_middle_of_the_task_scores():
     scores = {0: {"f1": 0.9, "accuracy": 0.8}, 1: {"f1": 0.5, "accuracy": 0.6}, 2: {"f1": 0.7, "accuracy": 0.7}, 3: {"f1": 0.1, "accuracy": 0.2}}
     import argparse

@@ -251,9 +251,11 @@ def write_submission(found: list[GlueTask], results: dict, glue_dir: Path, out: 
         tests = [(glue_dir / task.name / file, name or task.name, task.columns) for file, name in task.tests]
         if task.name == "MNLI":
             tests.append((glue_dir / DIAGNOSTIC, "AX", AX))
-        tests = [test for test in tests if test[0].is_file()]
-        if not tests:
+        if not any(test[0].is_file() for test in tests):
+            print(f"{task.name}: no {' or '.join(test[0].name for test in tests)} in {glue_dir / task.name}, so no submission file for it",
+                  flush=True)
             continue
+        tests = [test for test in tests if test[0].is_file()]
         classifier = load_classifier(model)
         for path, name, columns in tests:
             data = read_task(path, labelled=False, columns=columns._replace(names=None))  # test files have a header
