@@ -251,13 +251,13 @@ def write_submission(found: list[GlueTask], results: dict, glue_dir: Path, out: 
         tests = [(glue_dir / task.name / file, name or task.name, task.columns) for file, name in task.tests]
         if task.name == "MNLI":
             tests.append((glue_dir / DIAGNOSTIC, "AX", AX))
-        if not any(test[0].is_file() for test in tests):
+        present = [test for test in tests if test[0].is_file()]
+        if not present:
             print(f"{task.name}: no {' or '.join(test[0].name for test in tests)} in {glue_dir / task.name}, so no submission file for it",
                   flush=True)
             continue
-        tests = [test for test in tests if test[0].is_file()]
         classifier = load_classifier(model)
-        for path, name, columns in tests:
+        for path, name, columns in present:
             data = read_task(path, labelled=False, columns=columns._replace(names=None))  # test files have a header
             predicted = predict(classifier.model.to(device), classifier.tokenizer, data, task_args(args, task, seed).batch_size,
                                 check_max_len(args.max_len, classifier.model.config), device, amp)
