@@ -15,7 +15,7 @@ def main(argv: list[str]) -> int:
         from minibert.finetune import main as finetune
 
         return finetune(argv[1:], prog="python train.py finetune")
-    from minibert.training.cli import main as pretrain
+    from minibert.runs.cli import main as pretrain
 
     return pretrain(argv)
 

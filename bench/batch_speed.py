@@ -20,7 +20,8 @@ import torch
 from minibert.data.dataset import PretrainingBatches
 from minibert.data.examples import Examples
 from minibert.data.masking import Masking
-from minibert.data.static_masks import StaticMasks, build_static_masks
+from minibert.corpus.stored_examples import build_static_masks
+from minibert.data.static_masks import StaticMasks
 from minibert.variants import VARIANTS
 
 H100_TOKENS_PER_SECOND = 0.7e6  # BERT-base at 40% of 989 TFLOP/s bf16 (docs/scale.md)

@@ -10,7 +10,7 @@ layouts (nsp, full_sentences) with dynamic masking, then BERT's static masks (ns
 step prints the peak anonymous memory (RssAnon, summed over the process and all its worker
 processes, sampled every 50 ms — memory-mapped pages are not counted), its wall time, the text
 rate per worker (per process for the static masks, which one process draws in order), and
-beside them the cost line's estimate (minibert/data/cost.py) for the build.
+beside them the cost line's estimate (minibert/corpus/cost.py) for the build.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def anon_mb(pids: list[int]) -> float:
 
 
 def build(corpus: str, cache: str, layout: str, masking: str, workers: int) -> None:
-    from minibert.data.pipeline import build_pretraining_data
+    from minibert.corpus.pipeline import build_pretraining_data
 
     build_pretraining_data([corpus], vocab_size=8000, seq_len=128, layout=layout, masking=masking,
                            dupe_factor=10 if masking == "static" else 1, mask_prob=0.15, replace_probs=(0.8, 0.1, 0.1),
@@ -90,7 +90,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--keep", action="store_true", help="keep the corpora and caches (in the temporary folder)")
     args = parser.parse_args()
-    from minibert.data.pipeline import plan_corpus
+    from minibert.corpus.pipeline import plan_corpus
 
     root = Path(tempfile.mkdtemp(prefix="corpus-build-"))
     text = WIKITEXT.read_bytes()

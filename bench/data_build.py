@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-from minibert.data.vocabulary import train_tokenizer
+from minibert.corpus.vocabulary import train_tokenizer
 from minibert.tokenizers import SentencePieceTokenizer
-from minibert.data.corpus import read_documents
-from minibert.data.storage import build_token_store
+from minibert.corpus.documents import read_documents
+from minibert.corpus.storage import build_token_store
 
 WIKITEXT = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "wikitext-2" / "train.txt"
 

@@ -6,10 +6,10 @@
 Each run is `python train.py --variant V --seed S` on the embedded corpus (distilbert with the
 seed-0 bert run as its teacher, as the README's command does), into runs/default-curves/V-seed-S
 (a finished run is reused). The held-out metrics of every evaluation are collected into
-minibert/training/default_curves.json: per variant, per metric and evaluation step, the seeds'
+minibert/runs/default_curves.json: per variant, per metric and evaluation step, the seeds'
 values, their mean and a tolerance of SPREAD sample standard deviations (at least FLOOR), with
 the settings' fingerprint, the torch version and the threads they were measured with. A run
-on the embedded corpus is then held against that band (training/report.py, curves.py).
+on the embedded corpus is then held against that band (runs/report.py, curves.py).
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
-from minibert.training.report import DEFAULT_CURVES, fingerprint  # noqa: E402
+from minibert.runs.report import DEFAULT_CURVES, fingerprint  # noqa: E402
 from minibert.variants import VARIANTS, with_layout  # noqa: E402
 
 SPREAD = 3.0  # the band: mean ± this many sample standard deviations of the seeds ...
 FLOOR = 0.005  # ... and never narrower than this on either side (where the seeds happen to agree)
-THREADS = 1  # what the default runs use (training/run.py default_threads: narrow models run on one thread)
+THREADS = 1  # what the default runs use (runs/run.py default_threads: narrow models run on one thread)
 
 
 def out_dir(runs: Path, variant: str, seed: int) -> Path:

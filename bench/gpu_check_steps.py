@@ -229,7 +229,7 @@ def loop_syncs(device: str) -> int | None:
     from minibert.heads import MaskedLM
     from minibert.operations.distributed import Distributed
     from minibert.training.loop import LoopSettings, Progress, build_optimizer, train
-    from minibert.training.metrics import MetricsLog
+    from minibert.runs.metrics import MetricsLog
 
     class Objective(torch.nn.Module):
         def __init__(self):

@@ -4,7 +4,7 @@
     python bench/levers.py checkpoint --hidden 768 --layers 12 --heads 12 --length 512 --batch 8 --steps 3   # BERT-base, 512 tokens
 
 compile:     training step time (median, after the first) and the time the first step took
-             (compiling included), eager and with the layers compiled (training/levers.py).
+             (compiling included), eager and with the layers compiled (runs/levers.py).
 checkpoint:  peak resident memory of the process (each configuration in a fresh process),
              the activations autograd kept for the backward, and the step time, with and
              without --checkpoint-activations.
@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from minibert.config import ModelConfig  # noqa: E402
 from minibert.heads import IGNORE_INDEX, MaskedLM  # noqa: E402
-from minibert.training.levers import use_levers  # noqa: E402
+from minibert.runs.levers import use_levers  # noqa: E402
 
 
 def measure(args, lever: str, device: str = "cpu") -> dict:

@@ -10,7 +10,7 @@ Each configuration is a plain `python train.py --variant V --budget B` run with 
 time, one per core: the runs of a pair then share the machine equally, which is fairer than
 running them at different times of a noisy day. The table shows the held-out accuracy each
 run had reached after 25%, 50% and 100% of the budget, the steps it took, and the
-unigram and neighbour-count baselines of data/baselines.py on the same held-out positions.
+unigram and neighbour-count baselines of corpus/baselines.py on the same held-out positions.
 A configuration beats another only where the gap exceeds the spread across seeds.
 """
 

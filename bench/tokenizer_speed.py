@@ -33,7 +33,7 @@ sys.path[0] = str(REPO)
 import tokenizers  # noqa: E402
 import transformers  # noqa: E402
 
-from minibert.data.default_corpus import default_corpus_path  # noqa: E402
+from minibert.corpus.default_corpus import default_corpus_path  # noqa: E402
 from minibert.interop.tokenizers import ByteLevelBPETokenizer  # noqa: E402
 from minibert.interop.tokenizers.byte_bpe import pretokenizer  # noqa: E402
 

@@ -1,7 +1,7 @@
 """Where unpadding starts to pay: the padded grid against the real tokens only, by padding share.
 
 `Encoder.UNPAD_FROM` decides, from a batch's share of padding, whether the encoder runs on the
-padded grid or on the real tokens packed back to back (unpad.py). This measures both on the
+padded grid or on the real tokens packed back to back (kernels/unpad.py). This measures both on the
 same model and the same batch, alternating step by step (forward + backward + AdamW), at a
 few padding shares, and prints the ratio of the median step times: above 1, unpadding is
 faster. Two shapes: the default albert run's model and batch (32 × 64, 40% masked), and

@@ -8,7 +8,7 @@
 `scaled_dot_product_attention` in one branch ("sdpa", the default: the same math in fewer
 passes over memory) and the formulas written out in the other ("naive", the one to read;
 `--reference` and looking inside use it). The third backend, "triton", is our FlashAttention
-kernel (minibert/kernels/); it reads the real tokens packed back to back, which unpad.py
+kernel (minibert/kernels/); it reads the real tokens packed back to back, which kernels/unpad.py
 prepares.
 """
 
@@ -59,7 +59,7 @@ class SelfAttention(nn.Module):
 
     def forward(self, x, key_mask=None, rotary=None, packed=None) -> torch.Tensor:
         """x [B, T, H] with key_mask [B, T] (True = real token), or the packed real tokens
-        [tokens, H] with their `packed` layout (unpad.py). `rotary`: the (cos, sin) of each
+        [tokens, H] with their `packed` layout (kernels/unpad.py). `rotary`: the (cos, sin) of each
         token's position (`Rotary`). Returns the same shape as x."""
         return self.out(self.context(x, key_mask, rotary, packed))
 

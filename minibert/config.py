@@ -80,7 +80,7 @@ class ModelConfig:
     # kernel), "triton" (our FlashAttention on packed tokens) or "auto" (= sdpa). A run-time
     # choice: the weights are the same for all of them.
     attention_backend: str = "auto"
-    # Run the layers on the real tokens only (gathered once by the attention mask, unpad.py),
+    # Run the layers on the real tokens only (gathered once by the attention mask, kernels/unpad.py),
     # for a batch that is mostly padding (Encoder.UNPAD_FROM); the Triton kernel always does.
     unpad: bool = True
     # The reference path, to read and debug with (`--reference`): padded batches, the naive

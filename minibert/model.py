@@ -11,7 +11,7 @@ BERT, RoBERTa, ALBERT, DistilBERT and ELECTRA are all this encoder with differen
 each an `if` a reader can skip: with `needed`, the last layer runs only at the positions a
 loss reads (`last_layer_at`: at the default albert run's 40% masking about a fifth of the
 encoder's matmuls is saved, 15% faster steps measured), and a batch that is mostly padding
-runs on its real tokens only (`should_unpad`, unpad.py). Looking inside (every layer's states
+runs on its real tokens only (`should_unpad`, kernels/unpad.py). Looking inside (every layer's states
 and attention probabilities) runs the same forward, on the padded grid, without either.
 `ModelConfig.reference` (`python train.py --reference`) turns both off, with the naive
 attention: the reference path, for reading and debugging, tested equal to the fast one.
@@ -28,7 +28,7 @@ from torch.utils.checkpoint import checkpoint
 
 from .attention import Rotary, SelfAttention
 from .config import ModelConfig
-from .unpad import TokenLayout
+from .kernels.unpad import TokenLayout
 
 ACTIVATIONS = {
     "gelu": nn.GELU(),
@@ -170,7 +170,7 @@ class Encoder(nn.Module):
     (with a pooler); with `needed` on the fast path, needed_hidden_state [B, T, H] instead of
     last_hidden_state (None)."""
 
-    # Unpad (unpad.py) from this share of padding in a batch on. Measured side by side
+    # Unpad (kernels/unpad.py) from this share of padding in a batch on. Measured side by side
     # (bench/unpad_threshold.py, docs/speed.md): the two are even near 7% padding, unpadding is 6–8% faster at 20%
     # and 30–40% at 45%; the default albert run's batches (7% padding on average, 18% at most)
     # stay on the simpler padded grid.
@@ -191,7 +191,7 @@ class Encoder(nn.Module):
         self.sparse_last_layer = not config.reference
         self.unpad = config.unpad and not config.reference
         self.packs_always = config.attention_backend == "triton" and not config.reference  # the kernel reads packed tokens
-        self.checkpoint_activations = False  # training/levers.py switches it on (--checkpoint-activations)
+        self.checkpoint_activations = False  # runs/levers.py switches it on (--checkpoint-activations)
         init_weights(self, config)
 
     def layer(self, depth: int) -> tuple[Sublayer, Sublayer]:
@@ -258,7 +258,7 @@ class Encoder(nn.Module):
                            tuple(attentions) if output_attentions else None)
 
     def should_unpad(self, key_mask: torch.Tensor | None) -> bool:
-        """Whether this batch runs on its real tokens only (unpad.py): always for the Triton
+        """Whether this batch runs on its real tokens only (kernels/unpad.py): always for the Triton
         kernel, which reads packed tokens; otherwise when unpadding is on and at least
         UNPAD_FROM of the batch is padding."""
         mostly_padding = key_mask is not None and 1 - key_mask.float().mean() >= self.UNPAD_FROM
@@ -267,7 +267,7 @@ class Encoder(nn.Module):
     @staticmethod
     def pack(input_ids, positions, token_type_ids, key_mask) -> tuple[TokenLayout, torch.Tensor, torch.Tensor, torch.Tensor]:
         """The inputs of the real tokens only, back to back: ids [B, T] and positions [T] -> the
-        layout (unpad.py), then input ids, positions and token types, each [tokens]."""
+        layout (kernels/unpad.py), then input ids, positions and token types, each [tokens]."""
         packed = TokenLayout.from_mask(torch.ones_like(input_ids) if key_mask is None else key_mask)
         return packed, *map(packed.pack, (input_ids, positions.expand(input_ids.shape[0], -1), token_type_ids))
 

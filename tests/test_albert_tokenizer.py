@@ -26,7 +26,7 @@ from minibert import fill_mask, from_pretrained
 from minibert.tokenizers import load_tokenizer
 from minibert.interop.tokenizers.albert import AlbertTokenizer
 from minibert.interop.tokenizers.json_export import normalizer_spec
-from minibert.training.cli import main as train
+from minibert.runs.cli import main as train
 from tiny_run import strip_model_flags, tiny_args, write_corpus
 
 transformers = pytest.importorskip("transformers")

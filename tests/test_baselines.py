@@ -1,4 +1,4 @@
-"""The two baselines every MLM accuracy is shown beside (minibert/data/baselines.py):
+"""The two baselines every MLM accuracy is shown beside (minibert/corpus/baselines.py):
 exact numbers on a toy corpus worked out by hand, and agreement with a brute-force count."""
 
 from collections import Counter
@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from hypothesis import given, settings, strategies as st
 
-from minibert.data.baselines import NeighbourCounts, mlm_baselines
+from minibert.corpus.baselines import NeighbourCounts, mlm_baselines
 
 PAD, CLS, SEP, MASK = 0, 2, 3, 4
 SPECIAL = {PAD, 1, CLS, SEP, MASK}

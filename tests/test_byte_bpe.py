@@ -15,7 +15,7 @@ import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from minibert import fill_mask, from_pretrained, save_pretrained
-from minibert.data.default_corpus import prose_paragraph
+from minibert.corpus.default_corpus import prose_paragraph
 from minibert.finetune.tasks import read_task
 from minibert.interop.tokenizers import ByteLevelBPETokenizer
 from minibert.tokenizers import load_tokenizer

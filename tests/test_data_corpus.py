@@ -6,9 +6,9 @@ import json
 import pytest
 from test_data_support import DATASETS
 
-from minibert.data import default_corpus
-from minibert.data.corpus import corpus_files, heading_level, read_documents, split_sentences
-from minibert.data.fingerprint import corpus_fingerprint
+from minibert.corpus import default_corpus
+from minibert.corpus.documents import corpus_files, heading_level, read_documents, split_sentences
+from minibert.corpus.fingerprint import corpus_fingerprint
 
 
 def write(path, text: str | bytes):

@@ -7,10 +7,11 @@ import pytest
 import torch
 from test_data_support import DATASETS, PositionTokenizer, numbered_store
 
-from minibert.data import Masking, build_pretraining_data
+from minibert.corpus.pipeline import build_pretraining_data
+from minibert.data import Masking
 from minibert.data.dataset import PretrainingBatches
 from minibert.data.examples import Examples, build_examples
-from minibert.data.static_masks import build_static_masks
+from minibert.corpus.stored_examples import build_static_masks
 
 # Every value build_pretraining_data needs: it keeps no defaults of its own for them.
 DATA = dict(vocab_size=400, seq_len=32, layout="sop", masking="dynamic", dupe_factor=1, mask_prob=0.15,

@@ -10,11 +10,13 @@ import os
 import numpy as np
 import pytest
 
-from minibert.data import examples as examples_module, fingerprint
-from minibert.data.corpus import corpus_files, read_documents
-from minibert.data.examples import Examples, build_examples, write_examples
-from minibert.data.storage import build_token_store
-from minibert.training.cli import main as train_main
+from minibert.corpus import fingerprint
+from minibert.corpus import stored_examples
+from minibert.corpus.documents import corpus_files, read_documents
+from minibert.corpus.stored_examples import write_examples
+from minibert.data.examples import Examples, build_examples
+from minibert.corpus.storage import build_token_store
+from minibert.runs.cli import main as train_main
 from tiny_run import tiny_args, write_corpus
 
 pa = pytest.importorskip("pyarrow")
@@ -126,7 +128,7 @@ def test_examples_written_in_blocks_do_not_depend_on_workers(layout, tmp_path, m
     one = write_examples(store, tokenizer, documents, settings, tmp_path / "one")  # one block: as before
     spans = build_examples(store, documents=documents, **settings)
     assert np.array_equal(one.input_ids, Examples.from_spans(store, spans, tokenizer, 32).input_ids)
-    monkeypatch.setattr(examples_module, "BLOCK_TOKENS", 200)
+    monkeypatch.setattr(stored_examples, "BLOCK_TOKENS", 200)
     serial = write_examples(store, tokenizer, documents, settings, tmp_path / "serial", workers=1)
     parallel = write_examples(store, tokenizer, documents, settings, tmp_path / "parallel", workers=2)
     for name in Examples.FIELDS:

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from test_data_support import FIRST_ID, PositionTokenizer, corpus_shapes, numbered_corpus, numbered_store
 
-from minibert.data.storage import TokenStore, build_token_store
+from minibert.corpus.storage import TokenStore, build_token_store
 
 
 @settings(max_examples=30, deadline=None)
@@ -24,7 +24,7 @@ def test_arrays_hold_the_corpus_in_order(shape):
 
 
 def test_parallel_build_equals_serial_build(tmp_path, monkeypatch):
-    monkeypatch.setattr("minibert.data.storage.CHUNK_CHARACTERS", 2000)  # many chunks in flight
+    monkeypatch.setattr("minibert.corpus.storage.CHUNK_CHARACTERS", 2000)  # many chunks in flight
     shape = [[(d * 5 + s) % 30 + 1 for s in range(50)] for d in range(60)]
     serial = numbered_store(shape, tmp_path / "serial", workers=1)
     parallel = numbered_store(shape, tmp_path / "parallel", workers=2)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-from minibert.data.storage import TokenStore, build_token_store
+from minibert.corpus.storage import TokenStore, build_token_store
 from minibert.tokenizers.base import Tokenizer
 
 FIRST_ID = 5  # ids 0-4 are the special tokens

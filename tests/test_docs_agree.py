@@ -126,7 +126,7 @@ def test_the_reading_order_counts_the_lines_the_files_have():
 
 
 # The README's table of variants: one held-out number each, the stored band's mean at the last
-# evaluation (minibert/training/default_curves.json, measured by bench/default_curves.py).
+# evaluation (minibert/runs/default_curves.json, measured by bench/default_curves.py).
 README_METRIC = {"MLM accuracy": "eval_mlm_accuracy", "replaced-token detection AUC": "eval_rtd_auc"}
 
 

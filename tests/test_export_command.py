@@ -19,12 +19,12 @@ import torch
 import minibert
 from minibert import Encoder, MaskedLM, ModelConfig, ReplacedTokenDetector
 from minibert.__main__ import main
-from minibert.data.vocabulary import train_tokenizer
+from minibert.corpus.vocabulary import train_tokenizer
 from minibert.operations.files import TMP_PREFIX
 from minibert.objectives.kd import student_config
 from minibert.interop.huggingface.export_check import TOLERANCE
 from minibert.interop.huggingface.families import ROFORMER
-from minibert.training.cli import main as train_main
+from minibert.runs.cli import main as train_main
 from minibert.variants import VARIANTS
 from tiny_run import tiny_args, write_corpus
 

@@ -25,7 +25,7 @@ import minibert
 from minibert.__main__ import main as minibert_main
 from minibert.finetune import main as finetune_main
 from minibert.tokenizers import load_tokenizer
-from minibert.training.cli import main as train_main
+from minibert.runs.cli import main as train_main
 from tiny_run import strip_model_flags, tiny_args, write_corpus
 
 transformers = pytest.importorskip("transformers")

@@ -16,11 +16,11 @@ from torch import nn
 from minibert.config import ModelConfig
 from minibert.heads import IGNORE_INDEX, MaskedLM
 from minibert.operations.distributed import Distributed
-from minibert.training.cli import main
+from minibert.runs.cli import main
 from minibert.training.lamb import Lamb
-from minibert.training.levers import use_levers
+from minibert.runs.levers import use_levers
 from minibert.training.loop import LoopSettings, Progress, build_optimizer, learning_rate, train
-from minibert.training.metrics import MetricsLog
+from minibert.runs.metrics import MetricsLog
 from tiny_run import REPO, tiny_args, write_corpus
 
 RECIPES = sorted((REPO / "recipes").glob("*.txt"))

@@ -19,13 +19,13 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 import minibert
 from minibert import MaskedLM, ModelConfig, ReplacedTokenDetector
-from minibert.data.default_corpus import prose_paragraph
-from minibert.data.vocabulary import train_tokenizer
+from minibert.corpus.default_corpus import prose_paragraph
+from minibert.corpus.vocabulary import train_tokenizer
 from minibert.interop.tokenizers.json_export import hugging_face_files
 from minibert.tokenizers import SentencePieceTokenizer, load_tokenizer
 from minibert.objectives.kd import student_config
 from minibert.tools.probe import masked_ids
-from minibert.training.cli import main
+from minibert.runs.cli import main
 from minibert.variants import VARIANTS
 from tiny_run import tiny_args, write_corpus
 

@@ -230,7 +230,7 @@ def package(tmp_path: Path, modules: dict[str, str]) -> Path:
 
 def test_importing_every_command_loads_no_transformers():
     """What Python actually loads: the package and its commands import without transformers."""
-    code = ("import sys, minibert, minibert.__main__, minibert.interop.huggingface.export, minibert.training.cli, minibert.finetune; "
+    code = ("import sys, minibert, minibert.__main__, minibert.interop.huggingface.export, minibert.runs.cli, minibert.finetune; "
             "sys.exit('transformers' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], cwd=PACKAGE.parent).returncode == 0
 
@@ -240,7 +240,7 @@ def test_importing_every_command_loads_no_transformers():
 # What a learner reads to see how the five families work (docs/reading.md); a name covers the
 # package's modules below it.
 CORE = ("minibert.config", "minibert.model", "minibert.attention", "minibert.heads", "minibert.variants",
-        "minibert.unpad", "minibert.pretrained", "minibert.objectives", "minibert.data", "minibert.tokenizers",
+        "minibert.kernels.unpad", "minibert.pretrained", "minibert.objectives", "minibert.data", "minibert.tokenizers",
         "minibert.kernels")
 
 
@@ -279,11 +279,11 @@ def test_no_core_module_imports_interop():
 @pytest.mark.parametrize("planted", [
     {"model.py": "from .interop.huggingface import families\n"},
     {"tokenizers/load.py": "from ..interop.tokenizers import albert\n"},
-    {"model.py": "from .training import run\n", "training/run.py": "from ..interop import huggingface\n"},
+    {"model.py": "from .runs import run\n", "runs/run.py": "from ..interop import huggingface\n"},
 ])
 def test_a_core_import_of_interop_is_caught(tmp_path, planted):
     modules = {"interop/huggingface/families.py": "", "interop/tokenizers/albert.py": "", "interop/huggingface/__init__.py": "",
-               "model.py": "", "tokenizers/load.py": "", "training/run.py": "", **planted}
+               "model.py": "", "tokenizers/load.py": "", "runs/run.py": "", **planted}
     root = package(tmp_path, modules)
     assert core_reaching_interop(root) != []
     clean = package(tmp_path / "clean", {name: "" for name in modules})

@@ -19,7 +19,7 @@ from minibert.finetune import save_classifier
 from minibert.finetune.tasks import LabelMap
 from minibert.tools.info import parameters
 from minibert.tokenizers import load_tokenizer
-from minibert.training.cli import main as train
+from minibert.runs.cli import main as train
 from tiny_run import tiny_args, write_corpus
 
 transformers = pytest.importorskip("transformers")

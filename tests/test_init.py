@@ -11,9 +11,9 @@ import torch
 
 from minibert import MaskedLM, ModelConfig, from_pretrained, save_pretrained
 from minibert.heads import IGNORE_INDEX
-from minibert.training.cli import main
+from minibert.runs.cli import main
 from minibert.operations.distributed import Distributed
-from minibert.training.run import build_batches
+from minibert.runs.run import build_batches
 from minibert.training.settings import Settings
 from tiny_run import strip_model_flags, tiny_args, write_corpus
 

@@ -10,7 +10,7 @@ import json
 import pytest
 import torch
 
-from minibert.training.cli import main
+from minibert.runs.cli import main
 from minibert.operations.distributed import Distributed
 from minibert.training.loop import Window, train_step
 from minibert.operations.precision import Precision, resolve
@@ -100,7 +100,7 @@ def test_the_fp16_loss_scale_is_saved_with_a_checkpoint_and_restored(tmp_path):
     from minibert.operations.checkpoint import Checkpoints
     from minibert.operations.state import rng_state
     from minibert.training.loop import Progress
-    from minibert.training.run import restore, training_state
+    from minibert.runs.run import restore, training_state
 
     amp = Precision("fp16", CPU)  # built directly: resolve() refuses fp16 on a CPU
     for _ in range(2):  # two overflows: 65536 -> 32768 -> 16384
@@ -154,7 +154,7 @@ def test_pretraining_runs_in_bf16_and_fp32_on_the_cpu(fmt, corpus, tmp_path):
 
 
 def test_a_run_from_before_precision_existed_resumes_as_auto(tmp_path):
-    from minibert.training.run import check_same_run
+    from minibert.runs.run import check_same_run
 
     record = {"settings": Settings().to_dict(), "config": {}}
     older = {"settings": {k: v for k, v in record["settings"].items() if k != "precision"}, "config": {}}

@@ -13,7 +13,7 @@ from minibert import fill_mask, detect_replaced, from_pretrained
 from minibert.__main__ import main
 from minibert.tokenizers import load_tokenizer
 from minibert.tools.probe import masked_ids
-from minibert.training.cli import main as train
+from minibert.runs.cli import main as train
 from tiny_run import REPO, tiny_args, write_corpus
 
 transformers = pytest.importorskip("transformers")

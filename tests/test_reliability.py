@@ -16,7 +16,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from minibert.objectives.pretrainer import Pretrainer
-from minibert.training.cli import main
+from minibert.runs.cli import main
 from minibert.operations.outdir import OutputDir
 from tiny_run import REPO, run_cli, tiny_args, write_corpus
 

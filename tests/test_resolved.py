@@ -3,7 +3,7 @@ it and exits without building anything."""
 
 import os
 
-from minibert.training.cli import main
+from minibert.runs.cli import main
 
 
 def layers(text: str, section: str) -> dict[str, str]:

@@ -10,12 +10,12 @@ import sys
 import pytest
 import torch
 
-from minibert.data import build_pretraining_data
+from minibert.corpus.pipeline import build_pretraining_data
 from minibert.operations.checkpoint import Checkpoints
-from minibert.training import report
-from minibert.training.cli import main
-from minibert.training.curves import RunPicture, draw_curves
-from minibert.training.report import Band, BehindWarning, band_for, evaluation_line
+from minibert.runs import report
+from minibert.runs.cli import main
+from minibert.runs.curves import RunPicture, draw_curves
+from minibert.runs.report import Band, BehindWarning, band_for, evaluation_line
 from minibert.variants import VARIANTS, with_layout
 from tiny_run import tiny_args, write_corpus
 
@@ -141,7 +141,7 @@ def test_curves_overlay_runs_with_the_default_band(stored_band, tmp_path):
 
 def test_a_run_read_back_from_its_folder_gets_its_band(stored_band, tmp_path):
     """curves.png holds a finished run against the band from its run.json, where tuples come back as lists."""
-    from minibert.training.curves import run_band
+    from minibert.runs.curves import run_band
 
     assert set(run_band(fake_run(tmp_path / "ours", lr=1e-5))) == {"eval_mlm_accuracy"}
     assert run_band(fake_run(tmp_path / "other-set", max_span=1)) == {}
@@ -175,7 +175,7 @@ def test_a_corpus_says_what_it_costs_first_and_one_the_disk_cannot_hold_is_refus
     big.write_text(corpus[0].read_text() * 40)
     cache = tmp_path / "cache"
     args = tiny_args("roberta", big, cache, tmp_path / "out", 2)
-    import minibert.data.cost as cost
+    import minibert.corpus.cost as cost
 
     real = cost.shutil.disk_usage
     monkeypatch.setattr(cost.shutil, "disk_usage", lambda path: real(path)._replace(free=10_000))

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from minibert.data.vocabulary import train_tokenizer
+from minibert.corpus.vocabulary import train_tokenizer
 from minibert.tokenizers import SPECIAL_TOKENS, SentencePieceTokenizer, load_tokenizer
 
 WORDS = "the a model learns to predict hidden words from their context while reading many sentences of plain text".split()

@@ -6,9 +6,9 @@ import json
 import pytest
 
 from minibert import from_pretrained
-from minibert.data.vocabulary import train_tokenizer
+from minibert.corpus.vocabulary import train_tokenizer
 from minibert.tokenizers import load_tokenizer
-from minibert.training.cli import main as train_main
+from minibert.runs.cli import main as train_main
 from test_family_folders import byte_bpe_files, spiece_file, wordpiece_vocab
 from tiny_run import tiny_args, write_corpus
 

@@ -277,7 +277,7 @@ def test_charsmap_normalizes_as_the_tokenizers_library(nmt_nfkc, text):
 def test_our_exported_tokenizer_json_reads_back_with_our_ids(tmp_path, datasets_dir):
     """minibert's SentencePiece model, exported by json_export.py, read by json_import.py: the
     ids of the SentencePiece tokenizer but for exact Viterbi ties (json_export's docstring)."""
-    from minibert.data.vocabulary import train_tokenizer
+    from minibert.corpus.vocabulary import train_tokenizer
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(manual_text()[::2]) + "\n", encoding="utf-8")
     ours = train_tokenizer(corpus, vocab_size=2000, cache_dir=tmp_path / "cache", max_sentences=3000)

@@ -33,7 +33,7 @@ import torch
 
 from minibert import from_pretrained
 from minibert.data.masking import IGNORE_INDEX
-from minibert.data.pipeline import build_pretraining_data
+from minibert.corpus.pipeline import build_pretraining_data
 from minibert.operations.files import read_json_object, write_json
 from minibert.heads import mean_over_tokens
 from minibert.objectives.sentence import SentencePairHead

@@ -1,36 +1,21 @@
-"""Pretraining data: from raw text to masked training batches, one step per module.
+"""The chapter's data: how a corpus becomes what BERT-family pretraining learns from.
 
-Read in this order — each step consumes what the previous one produced:
+Read in this order, each consuming what the one before produced:
 
-1. `corpus.py`         text files -> a stream of documents, each a list of sentences
-                       (`default_corpus.py`: the English prose shipped with CPython,
-                       used when no corpus is given).
-2. `vocabulary.py`     learn a subword vocabulary from that corpus, with the special
-                       tokens [PAD] [UNK] [CLS] [SEP] [MASK] at ids 0-4 (the tokenizers
-                       themselves, and their one interface, live in `minibert/tokenizers/`).
-3. `storage.py`        tokenize once, in parallel and streaming, into flat token arrays
-                       on disk, read back with np.memmap (any corpus size, flat memory).
-4. `examples.py`       cut the arrays into examples of one layout — NSP pairs (BERT),
-                       SOP pairs (ALBERT) or packed full sentences (RoBERTa) — and lay
-                       them out once as token ids, segment ids and sentence labels.
-5. `masking.py`        `Masking`: choose `mask_prob` of the tokens (BERT 15%; each default
-                       run's in variants.py) in tokens, words or spans, and apply the
-                       80/10/10 rule;
-   `static_masks.py`   BERT's masks drawn once and stored (`dupe_factor` copies).
-6. `dataset.py`        serve batches in a seeded, resumable, DDP-sharded order, with
-                       static or dynamic (RoBERTa) masks.
+1. `examples.py`      cut a tokenized corpus into examples of one layout: NSP pairs (BERT),
+                      SOP pairs (ALBERT) or packed full sentences (RoBERTa); each laid out
+                      as token ids, segment ids and a sentence label.
+2. `masking.py`       `Masking`: choose the positions to predict (tokens, whole words or
+                      spans) and apply the 80/10/10 rule.
+3. `static_masks.py`  BERT's static masking: each example's copies masked once, up front.
+4. `dataset.py`       batches in a seeded, resumable, sharded order, with static or dynamic
+                      (RoBERTa) masks.
 
-`pipeline.build_pretraining_data` runs steps 1-6 (caching each in `data/`) and is the
-only call a training run needs; `baselines.py` holds the guesses a model must beat.
+Machinery, not here: reading corpus files, learning the vocabulary, tokenizing into arrays on
+disk, caching and worker processes live in `minibert/corpus/` (`corpus.pipeline.build_pretraining_data`
+runs it all and hands these modules their inputs).
 """
 
 from .masking import Masking
-from .pipeline import PretrainingData, build_pretraining_data
-from .vocabulary import train_tokenizer
 
-__all__ = [
-    "Masking",
-    "PretrainingData",
-    "build_pretraining_data",
-    "train_tokenizer",
-]
+__all__ = ["Masking"]

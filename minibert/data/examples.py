@@ -29,23 +29,18 @@ packed to the full length: give it short_seq_prob=0.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from ..operations.files import read_json_object
-from .storage import ArrayWriter, TokenStore, in_workers, open_array
 from ..tokenizers.base import Tokenizer, truncate_pair
 
 LAYOUTS = ("nsp", "sop", "full_sentences")
 NO_LABEL = -1
-BLOCK_TOKENS = 1 << 22  # write_examples cuts the corpus in blocks of about 4M tokens (about 15 MB of text)
 
 
 def build_examples(
-    store: TokenStore,
+    store: "TokenStore",
     layout: str,
     *,
     max_length: int,
@@ -97,7 +92,7 @@ class Examples:
         return len(self.lengths)
 
     @classmethod
-    def from_spans(cls, store: TokenStore, spans: np.ndarray, tokenizer: Tokenizer, seq_len: int) -> "Examples":
+    def from_spans(cls, store: "TokenStore", spans: np.ndarray, tokenizer: Tokenizer, seq_len: int) -> "Examples":
         """Lay `build_examples`' spans out as the token ids the model reads."""
         dtype = store.tokens.dtype
         input_ids = np.full((len(spans), seq_len), tokenizer.pad_id, dtype=dtype)
@@ -110,100 +105,6 @@ class Examples:
             input_ids[row, :len(ids)], token_type_ids[row, :len(ids)], lengths[row] = ids, segments, len(ids)
         labels = spans[:, 4].astype(np.int8)
         return cls(input_ids, token_type_ids, lengths, None if (labels == NO_LABEL).all() else labels)
-
-    def save(self, directory: Path) -> None:
-        writers = ExampleWriters(directory, self.input_ids.dtype, self.input_ids.shape[1], self.sentence_label is not None)
-        writers.append(self)
-        writers.close()
-
-    @classmethod
-    def load(cls, directory: Path) -> "Examples":
-        """Memory-mapped: the rows a batch reads are paged in, nothing more."""
-        meta = read_json_object(directory / "meta.json", "delete the folder: it is rebuilt from the corpus")
-        dtypes = dict(input_ids=meta["token_dtype"], token_type_ids=np.uint8, lengths=np.int32, sentence_label=np.int8)
-        arrays = {name: open_array(directory / f"{name}.bin", dtypes[name]) for name in cls.FIELDS
-                  if name != "sentence_label" or meta["sentence_label"]}
-        for name in ("input_ids", "token_type_ids"):
-            arrays[name] = arrays[name].reshape(-1, meta["seq_len"])
-        return cls(**{"sentence_label": None, **arrays})
-
-
-class ExampleWriters:
-    """The files of `Examples`, appended block by block: flat arrays (storage.py's `ArrayWriter`)
-    and a meta.json with the row width, written last."""
-
-    def __init__(self, directory: Path, token_dtype, seq_len: int, labelled: bool):
-        self.directory, self.seq_len, self.labelled, self.rows = Path(directory), seq_len, labelled, 0
-        self.token_dtype = np.dtype(token_dtype)
-        dtypes = dict(input_ids=token_dtype, token_type_ids=np.uint8, lengths=np.int32, sentence_label=np.int8)
-        self.writers = {name: ArrayWriter(self.directory / f"{name}.bin", dtypes[name]) for name in Examples.FIELDS
-                        if name != "sentence_label" or labelled}
-
-    def append(self, examples: Examples) -> None:
-        if len(examples) == 0:
-            return
-        for name, writer in self.writers.items():
-            writer.append(getattr(examples, name))
-        self.rows += len(examples)
-
-    def close(self) -> None:
-        for writer in self.writers.values():
-            writer.close()
-        meta = dict(rows=self.rows, seq_len=self.seq_len, token_dtype=self.token_dtype.name, sentence_label=self.labelled)
-        (self.directory / "meta.json").write_text(json.dumps(meta))
-
-
-def example_blocks(store: TokenStore, documents: range, block_tokens: int | None = None) -> list[range]:
-    """`documents` in consecutive runs of about `block_tokens` tokens (whole documents): the units
-    `write_examples` cuts independently. Fixed by the corpus alone, not by the number of workers."""
-    starts, block_tokens = store.document_token_offsets, block_tokens or BLOCK_TOKENS
-    blocks, first = [], documents.start
-    while first < documents.stop:
-        stop = int(np.searchsorted(starts, starts[first] + block_tokens, "left"))
-        stop = min(max(stop, first + 1), documents.stop)
-        blocks.append(range(first, stop))
-        first = stop
-    return blocks
-
-
-def write_examples(store: TokenStore, tokenizer: Tokenizer, documents: range, settings: dict, directory: Path,
-                   workers: int = 1) -> Examples:
-    """Cut and lay out the examples of `documents`, block by block, into `directory`'s files.
-
-    Each block of about BLOCK_TOKENS tokens is cut with its own generator (`build_examples`' `block`)
-    and laid out in a worker process; the main process appends the blocks in order. Memory holds a
-    few blocks at a time, whatever the corpus size, and the result does not depend on `workers`.
-    A corpus of less than one block gives exactly what one `build_examples` call gives."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    labelled = settings["layout"] != "full_sentences"
-    writers = ExampleWriters(directory, store.tokens.dtype, settings["max_length"], labelled)
-    blocks = [(i, block) for i, block in enumerate(example_blocks(store, documents))]
-    job = (store.directory, tokenizer, settings, documents)
-    for examples in in_workers(_examples_of_block, job, blocks, workers):
-        writers.append(examples)
-    writers.close()
-    if writers.rows == 0:
-        raise ValueError(f"the {len(documents)} documents yield no {settings['layout']} example; use a larger corpus")
-    return Examples.load(directory)
-
-
-def _examples_of_block(job, item) -> Examples:
-    store_dir, tokenizer, settings, documents = job
-    store = _open_store(store_dir)
-    number, block = item
-    spans = build_examples(store, documents=block, others=documents, block=number, allow_empty=True, **settings)
-    return Examples.from_spans(store, spans, tokenizer, settings["max_length"])
-
-
-_stores: dict = {}
-
-
-def _open_store(directory: Path) -> TokenStore:
-    if directory not in _stores:
-        _stores.clear()
-        _stores[directory] = TokenStore(directory)
-    return _stores[directory]
 
 
 def _target_length(max_tokens: int, short_seq_prob: float, rng: np.random.Generator) -> int:

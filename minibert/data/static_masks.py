@@ -16,31 +16,30 @@ the masked positions and the ids shown there — about `mask_prob` of the tokens
 
 from __future__ import annotations
 
-from pathlib import Path
+from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
 import torch
 
 from .examples import Examples
 from .masking import IGNORE_INDEX, Masking
-from .storage import ArrayWriter, open_array
 
 COPIES_PER_CHUNK = 1024
 
 
+@dataclass
 class StaticMasks:
-    """Read-only stored masks; `apply(copies, batch)` masks a batch of those copies and adds `labels`."""
+    """The stored masks (corpus/stored_examples.py reads and writes them); `apply(copies, batch)`
+    masks a batch of those copies and adds `labels`."""
 
-    def __init__(self, directory: str | Path, id_dtype: np.dtype):
-        directory = Path(directory)
-        self.offsets = open_array(directory / "mask_offsets.bin", np.int64)
-        self.positions = open_array(directory / "mask_positions.bin", np.uint16)
-        self.ids = open_array(directory / "mask_ids.bin", id_dtype)
+    offsets: np.ndarray  # int64 [n_copies + 1]: copy c's entries are [offsets[c], offsets[c + 1])
+    positions: np.ndarray  # the masked positions within each copy's input_ids
+    ids: np.ndarray  # the id shown at each masked position
 
     @property
     def n_copies(self) -> int:
         return len(self.offsets) - 1
-
     def apply(self, copies: np.ndarray, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The batch of these example copies [B], with each copy's stored mask."""
         starts, counts = self.offsets[copies], self.offsets[copies + 1] - self.offsets[copies]  # [B]
@@ -58,23 +57,14 @@ class StaticMasks:
         return {**batch, "input_ids": masked, "labels": labels}
 
 
-def build_static_masks(examples: Examples, masking: Masking, directory: str | Path, *, copies: int, seed: int) -> StaticMasks:
-    """Mask `copies` copies of every example once, in order, with one seeded generator."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    offsets = ArrayWriter(directory / "mask_offsets.bin", np.int64)
-    positions = ArrayWriter(directory / "mask_positions.bin", np.uint16)
-    ids = ArrayWriter(directory / "mask_ids.bin", examples.input_ids.dtype)
-    offsets.append([0])
+def draw_static_masks(examples: Examples, masking: Masking, *, copies: int,
+                      seed: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Mask `copies` copies of every example once, in order, with one seeded generator: chunk by
+    chunk, each copy's count of masked positions [n], then their positions and the ids shown there."""
     generator = torch.Generator().manual_seed(seed)
     n_copies = len(examples) * copies
     for first in range(0, n_copies, COPIES_PER_CHUNK):
         rows = np.arange(first, min(first + COPIES_PER_CHUNK, n_copies)) % len(examples)
         masked, labels = masking(torch.from_numpy(examples.input_ids[rows].astype(np.int64)), generator)
-        chosen = labels != IGNORE_INDEX  # the masked positions
-        offsets.append(positions.length + np.cumsum(chosen.sum(dim=1).numpy()))
-        positions.append(chosen.nonzero()[:, 1].numpy())
-        ids.append(masked[chosen].numpy())
-    for writer in (offsets, positions, ids):
-        writer.close()
-    return StaticMasks(directory, examples.input_ids.dtype)
+        chosen = labels != IGNORE_INDEX  # [n, T] the masked positions
+        yield chosen.sum(dim=1).numpy(), chosen.nonzero()[:, 1].numpy(), masked[chosen].numpy()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import tagged, tasks
 from ..heads import POOLINGS
-from ..training.cli import Parser, report_errors
+from ..runs.cli import Parser, report_errors
 from ..operations.distributed import Distributed
 from ..operations.precision import PRECISIONS, Precision
 from ..training.settings import DEVICES

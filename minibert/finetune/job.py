@@ -35,7 +35,7 @@ from ..operations.files import write_atomic, write_json
 from ..operations.tensor_files import CONFIG_FILE, read_json
 from ..operations.distributed import Distributed
 from ..training.loop import LoopSettings, Progress, build_optimizer, train
-from ..training.metrics import MetricsLog
+from ..runs.metrics import MetricsLog
 from ..operations.precision import Precision
 from .checkpoint import Classifier, is_classifier, load_classifier, save_classifier
 from .scores import dev_scores

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..data.corpus import json_objects
+from ..corpus.documents import json_objects
 from .tasks import TaskData, task_file
 
 FORMATS = (".conll", ".jsonl")

@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 import torch
 
-from ..data.corpus import json_objects
+from ..corpus.documents import json_objects
 
 FORMATS = (".tsv", ".csv", ".jsonl")
 TEXT_COLUMNS = (("sentence1", "sentence2"), ("sentence",), ("text",))  # the first set a file has wins

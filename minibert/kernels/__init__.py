@@ -1,5 +1,11 @@
-"""Custom GPU kernels. `flash_attention`: varlen FlashAttention-2 (forward and backward) in Triton
-for packed, unpadded BERT batches. Triton is imported only when a kernel is first used."""
+"""Speed for other shapes: nothing here changes what a step computes, and the default runs take none of it.
+
+    unpad.py            the layers on the real tokens only, for batches that are mostly padding
+    flash_attention.py  varlen FlashAttention-2 (forward and backward) in Triton, for packed,
+                        unpadded batches on a GPU; Triton is imported only when a kernel is first used
+    _flash_kernels.py, candidates.py, offline_compile.py, reference.py   its kernels, the block
+                        sizes tried, their compilation checked offline, the same maths in PyTorch
+"""
 
 from .flash_attention import flash_attention
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from safetensors.torch import load_file, save_file
 
 from .files import hash_file, publish_dir, read_json_object, remove_leftovers, write_atomic
-from ..training.errors import TrainingError, warn
+from ..runs.errors import TrainingError, warn
 from .state import decode, encode
 
 STATE, TENSORS, MANIFEST, LATEST = "state.json", "tensors.safetensors", "manifest.json", "latest"

@@ -6,7 +6,7 @@ Read in this order:
                               tokens, the [CLS] A [SEP] B [SEP] layout, truncation, batching.
 2. `sentencepiece_backed.py`  what every SentencePiece vocabulary shares;
    `sentencepiece_tokenizer.py`  minibert's own (`tokenizer.model`, learned by
-                              `minibert/data/vocabulary.py`): what the default runs use.
+                              `minibert/corpus/vocabulary.py`): what the default runs use.
 3. `wordpiece.py`             BERT's WordPiece (BERT, DistilBERT, ELECTRA: `vocab.txt`).
 4. `load.py`                  `load_tokenizer(folder)`: the one loader every command uses, and
                               the order in which it looks for each layout.

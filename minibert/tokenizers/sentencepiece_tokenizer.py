@@ -1,7 +1,7 @@
 """minibert's own tokenizer: a SentencePiece model learned from the pretraining corpus.
 
 The models we pretrain ourselves get their own vocabulary, learned from their own corpus
-(`minibert/data/vocabulary.py` trains it), as ALBERT's did: a SentencePiece *unigram* model
+(`minibert/corpus/vocabulary.py` trains it), as ALBERT's did: a SentencePiece *unigram* model
 (or BPE). Three settings make it fit the rest of minibert, the first two given to the trainer
 (`vocabulary.py`), the third applied here when encoding:
 
@@ -38,7 +38,7 @@ class SentencePieceTokenizer(SentencePieceBacked):
         super().__init__(model_proto)
         pieces = tuple(self._sp.id_to_piece(i) for i in range(len(SPECIAL_TOKENS)))
         if pieces != SPECIAL_TOKENS:
-            raise ValueError(f"SentencePiece model has {pieces} at ids 0-4, not {SPECIAL_TOKENS}; train it with minibert.data.vocabulary.train_tokenizer")
+            raise ValueError(f"SentencePiece model has {pieces} at ids 0-4, not {SPECIAL_TOKENS}; train it with minibert.corpus.vocabulary.train_tokenizer")
         # A space before [MASK] becomes what SentencePiece prefixes to "[MASK]" alone: ▁ (or its bytes).
         self._space_before_mask = self._sp.encode(SPECIAL_TOKENS[self.mask_id])[:-1]
 

@@ -10,7 +10,7 @@
 DIR is a minibert checkpoint (what `python train.py` leaves in checkpoints/<variant>) or a
 Hugging Face BERT-family directory with its vocab.txt. The work is done by probe.py
 (fill-mask, detect), info.py (info), attention_maps.py (attention) beside this file,
-minibert/interop/huggingface/export.py (export) and minibert/training/curves.py (curves); this
+minibert/interop/huggingface/export.py (export) and minibert/runs/curves.py (curves); this
 file only parses and prints (`minibert/__main__.py` calls `main`). Bad input is one line on
 stderr and exit status 2, through the same handler as `python train.py` (`--debug` shows the
 traceback).
@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..training.cli import Parser, report_errors
+from ..runs.cli import Parser, report_errors
 
 PROG = "python -m minibert"
 
@@ -82,7 +82,7 @@ def add_export_command(commands) -> None:
 
 
 def add_curves_command(commands) -> None:
-    """`curves`: training runs' curves side by side, from their metrics.jsonl (minibert/training/curves.py)."""
+    """`curves`: training runs' curves side by side, from their metrics.jsonl (minibert/runs/curves.py)."""
     curves = commands.add_parser(
         "curves", help="draw training runs' loss and held-out metrics side by side, with their variant's default band (needs matplotlib)",
         description="Overlay the curves of one or more `python train.py` runs (their --out folders): training loss and "
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> None:
     if args.command == "attention":
         return draw(args)
     if args.command == "curves":
-        from ..training.curves import draw_curves
+        from ..runs.curves import draw_curves
 
         return print(f"wrote {draw_curves(args.runs, args.out, args.metric)}")
     if args.command == "export":

@@ -1,6 +1,6 @@
 """matplotlib, the one optional dependency that draws: imported here only, headless.
 
-The attention heatmaps (attention_maps.py) and the training curves (training/curves.py) need it;
+The attention heatmaps (attention_maps.py) and the training curves (runs/curves.py) need it;
 nothing else does. Without it, drawing is one clear line naming the fix.
 """
 

@@ -1,11 +1,11 @@
-"""Pretraining: the loop (loop.py) and what surrounds it (checkpoints, the lock, DDP and precision
-live in minibert/operations/).
+"""The chapter's training: the one loop every variant and task runs, and what it is configured by.
 
-    settings.py     every knob of a run (one dataclass; the command line is generated from it)
-    run.py          a run from settings to a saved model, step by step
-    loop.py         the one training loop, its AdamW (no decay on biases/LayerNorm) and schedule
-    metrics.py      OUT/metrics.jsonl
-    init_from.py    --init: a new run that starts from a saved model
-    resolved.py     the start-up block: each value and the layer it came from
-    errors.py, cli.py   one-line errors; the command line
+    loop.py       the loop and its step (forward, loss, backward, clip, step), AdamW with no
+                  decay on biases and LayerNorm, the learning-rate schedules, evaluation
+    lamb.py       LAMB, ALBERT's optimizer for large batches
+    settings.py   every setting of a pretraining run, with its default: one dataclass
+
+Machinery, not here: what turns settings into a finished run (the command line, the output
+folder, checkpoints, plans, reports, curves, TensorBoard) lives in `minibert/runs/`; DDP,
+precision and atomic files in `minibert/operations/`.
 """

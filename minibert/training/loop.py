@@ -30,14 +30,14 @@ from dataclasses import dataclass, fields
 import torch
 from tqdm import tqdm
 
-from ..data.pipeline import EVAL_SEED
+from ..corpus.pipeline import EVAL_SEED
 from ..operations.distributed import Distributed
 from ..operations.precision import Precision
-from .errors import NonFiniteLoss
+from ..runs.errors import NonFiniteLoss
 from .lamb import Lamb
-from .levers import use_levers
-from .metrics import MetricsLog
-from .report import BehindWarning, evaluation_line
+from ..runs.levers import use_levers
+from ..runs.metrics import MetricsLog
+from ..runs.report import BehindWarning, evaluation_line
 
 
 def build_optimizer(model: torch.nn.Module, *, lr: float, weight_decay: float, optimizer: str = "adamw",
@@ -124,8 +124,8 @@ class LoopSettings:
     min_lr: float = 0.0  # where the schedule ends
     wsd_decay: float = 0.2  # wsd: the final share of the run spent decaying
     stop_at: int | None = None  # end this part of the run at this step (a first phase); the schedule runs over `steps`
-    compile: bool = False  # the layers under torch.compile (levers.py)
-    checkpoint_activations: bool = False  # each layer's activations recomputed in the backward (levers.py)
+    compile: bool = False  # the layers under torch.compile (runs/levers.py)
+    checkpoint_activations: bool = False  # each layer's activations recomputed in the backward (runs/levers.py)
 
     @classmethod
     def of(cls, settings) -> "LoopSettings":
@@ -152,10 +152,10 @@ def train(module, optimizer, streams, eval_batches, settings: LoopSettings, prog
     """Run optimizer steps until `settings.steps` (or the `--budget` deadline); return the
     last logged record. `streams`: one batch iterator per micro-step. `save(progress)`
     writes a checkpoint (None: the run keeps none, as fine-tuning). `baselines`: the
-    held-out accuracies of the unigram and neighbour-count guesses (data/baselines.py),
+    held-out accuracies of the unigram and neighbour-count guesses (corpus/baselines.py),
     logged once at step 0 and shown beside the model's. `amp`: the run's --precision (its
     loss scale goes into checkpoints), else made here. `behind`: the run's check against its
-    variant's default band (report.py); by default the plateau check alone."""
+    variant's default band (runs/report.py); by default the plateau check alone."""
     # DDP under torchrun (the module itself in one process); some modules leave a parameter unused
     use_levers(module, compile=settings.compile, checkpoint_activations=settings.checkpoint_activations)
     model = dist.wrap(module, device, find_unused_parameters=getattr(module, "unused_parameters", False))

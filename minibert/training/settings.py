@@ -8,7 +8,7 @@
 Settings is one flat dataclass, so that the command line, the saved `run.json` and the check
 that a `--resume` continues the SAME run all read one list of fields. Each field's `help` is
 the text of its command-line flag. A run's values come in three layers, and `python train.py
---print-config` shows which layer each value came from (`minibert/training/resolved.py`):
+--print-config` shows which layer each value came from (`minibert/runs/resolved.py`):
 
     1. these defaults;
     2. the variant's entry (minibert/variants.py): its objectives, model and settings;
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from ..data.examples import LAYOUTS
 from ..data.masking import check_replace_probs
-from ..data.pipeline import MASKINGS, STATIC_DUPE_FACTOR
+from ..corpus.pipeline import MASKINGS, STATIC_DUPE_FACTOR
 from ..objectives.rtd import RTD_TOKENS
 from ..operations.precision import PRECISIONS
 
@@ -38,7 +38,7 @@ OPERATIONAL = ("device", "threads", "out", "cache_dir", "eval_every", "eval_batc
 SCHEDULES = ("linear", "cosine", "wsd")  # training/loop.py: learning_rate
 OPTIMIZERS = ("adamw", "lamb")
 REPORT_TO = ("none", "tensorboard")
-PLAN_FOR = ("here", "h100", "a100", "l4", "t4")  # training/plan.py: their dense bf16 (T4: fp16) peaks
+PLAN_FOR = ("here", "h100", "a100", "l4", "t4")  # runs/plan.py: their dense bf16 (T4: fp16) peaks
 
 # The default runs' encoder: BERT-Tiny's shape (2 layers of width 128, Turc et al. 2019) and an
 # 8k SentencePiece vocabulary, with what makes it learn context within minutes on a CPU
@@ -52,7 +52,7 @@ DEFAULT_MODEL = dict(vocab_size=8000, hidden_size=128, num_layers=2, num_heads=2
 # The default runs mask 40% of the tokens (ELECTRA's 25%, variants.py), not BERT's 15%: more
 # predictions per forward pass, which the few minutes of a default run need (docs/training.md
 # has the ablation).
-# Held-out accuracy is still measured at 15% (data/pipeline.py, EVAL_MASK_PROB).
+# Held-out accuracy is still measured at 15% (corpus/pipeline.py, EVAL_MASK_PROB).
 MASK_PROB = 0.4
 
 

@@ -27,12 +27,12 @@ import numpy as np
 import torch
 
 from ..config import ModelConfig
-from ..data import build_pretraining_data
-from ..data.baselines import mlm_baselines
-from ..data.corpus import corpus_files
-from ..data.cache import DEFAULT_DATA_DIR
-from ..data.cost import size
-from ..data.pipeline import STATIC_DUPE_FACTOR, plan_corpus
+from ..corpus.pipeline import build_pretraining_data
+from ..corpus.baselines import mlm_baselines
+from ..corpus.documents import corpus_files
+from ..corpus.cache import DEFAULT_DATA_DIR
+from ..corpus.cost import size
+from ..corpus.pipeline import STATIC_DUPE_FACTOR, plan_corpus
 from ..operations.files import read_json_object, write_atomic
 from ..pretrained import from_pretrained, save_pretrained
 from ..variants import Variant, build_pretrainer, get_variant, run_architecture, with_layout
@@ -41,7 +41,7 @@ from ..operations.checkpoint import Checkpoints
 from ..operations.distributed import Distributed
 from .errors import TrainingError, warn
 from .init_from import Start, load_start
-from .loop import LoopSettings, Progress, build_optimizer, train
+from ..training.loop import LoopSettings, Progress, build_optimizer, train
 from .metrics import MetricsLog
 from .phases import continue_run
 from .plan import describe_plan
@@ -52,9 +52,9 @@ from ..operations.precision import Precision, resolve as resolve_precision
 from .curves import RunPicture
 from .report import BehindWarning, band_for, differences
 from .resolved import describe_run, unread_settings
-from .settings import OPERATIONAL, Settings
+from ..training.settings import OPERATIONAL, Settings
 from ..operations.state import load_trainable_state, rng_state, seed_everything, set_rng_state, trainable_state
-from ..data import fingerprint
+from ..corpus import fingerprint
 from ..tokenizers import has_tokenizer
 from ..tokenizers.load import tokenizer_file_names
 

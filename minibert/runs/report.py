@@ -21,10 +21,10 @@ from pathlib import Path
 
 from ..variants import Variant, with_layout
 from .errors import warn
-from .settings import OPERATIONAL
+from ..training.settings import OPERATIONAL
 
 DEFAULT_CURVES = Path(__file__).with_name("default_curves.json")
-# The held-out set (data/pipeline.py) depends on these run settings and nothing else: a run that
+# The held-out set (corpus/pipeline.py) depends on these run settings and nothing else: a run that
 # changes one of them is measured on other batches, so no stored band describes it.
 HELD_OUT_SETTINGS = ("data", "seq_len", "layout", "short_seq_prob", "whole_word", "max_span", "replace_probs",
                      "eval_batches", "init")

@@ -17,7 +17,7 @@ from pathlib import Path
 from ..operations.checkpoint import Checkpoints
 from ..operations.state import load_trainable_state
 from .errors import TrainingError
-from .loop import Progress
+from ..training.loop import Progress
 
 
 def continue_run(folder: str, pretrainer, optimizer, amp) -> tuple[Progress, str]:

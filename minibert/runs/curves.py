@@ -3,7 +3,7 @@
     python -m minibert curves checkpoints/albert checkpoints/bert --out curves.png
 
 One panel per curve: the training loss, then every held-out metric (accuracy, AUC, loss)
-against steps. The unigram and neighbour-count guesses (data/baselines.py) are lines on the
+against steps. The unigram and neighbour-count guesses (corpus/baselines.py) are lines on the
 held-out MLM accuracy panel, and where a run was measured as its variant's default run was,
 that run's band (report.py: the mean of several seeds, and the spread they allow) is shaded
 behind it — so a learner sees at a glance where a run stands against the recipe it came from.
@@ -22,7 +22,7 @@ from ..operations.files import read_json_object
 from ..tools.pictures import INSTALL, MissingMatplotlib, picture_path, pyplot, save_figure
 from ..variants import get_variant
 from .report import Band, band_for, default_bands
-from .settings import Settings
+from ..training.settings import Settings
 
 BASELINES = {"baseline_unigram_accuracy": "always the most frequent token", "baseline_neighbour_accuracy": "neighbour counts"}
 

@@ -35,7 +35,7 @@ from ..tokenizers.base import Tokenizer
 from ..heads import MaskedLM
 from ..pretrained import HEAD_NAMES, MissingHead, from_pretrained, head_of
 from ..variants import Variant
-from .settings import Settings, flag
+from ..training.settings import Settings, flag
 
 # ModelConfig fields that say how the model runs, not what it is: a flag may change them.
 RUNTIME_FIELDS = ("hidden_dropout", "attention_dropout", "attention_backend", "unpad", "reference")

@@ -12,7 +12,7 @@ of the standard library's source files. This module turns them into a corpus fil
 * repeated paragraphs are kept once (many docstrings are inherited or copied).
 
 The result (~1.9 MB, ~680 documents, on CPython 3.11) is written once to `<data_dir>/python-docs-*.txt`,
-in the `.txt` corpus format of `corpus.py`, and reused. The walk is sorted and the
+in the `.txt` corpus format of `documents.py`, and reused. The walk is sorted and the
 cleaning deterministic, so the same Python always yields the same file.
 """
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-# The repository's git-ignored data/ folder (minibert/data/cache.py -> repo root / data).
+# The repository's git-ignored data/ folder (minibert/corpus/cache.py -> repo root / data).
 DEFAULT_DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 
 

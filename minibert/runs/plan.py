@@ -21,7 +21,7 @@ from ..operations.checkpoint import STEP_DIR, Checkpoints
 from ..pretrained import from_pretrained
 from ..tools.flops import BatchShape, training_flops
 from ..variants import Variant, run_architecture, run_objectives
-from .settings import Settings
+from ..training.settings import Settings
 
 # Dense bf16 tensor-core peaks from the vendors' data sheets, TFLOP/s (the T4 has no bf16: fp16).
 PEAKS = {"h100": ("H100 SXM", 989), "a100": ("A100", 312), "l4": ("L4", 121), "t4": ("T4", 65)}

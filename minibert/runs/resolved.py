@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..config import ModelConfig
 from ..variants import Variant, with_layout
-from .settings import Settings
+from ..training.settings import Settings
 
 LAYERS = ("flag", "variant", "tokenizer", "--seq-len", "teacher", "--init", "default")
 # Settings that only one kind of objective reads: shown only for the variants that have it.
@@ -99,7 +99,7 @@ def describe_run(variant: Variant, settings: Settings, overrides: dict, config: 
     """The block: the architecture and the settings, each value under the layer it came from.
     `config` None: the architecture is not known yet (a teacher's or a checkpoint's, `inherited`)."""
     lines = [f"{variant.name}: each value under the layer it came from (a flag beats the variant, the variant the defaults; "
-             f"minibert/training/resolved.py)"]
+             f"minibert/runs/resolved.py)"]
     if config is None:
         flags = " ".join(f"{k}={show(v)}" for k, v in overrides.items())
         lines += [f"  model      the {inherited}'s architecture, read when the run starts" + (f"; flags: {flags}" if flags else "")]

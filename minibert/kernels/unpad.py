@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .attention import attend
+from ..attention import attend
 
 ATTENTION_BUCKETS = 4  # length groups the padded backends pad separately
 
@@ -95,7 +95,7 @@ class TokenLayout:
         """Packed qkv [tokens, 3, heads, d] -> each token's attention output [tokens, heads, d],
         attending within its own sequence only."""
         if backend == "triton":  # the kernel reads packed tokens: no padding at all
-            from .kernels import flash_attention
+            from . import flash_attention
 
             return flash_attention(*qkv.unbind(1), self.cu_seqlens, self.max_seqlen, dropout_p=dropout_p)
         if not self.buckets:  # not one real token: nothing to attend to

@@ -28,7 +28,7 @@ from typing import Iterable
 import numpy as np
 import torch
 
-from .masking import IGNORE_INDEX
+from ..data.masking import IGNORE_INDEX
 
 MAX_FIT_TOKENS = 20_000_000  # counts from the first 20M training tokens: plenty for a baseline
 

@@ -1,6 +1,6 @@
 """The formats corpora come in, read as a stream: compressed text, Parquet, `datasets` folders.
 
-    NAME.txt / NAME.jsonl           plain (corpus.py reads them)
+    NAME.txt / NAME.jsonl           plain (documents.py reads them)
     ... + .gz .bz2 .xz              compressed, read with the standard library
     ... + .zst                      compressed, read with `zstandard` (pip install minibert[corpora])
     NAME.parquet                    a table; each row's text column is one document (pyarrow)

@@ -22,7 +22,7 @@ import sentencepiece as spm
 from ..operations.files import publish_file
 from ..tokenizers import SPECIAL_TOKENS, SentencePieceTokenizer
 from .cache import DEFAULT_DATA_DIR, fingerprint
-from .corpus import PathLike, corpus_files, read_documents
+from .documents import PathLike, corpus_files, read_documents
 from .fingerprint import corpus_key
 
 MODEL_TYPES = ("unigram", "bpe")

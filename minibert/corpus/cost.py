@@ -46,7 +46,7 @@ class CorpusCost:
             return (f"corpus: {size(self.text_bytes)} in {self.files} file(s), tokenized before: its arrays are in the cache")
         return (f"corpus: {size(self.text_bytes)} in {self.files} file(s), about {self.tokens / 1e6:.1f}M tokens; the token "
                 f"arrays and examples need about {size(self.disk_bytes)} of disk ({size(self.free_bytes)} free) and about "
-                f"{duration(self.seconds)} to build{self.tokenizer_part()} (estimates from WikiText-2's figures, minibert/data/cost.py)")
+                f"{duration(self.seconds)} to build{self.tokenizer_part()} (estimates from WikiText-2's figures, minibert/corpus/cost.py)")
 
     def tokenizer_part(self) -> str:
         if not self.tokenizer_sentences:

@@ -18,7 +18,7 @@ from typing import Callable
 from ..config import ACTIVATION_CHOICES, ATTENTION_CHOICES, NORM_CHOICES, POSITION_CHOICES, SHARE_CHOICES, ModelConfig
 from ..variants import CLASSIC, VARIANTS, with_layout
 from .errors import EXIT_USER_ERROR, USER_ERRORS, TrainingError
-from .settings import Settings, flag
+from ..training.settings import Settings, flag
 
 MODEL_HELP = {
     "vocab_size": "size of the SentencePiece vocabulary trained on the corpus",

@@ -3,7 +3,7 @@
 `build_pretraining_data` runs the whole pipeline of this package in order, reusing every
 step that was already done for the same inputs (see `cache.py`):
 
-    corpus files (or the default corpus)      corpus.py, default_corpus.py
+    corpus files (or the default corpus)      documents.py, default_corpus.py
       -> tokenizer, trained or reused          vocabulary.py
       -> flat token arrays on disk             storage.py
       -> examples of the chosen layout         examples.py (cut, then laid out as token ids)
@@ -28,15 +28,16 @@ from .baselines import NeighbourCounts
 from ..operations.files import publish_dir
 from .cache import DEFAULT_DATA_DIR, fingerprint
 from .cost import CorpusCost, corpus_cost
-from .corpus import PathLike, corpus_files, read_documents
+from .documents import PathLike, corpus_files, read_documents
 from .fingerprint import corpus_key, full_hash
-from .dataset import PretrainingBatches
+from ..data.dataset import PretrainingBatches
 from .default_corpus import default_corpus_path
-from .examples import LAYOUTS, Examples, write_examples
-from .masking import Masking, check_mask_options
+from ..data.examples import LAYOUTS, Examples
+from ..data.masking import Masking, check_mask_options
 from ..tokenizers import SentencePieceTokenizer, Tokenizer, has_tokenizer, load_tokenizer
 from .vocabulary import MAX_SENTENCES, MIN_VOCAB_SIZE, MODEL_TYPES, tokenizer_path, train_tokenizer
-from .static_masks import build_static_masks, StaticMasks
+from ..data.static_masks import StaticMasks
+from .stored_examples import build_static_masks, load_examples, open_static_masks, write_examples
 from .storage import FORMAT_VERSION, TokenStore, build_token_store
 
 MASKINGS = ("static", "dynamic")
@@ -45,7 +46,7 @@ STATIC_DUPE_FACTOR = 10  # BERT: the corpus stored 10 times, each copy with its 
 # accuracies of runs with different --mask-prob are measured on the same kind of task.
 EVAL_MASK_PROB = 0.15
 # The held-out batches are cut, masked and batched the same way whatever --seed and --batch-size
-# a run trains with, so that its curve can be held against another run's (training/report.py).
+# a run trains with, so that its curve can be held against another run's (runs/report.py).
 EVAL_SEED, EVAL_BATCH_SIZE = 0, 32
 PARALLEL_FROM_BYTES = 32 << 20  # below this, starting worker processes costs more than it saves
 EXAMPLES_VERSION = 3  # part of the examples' cache key: bump when their files change
@@ -95,7 +96,7 @@ def build_pretraining_data(
 ) -> PretrainingData:
     """Build (or reuse) everything between raw text and training batches.
 
-    paths            .txt/.jsonl files or folders (see `corpus.py`); None = the default
+    paths            .txt/.jsonl files or folders (see `documents.py`); None = the default
                      corpus built from CPython's own documentation.
     data_dir         cache folder for the default corpus, tokenizer, token arrays, masks.
     tokenizer_dir    a folder holding a tokenizer (`tokenizer.model` or `vocab.txt`) to use
@@ -116,7 +117,7 @@ def build_pretraining_data(
     text_field       the JSONL field or table column that holds the text.
     tokenizer_sentences   the sentences a trained tokenizer learns from (a seeded sample).
 
-    The run's values come from its `Settings` (training/run.py passes them all); this
+    The run's values come from its `Settings` (runs/run.py passes them all); this
     function keeps no defaults of its own for them.
 
     Returns PretrainingData(tokenizer, train, eval, store): `train` is an endless,
@@ -151,7 +152,7 @@ def build_pretraining_data(
     if masking == "static":
         directory = store.directory / f"masks-{fingerprint(settings, split, mask_prob, replace_probs, max_span, whole_word, dupe_factor)}"
         build = lambda d: build_static_masks(train_examples, train_masking, d, copies=dupe_factor, seed=seed)  # noqa: E731
-        static = _cached_dir(directory, build, lambda d: StaticMasks(d, store.tokens.dtype))
+        static = _cached_dir(directory, build, lambda d: open_static_masks(d, store.tokens.dtype))
     shard = dict(seed=seed, rank=rank, world_size=world_size)
     train = PretrainingBatches(train_examples, train_masking, batch_size=batch_size, static_masks=static, **shard)
     evaluation = None
@@ -236,7 +237,7 @@ def _examples(store: TokenStore, tokenizer: Tokenizer, documents: range, setting
     """The examples of these documents, cut and laid out once (cached beside the token arrays)."""
     directory = store.directory / f"examples-{fingerprint(settings, documents.start, documents.stop, EXAMPLES_VERSION)}"
     build = lambda d: write_examples(store, tokenizer, documents, settings, d, workers)  # noqa: E731
-    return _cached_dir(directory, build, Examples.load)
+    return _cached_dir(directory, build, load_examples)
 
 
 def _cached_dir(directory: Path, build, open_):

@@ -1,0 +1,15 @@
+"""Machinery: a pretraining run around the chapter's loop, from flags to a saved model.
+
+    cli.py         `python train.py`: the command line, generated from the settings dataclasses
+    run.py         a run from settings to a saved model, step by step
+    resolved.py    the start-up block: each value and the layer it came from
+    plan.py        --plan: a run's FLOPs and wall time, before it starts
+    phases.py      --stop-at and --continue-from: a recipe in two phases
+    init_from.py   --init: a run that starts from a saved model
+    levers.py      --compile and --checkpoint-activations, switched on once before the loop
+    metrics.py     OUT/metrics.jsonl
+    report.py      what a run prints about itself, and its checks against the default band
+    curves.py      training curves drawn from metrics.jsonl
+    tensorboard.py --report-to tensorboard
+    errors.py      one-line errors
+"""
