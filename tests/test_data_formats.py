@@ -9,6 +9,7 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from minibert.corpus import fingerprint
 from minibert.corpus import stored_examples
@@ -99,6 +100,51 @@ def test_bad_files_are_one_line_and_leave_nothing_built(formats, tmp_path, capsy
     (saved / "data-00001-of-00002.arrow").unlink()
     with pytest.raises(ValueError, match="lacks its data file.*save_to_disk"):
         corpus_files(saved)
+
+
+COMPRESS = {".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress,
+            ".zst": lambda data: zstandard.ZstdCompressor().compress(data)}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(compression=st.sampled_from(sorted(COMPRESS)), kept=st.floats(0.0, 1.0, exclude_max=True))
+def test_a_compressed_file_cut_short_is_refused(formats, compression, kept):
+    """However much of a compressed corpus an interrupted download kept, reading it fails in
+    one line naming the file, never with the part it could read."""
+    corpus, folder, _ = formats
+    data = COMPRESS[compression](corpus.read_bytes())
+    cut = folder.parent / f"cut.txt{compression}"
+    cut.write_bytes(data[: max(1, int(kept * len(data)))])
+    with pytest.raises(ValueError, match=f"{cut.name} is truncated or damaged.*download"):
+        list(read_documents(cut))
+
+
+def test_a_damaged_gzip_stream_is_one_line(formats):
+    corpus, folder, _ = formats
+    data = bytearray(gzip.compress(corpus.read_bytes()))
+    data[10] = 0xFF  # the first deflate block's header: a reserved block type (zlib.error)
+    (folder / "a.txt.gz").write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="a.txt.gz is truncated or damaged"):
+        list(read_documents(folder / "a.txt.gz"))
+
+
+def test_a_truncated_zst_trains_only_once_downloaded_whole(formats, tmp_path, capsys):
+    """A .zst cut short is one line and leaves the cache empty; the whole file then trains there.
+    Its text is in two frames (as pzstd writes) and the cut falls in the second: the first
+    alone reads as a smaller corpus."""
+    corpus, _, _ = formats
+    text = corpus.read_bytes()
+    first, second = (COMPRESS[".zst"](part) for part in (text[: len(text) // 2], text[len(text) // 2:]))
+    download = tmp_path / "download.txt.zst"
+    download.write_bytes(first + second[: len(second) // 2])
+    args = tiny_args("bert", download, tmp_path / "cache", tmp_path / "out", 2, "--eval-every", "2")
+    assert train_main(args) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"train.py: error: corpus file {download} is truncated or damaged (EOFError: the file ends inside a zstd frame); "
+        f"download or compress it again, or leave it out"]
+    assert not list((tmp_path / "cache").iterdir())  # nothing half-built, not even a temporary file
+    download.write_bytes(first + second)
+    assert train_main(args) == 0
 
 
 def test_the_key_samples_large_files_and_is_computed_once(tmp_path, monkeypatch):

@@ -4,6 +4,7 @@ TensorBoard, and the recipes with their plans."""
 
 from __future__ import annotations
 
+import importlib.machinery
 import json
 import math
 import sys
@@ -200,6 +201,21 @@ def test_tensorboard_gets_every_metrics_record(corpus, tmp_path):
     for name in ("loss", "lr", "eval_mlm_accuracy", "tokens_per_s"):
         logged = {r["step"]: r[name] for r in records if name in r}
         assert logged and {e.step: e.value for e in events.Scalars(name)} == pytest.approx(logged, rel=1e-6), name
+
+
+@pytest.mark.parametrize("installed", ["none", "too old"])
+def test_tensorboard_missing_is_one_line_before_out(installed, corpus, tmp_path, monkeypatch, capsys):
+    """Without a TensorBoard torch can use, --report-to tensorboard names the extra to install,
+    before the data is built or OUT is claimed."""
+    old = type(sys)("tensorboard")  # found, but without __version__: torch's writer refuses it
+    old.__spec__ = importlib.machinery.ModuleSpec("tensorboard", None)
+    monkeypatch.setitem(sys.modules, "tensorboard", None if installed == "none" else old)
+    monkeypatch.delitem(sys.modules, "torch.utils.tensorboard", raising=False)  # imported afresh
+    text, cache = corpus
+    out = tmp_path / "out"
+    assert main(tiny_args("albert", text, cache, out, 2, "--report-to", "tensorboard")) == 2
+    error = capsys.readouterr().err.splitlines()
+    assert len(error) == 1 and error[0].endswith("pip install 'minibert[tensorboard]'") and not out.exists()
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda path: path.stem)

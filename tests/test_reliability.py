@@ -18,6 +18,7 @@ from safetensors.torch import load_file, save_file
 from minibert.objectives.pretrainer import Pretrainer
 from minibert.runs.cli import main
 from minibert.operations.outdir import OutputDir
+from minibert.runs.metrics import MetricsLog
 from tiny_run import REPO, run_cli, tiny_args, write_corpus
 
 
@@ -226,3 +227,59 @@ def test_a_real_process_exits_2_without_traceback_and_debug_shows_it(corpus, tmp
         assert len(result.stderr.strip().splitlines()) == 1
     result = run_cli(args_for(corpus, tmp_path / "out") + ["--steps", "0", "--debug"])
     assert "Traceback" in result.stderr
+
+
+# Workers for a tiny corpus, one document per chunk, each held at work (and saying so) until the
+# test presses Ctrl-C: the moment a user would, in the middle of a long corpus build.
+HELD_WORKERS = """
+import os, sys, time
+from minibert.corpus import storage
+in_workers, tokenize, busy = storage.in_workers, storage._tokenize_chunk, sys.argv.pop(1)
+storage.CHUNK_CHARACTERS = 1
+storage.in_workers = lambda function, job, items, workers: in_workers(function, job, items, 2)
+def held(tokenizer, chunk):
+    open(os.path.join(busy, str(os.getpid())), "w").close()
+    time.sleep(60)
+    return tokenize(tokenizer, chunk)
+storage._tokenize_chunk = held
+from minibert.runs.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform != "linux", reason="the workers are forked, so the held tokenizer reaches them")
+def test_ctrl_c_during_a_corpus_build_is_one_true_line(tmp_path):
+    """Ctrl-C while the corpus is tokenized in worker processes: the one line, no worker's
+    traceback, and its advice is the same command (nothing was trained to --resume); nothing
+    half-built is left in the cache."""
+    corpus, cache, busy = write_corpus(tmp_path / "animals.txt"), tmp_path / "cache", tmp_path / "busy"
+    busy.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen([sys.executable, "-c", HELD_WORKERS, str(busy), *tiny_args("albert", corpus, cache, tmp_path / "out")],
+                               cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)  # its own process group, as a terminal's command is
+    deadline = time.time() + 120
+    while len(list(busy.iterdir())) < 2 and process.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert process.poll() is None, process.communicate()[1]  # still building, its workers at work
+    os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C does: every process of the group gets it
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130 and "Traceback" not in err
+    assert err.splitlines() == ["train.py: interrupted before the run saved a checkpoint; run the same command again"]
+    assert not [p.name for p in cache.iterdir() if not p.name.startswith("spm-")]  # the vocabulary alone is whole
+
+
+def test_ctrl_c_after_a_checkpoint_says_resume(corpus, tmp_path, monkeypatch, capsys):
+    """Once the run has saved a checkpoint, the line after Ctrl-C says --resume."""
+    write = MetricsLog.write
+
+    def pressed_at_step_5(log, record):
+        if record["step"] >= 5:  # checkpoints at steps 2 and 4 are saved
+            raise KeyboardInterrupt
+        write(log, record)
+
+    monkeypatch.setattr(MetricsLog, "write", pressed_at_step_5)
+    out = tmp_path / "out"
+    assert main(args_for(corpus, out)) == 130
+    assert capsys.readouterr().err.splitlines()[-1] == "train.py: interrupted; continue with the same command plus --resume"

@@ -24,7 +24,6 @@ corpus of any size streams through without ever being held in memory.
 
 from __future__ import annotations
 
-import io
 import re
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence, Union
@@ -161,7 +160,7 @@ def _raw_lines(path: Path, f, compression: str | None) -> Iterator[bytes]:
     if compression is None:
         yield from f
         return
-    lines = iter(io.BufferedReader(f) if compression == ".zst" else f)
+    lines = iter(f)
     while True:
         try:
             raw = next(lines)

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import io
 import json
 import lzma
+import zlib
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
@@ -28,6 +30,7 @@ TABLE_KINDS = (".parquet", ".arrow")
 COMPRESSIONS = (".gz", ".bz2", ".xz", ".zst")
 EXTRA = "pip install 'minibert[corpora]' (or pyarrow and zstandard)"
 ROWS_PER_BATCH = 1024
+ZSTD_READ_BYTES = 1 << 16  # compressed bytes read at a time from a .zst file
 
 
 def corpus_kind(path: Path) -> tuple[str, str | None] | None:
@@ -59,7 +62,7 @@ def datasets_files(folder: Path) -> list[Path]:
 
 
 def open_binary(path: Path, compression: str | None) -> BinaryIO:
-    """The file's bytes, decompressed."""
+    """The file's bytes, decompressed; a compressed file that ends early raises EOFError."""
     if compression is None:
         return open(path, "rb")
     if compression == ".zst":
@@ -67,8 +70,53 @@ def open_binary(path: Path, compression: str | None) -> BinaryIO:
             import zstandard
         except ImportError:
             raise ValueError(f"corpus file {path} is zstd-compressed and zstandard is not installed; {EXTRA}") from None
-        return zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), closefd=True, read_across_frames=True)
+        return io.BufferedReader(ZstdFrames(path, zstandard.ZstdDecompressor()))
     return {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}[compression](path, "rb")
+
+
+class ZstdFrames(io.RawIOBase):
+    """A .zst file's bytes, frame after frame, raising EOFError where the file ends inside a frame.
+
+    gzip, bz2 and lzma refuse a file cut short; zstandard's own stream reader stops at the cut
+    without a word, so a download cut short would train as a smaller corpus. Each frame knows
+    where it ends (`eof`), so a file that stops before its last frame ends is caught here.
+    """
+
+    def __init__(self, path: Path, decompressor):
+        self._file, self._decompressor = open(path, "rb"), decompressor
+        self._frame = None  # the decompressor of the frame being read; None between frames
+        self._out, self._at = b"", 0  # decompressed bytes not yet read, and how far they were read
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while self._at == len(self._out):
+            data = self._file.read(ZSTD_READ_BYTES)
+            if not data:
+                if self._frame is not None:
+                    raise EOFError("the file ends inside a zstd frame")
+                return 0
+            self._out, self._at = self._decompress(data), 0
+        n = min(len(buffer), len(self._out) - self._at)
+        buffer[:n] = self._out[self._at : self._at + n]
+        self._at += n
+        return n
+
+    def _decompress(self, data: bytes) -> bytes:
+        out = []
+        while data:
+            if self._frame is None:
+                self._frame = self._decompressor.decompressobj()
+            out.append(self._frame.decompress(data))
+            data = b""
+            if self._frame.eof:  # the frame is whole; what follows it starts the next one
+                data, self._frame = self._frame.unused_data, None
+        return b"".join(out)
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
 
 
 def damaged(path: Path, error: BaseException) -> ValueError:
@@ -78,7 +126,7 @@ def damaged(path: Path, error: BaseException) -> ValueError:
 
 
 def decompression_errors() -> tuple[type[BaseException], ...]:
-    errors: list[type[BaseException]] = [EOFError, OSError, lzma.LZMAError, gzip.BadGzipFile]
+    errors: list[type[BaseException]] = [EOFError, OSError, lzma.LZMAError, gzip.BadGzipFile, zlib.error]
     try:
         import zstandard
         errors.append(zstandard.ZstdError)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import signal
 import sys
 from collections import deque
 from pathlib import Path
@@ -184,8 +185,11 @@ _worker_job: tuple | None = None
 
 
 def _set_worker_job(function: Callable, job) -> None:
+    """A worker's start. Ctrl-C reaches the whole process group: the main process alone answers
+    it (leaving the pool ends the workers), so the user reads its one line, not each worker's traceback."""
     global _worker_job
     _worker_job = (function, job)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _run_in_worker(item):

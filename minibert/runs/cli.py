@@ -12,7 +12,9 @@ import argparse
 import dataclasses
 import re
 import sys
+import time
 from collections import Counter
+from pathlib import Path
 from typing import Callable
 
 from ..config import ACTIVATION_CHOICES, ATTENTION_CHOICES, NORM_CHOICES, POSITION_CHOICES, SHARE_CHOICES, ModelConfig
@@ -169,13 +171,28 @@ def report_errors(prog: str, argv: list[str], command: Callable[[], object]) -> 
     return 0
 
 
+def interrupted(out: Path | None, started: float) -> str:
+    """What to do after Ctrl-C, true at that moment: --resume only once this run has saved a
+    checkpoint (one written since the command started). Before that (the corpus still building,
+    say) there is nothing of this run's to resume: the same command starts it again, and reuses
+    what the cache holds whole (a half-built step is never published there)."""
+    from ..operations.checkpoint import Checkpoints
+
+    newest = Checkpoints(out / "checkpoints").steps()[:1] if out else []
+    if newest and newest[0].stat().st_mtime >= started:
+        return "interrupted; continue with the same command plus --resume"
+    return "interrupted before the run saved a checkpoint; run the same command again"
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    started, out = time.time(), []  # out: the run's OUT, once the flags are parsed
 
     def run() -> None:
-        from .run import pretrain, print_config, print_plan  # after parsing: `--help` and typos need no data or torch setup
+        from .run import pretrain, print_config, print_plan, with_default_out  # after parsing: `--help` and typos need no data or torch setup
 
         settings, overrides, flags = parse(argv)
+        out.append(Path(with_default_out(settings).out))
         if flags["print_config"]:
             return print_config(settings, overrides)
         if flags["plan"]:
@@ -185,5 +202,5 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return report_errors("train.py", argv, run)
     except KeyboardInterrupt:
-        print("train.py: interrupted; continue with the same command plus --resume", file=sys.stderr)
+        print(f"train.py: {interrupted(out[0] if out else None, started)}", file=sys.stderr)
         return 130

@@ -12,6 +12,17 @@ from pathlib import Path
 
 from .metrics import MetricsLog
 
+EXTRA = "pip install 'minibert[tensorboard]'"
+
+
+def check_installed() -> None:
+    """--report-to tensorboard needs a TensorBoard that torch's writer can use: said in one line
+    while the flags are checked, before the data is built or OUT is claimed."""
+    try:
+        import torch.utils.tensorboard  # noqa: F401  (it imports tensorboard and checks its version)
+    except ImportError as error:
+        raise ValueError(f"--report-to tensorboard needs TensorBoard, which cannot be imported ({error}); {EXTRA}") from None
+
 
 class TensorBoardLog:
     """A MetricsLog that also writes each record to TensorBoard."""

@@ -20,7 +20,6 @@ No library function below keeps a default of its own for these values: they are 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import re
 from dataclasses import dataclass, field
 
@@ -29,6 +28,7 @@ from ..data.masking import check_replace_probs
 from ..corpus.pipeline import MASKINGS, STATIC_DUPE_FACTOR
 from ..objectives.rtd import RTD_TOKENS
 from ..operations.precision import PRECISIONS
+from ..runs import tensorboard
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 # Settings that say how a run is carried out, not what it computes: they may change between a run
@@ -178,8 +178,8 @@ class Settings:
 
 
     def check_at_scale(self) -> None:
-        if self.report_to == "tensorboard" and importlib.util.find_spec("tensorboard") is None:
-            raise ValueError("--report-to tensorboard needs the tensorboard package: pip install tensorboard")
+        if self.report_to == "tensorboard":
+            tensorboard.check_installed()
         for name, choices in (("schedule", SCHEDULES), ("optimizer", OPTIMIZERS), ("report_to", REPORT_TO), ("plan_for", PLAN_FOR)):
             if getattr(self, name) not in choices:
                 raise ValueError(f"--{flag(name)} must be one of {', '.join(choices)}; got {getattr(self, name)!r}")
