@@ -19,6 +19,7 @@ first sub-token). OUT receives
     tasks.py         the task files: columns, labels, train/dev (tagged.py: a tag per word)
     cli.py           the command line, and the table of a --tasks run
     job.py           one task: data, the model, the training loop, predictions, outputs
+    layer_decay.py   --layer-decay: each layer below the top at a lower lr (ELECTRA's fine-tuning)
     scores.py        accuracy, F1, MCC; Pearson, Spearman; entity F1
     checkpoint.py    the fine-tuned model on disk
     teacher.py       --teacher: a fine-tuned teacher and its outputs on the training rows

@@ -62,6 +62,9 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     length.add_argument("--epochs", type=float, metavar="E", help=f"passes over the training set (default {DEFAULT_EPOCHS:g})")
     parser.add_argument("--batch-size", type=int, metavar="B", help=f"examples per step (default {DEFAULT_BATCH_SIZE}; --glue: the task's)")
     parser.add_argument("--lr", type=float, help=f"peak learning rate of AdamW (default {DEFAULT_LR:g}; --glue: the task's)")
+    parser.add_argument("--layer-decay", type=float, metavar="D",
+                        help="layer-wise lr decay: each encoder layer below the top at D times the lr of the one above, "
+                             "the embeddings lowest (default: none)")
     parser.add_argument("--warmup", type=float, default=0.1, metavar="FRACTION", help="linear warm-up as a fraction of the steps (default 0.1)")
     parser.add_argument("--weight-decay", type=float, default=0.01, metavar="DECAY",
                         help="AdamW weight decay, never on biases or LayerNorm (default 0.01)")
@@ -152,6 +155,8 @@ def check_args(args: argparse.Namespace) -> None:
         raise ValueError(f"--warmup is a fraction of the steps, between 0 and 1; got {args.warmup}")
     if args.weight_decay < 0:
         raise ValueError(f"--weight-decay must not be negative, got {args.weight_decay}")
+    if args.layer_decay is not None and not 0.0 < args.layer_decay <= 1.0:
+        raise ValueError(f"--layer-decay is the factor from one layer's lr to the next one down, in (0, 1]; got {args.layer_decay}")
     if args.dropout is not None and not 0.0 <= args.dropout < 1.0:
         raise ValueError(f"--dropout is a probability in [0, 1), got {args.dropout}")
     check_distillation(args)
