@@ -1,5 +1,5 @@
 """GLUE's recipe follows the model's size; layer-wise lr decay; a choice made on training rows, never
-on dev; the untrained twin; pretrained minus untrained in one command.
+on dev; the untrained twin; pretrained minus untrained in one command; GLUE's training text alone.
 
 Tiny models and a few rows written here (test_glue.py's layouts); nothing needs ../shared.
 """
@@ -15,9 +15,10 @@ import pytest
 import torch
 
 from minibert import Encoder, ModelConfig, save_pretrained
+from minibert.data.corpus import read_documents
 from minibert.finetune import job, main
 from minibert.finetune.cli import build_parser
-from minibert.finetune.glue import GLUE_TASKS, Side, choose_lr
+from minibert.finetune.glue import GLUE_TASKS, Side, choose_lr, training_text
 from minibert.finetune.job import TaskLoss, load_backbone
 from minibert.finetune.layer_decay import layer_lr_scales
 from minibert.finetune.recipes import GRID_LRS, choose, recipe_for
@@ -34,7 +35,7 @@ from minibert.training.settings import Settings
 from minibert.variants import VARIANTS, build_pretrainer
 
 from test_finetune import TINY, VOCAB
-from test_glue import layout, seed_of
+from test_glue import layout, seed_of, write_glue
 
 STEPS = ["--steps", "1", "--batch-size", "8", "--device", "cpu"]
 
@@ -280,3 +281,39 @@ def test_the_t_quantile_is_students():
     known = {1: 12.706205, 2: 4.302653, 10: 2.228139, 30: 2.042272, 31: 2.039513, 40: 2.021075, 60: 2.000298,
              120: 1.979930, 1000: 1.962339}  # scipy.stats.t.ppf(0.975, df)
     assert all(t975(df) == pytest.approx(value, rel=1e-4) for df, value in known.items())
+
+
+# --- GLUE's training text, for pretraining ----------------------------------------------------------------
+
+
+def test_the_training_text_holds_every_training_text_and_no_dev_or_test_text(tmp_path, capsys):
+    glue = write_glue(tmp_path / "glue", n_train=6, n_dev=3, n_test=3)
+    planted = set()
+    for name, task in GLUE_TASKS.items():  # a unique sentence in every dev and test file, in the first row's first text
+        for file, split in [(task.dev, "dev"), *([(task.mismatched, "dev")] if task.mismatched else []),
+                            *((test, "test") for test, _ in task.tests)]:
+            path, marker = glue / name / file, f"marker {name} {file} zebra"
+            first_text = layout(name, split, 3, seed=seed_of(file))[1][0][0]
+            lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+            row = next(i for i, line in enumerate(lines) if first_text in line.rstrip("\n").split("\t"))
+            lines[row] = "\t".join(f"{cell} {marker}" if cell == first_text else cell for cell in lines[row].rstrip("\n").split("\t")) + "\n"
+            path.write_text("".join(lines), encoding="utf-8")
+            columns = task.columns if split == "dev" else task.columns._replace(names=None)
+            assert marker in " ".join(read_task(path, labelled=split == "dev", columns=columns).texts)  # a reader would see it
+            planted.add(marker)
+    documents = list(training_text(glue))
+    texts = [text for document in documents for text in document]
+    expected = []
+    for name, task in GLUE_TASKS.items():
+        train = read_task(glue / name / "train.tsv", columns=task.columns)
+        expected += [text for i, a in enumerate(train.texts) for text in [a, *([] if train.pairs is None else [train.pairs[i]])]]
+    assert texts == expected and len(documents) == 6 * len(GLUE_TASKS)  # one document per training row, in order
+    assert not any(marker in text for marker in planted for text in texts)
+    assert not any(label in texts for label in ("entailment", "not_entailment", "4.500", "0", "1"))
+
+    path = tmp_path / "glue-train.txt"
+    assert main(["--glue", str(glue), "--write-training-text", str(path)]) == 0
+    assert f"{len(documents)} documents" in capsys.readouterr().out
+    written = path.read_text(encoding="utf-8")
+    assert not any(marker in written for marker in planted)
+    assert [text for document in read_documents([path]) for text in document] == texts  # the corpus reader's view

@@ -4,6 +4,7 @@
     python train.py finetune --init DIR --tasks data/sst2 data/rte data/stsb --out OUT
     python train.py finetune --init DIR --glue glue_data --seeds 0 1 2 --out OUT      (glue.py)
     python train.py finetune --init DIR --glue glue_data --against-untrained --out OUT
+    python train.py finetune --glue glue_data --write-training-text glue-train.txt
 
 A task folder holds one train.* and one dev.* file (.tsv, .csv, .jsonl or .conll: GLUE's layout).
 With --tasks every folder is fine-tuned from the same checkpoint into OUT/<folder name>,
@@ -23,7 +24,7 @@ from ..operations.distributed import Distributed
 from ..operations.precision import PRECISIONS, Precision
 from ..training.settings import DEVICES
 from .checkpoint import check_out
-from .glue import GLUE_TASKS, run_glue
+from .glue import GLUE_TASKS, run_glue, write_training_text
 from .recipes import RECIPES
 from .job import DEFAULT_ALPHA, DEFAULT_EPOCHS, DEFAULT_MAX_LEN, DEFAULT_TEMPERATURE, TASKS, TaskFiles, finetune, load_backbone
 
@@ -57,6 +58,9 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser.add_argument("--against-untrained", action="store_true",
                         help="with --glue: also fine-tune the untrained twin of each --init (same config, tokenizer and "
                              "initialisation seed, no training) into OUT/untrained/ and print pretrained - untrained")
+    parser.add_argument("--write-training-text", metavar="FILE.txt",
+                        help="with --glue: write the training text of its tasks (train.tsv only, labels dropped) as a "
+                             "pretraining corpus, one document per row, and stop (no --init or --out needed)")
     parser.add_argument("--seeds", nargs="+", type=int, metavar="S",
                         help="with --glue: fine-tune each task once per seed and report each metric's median and range "
                              "(default: --seed alone)")
@@ -129,6 +133,8 @@ def run(args: argparse.Namespace) -> list[dict] | dict:
     """Every task of the command, one after another from the same checkpoint; their eval.json
     contents (--glue: glue.json's)."""
     check_args(args)
+    if args.write_training_text:
+        return write_training_text(args.glue, args.write_training_text, args.glue_tasks, args.max_train_examples)
     device = Distributed().device(args.device)
     amp = Precision.of(args.precision, device)  # a device or format that cannot work fails now
     if args.glue:
@@ -149,7 +155,9 @@ def run(args: argparse.Namespace) -> list[dict] | dict:
 
 def check_args(args: argparse.Namespace) -> None:
     """Fail before anything is loaded on values that cannot work."""
-    missing = [flag for flag in ("init", "out") if getattr(args, flag) is None]
+    if args.write_training_text and not args.glue:
+        raise ValueError("--write-training-text writes the training text of GLUE's tasks; add --glue GLUE_DIR")
+    missing = [flag for flag in ("init", "out") if getattr(args, flag) is None and not args.write_training_text]
     if missing:
         raise ValueError(f"the following arguments are required: {', '.join('--' + flag for flag in missing)}")
     if args.init and len(args.init) > 1 and not args.glue:

@@ -3,6 +3,7 @@
     python train.py finetune --init DIR --glue GLUE_DIR --seeds 0 1 2 --out OUT
     python train.py finetune --init DIR --glue GLUE_DIR --against-untrained --out OUT   # and the untrained twin
     python train.py finetune --init DIR1 DIR2 DIR3 --glue GLUE_DIR --against-untrained --out OUT  # pretraining seeds
+    python train.py finetune --glue GLUE_DIR --write-training-text FILE.txt   # a pretraining corpus: train text only
 
 GLUE_DIR is laid out as GLUE's download script leaves it (GLUE_DIR/<task>/train.tsv, dev.tsv,
 test.tsv; MNLI's dev_matched/dev_mismatched and test_matched/test_mismatched; the diagnostic
@@ -424,3 +425,39 @@ def write_submission(found: list[GlueTask], results: dict, glue_dir: Path, out: 
         print(f"{len(written)} submission files in {out / SUBMISSION}: {', '.join(written)}", flush=True)
     return written
 
+
+def training_text(glue_dir: str | Path, tasks: list[str] | None = None, max_rows: int | None = None) -> Iterator[list[str]]:
+    """The TRAINING text of GLUE's tasks, labels dropped: one document per training row (its text,
+    and its pair's second text), task by task. Only each task's train.tsv is opened: no dev,
+    test or diagnostic text ever enters it. `max_rows`: the seeded subsample a --max-train-examples
+    sweep trains on (`TaskData.subsample`), the same rows."""
+    glue_dir = Path(glue_dir)
+    for task in (GLUE_TASKS[name] for name in task_names(tasks)):
+        train = glue_dir / task.name / "train.tsv"
+        if not train.is_file():
+            continue
+        data = read_task(train, labelled=False, columns=task.columns).subsample(max_rows)
+        for i, text in enumerate(data.texts):
+            document = [text.strip(), *([] if data.pairs is None else [data.pairs[i].strip()])]
+            if any(document):
+                yield [part for part in document if part]
+
+
+def write_training_text(glue_dir: str | Path, path: str | Path, tasks: list[str] | None = None,
+                        max_rows: int | None = None) -> dict:
+    """`training_text` as a pretraining corpus (.txt: one text per line, a blank line after each
+    document, as data/corpus.py reads it); one line says what it holds."""
+    glue_dir, path = Path(glue_dir), Path(path)
+    if path.suffix != ".txt":
+        raise ValueError(f"--write-training-text {path}: name a .txt file (one text per line, documents separated by blank lines)")
+    if not glue_dir.is_dir():
+        raise NotADirectoryError(f"--glue {glue_dir} is not a folder; pass the folder GLUE's download script fills")
+    names = [name for name in task_names(tasks) if (glue_dir / name / "train.tsv").is_file()]
+    if not names:
+        raise FileNotFoundError(f"--glue {glue_dir} holds no <task>/train.tsv of {', '.join(task_names(tasks))}")
+    documents = list(training_text(glue_dir, names, max_rows))
+    write_atomic(path, "".join("".join(f"{line}\n" for line in document) + "\n" for document in documents))
+    texts = sum(map(len, documents))
+    print(f"{len(documents)} documents ({texts} texts, labels dropped) from the train.tsv of {', '.join(names)} in {path}; "
+          f"no dev or test file read", flush=True)
+    return {"documents": len(documents), "texts": texts, "tasks": names, "path": str(path)}
