@@ -26,8 +26,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from minibert.finetune import classification_metrics, main as finetune  # noqa: E402
-from minibert.finetune.glue import BERT_RECIPE, GLUE_TASKS  # noqa: E402
+from minibert.finetune.glue import GLUE_TASKS  # noqa: E402
 from minibert.finetune.job import CLIP, DEFAULT_MAX_LEN, shuffled_batches  # noqa: E402
+from minibert.finetune.recipes import BERT_RECIPE  # noqa: E402
 from minibert.finetune.tasks import LabelMap, read_task  # noqa: E402
 
 TASKS = ("SST-2", "MRPC")
@@ -96,7 +97,7 @@ def main() -> int:
     rows, result = [], {}
     for task in TASKS:
         out = args.out / "minibert" / task
-        code = finetune(["--init", str(init), "--glue", str(args.glue), "--glue-tasks", task, "--seeds", *map(str, args.seeds),
+        code = finetune(["--init", str(init), "--glue", str(args.glue), "--glue-tasks", task, "--glue-recipe", "bert", "--seeds", *map(str, args.seeds),
                          "--epochs", str(args.epochs), "--out", str(out), "--device", "cpu", "--overwrite",
                          *(["--max-train-examples", str(budget[task])] if budget[task] else [])])
         if code:

@@ -19,6 +19,10 @@ first sub-token). OUT receives
     tasks.py         the task files: columns, labels, train/dev (tagged.py: a tag per word)
     cli.py           the command line, and the table of a --tasks run
     job.py           one task: data, the model, the training loop, predictions, outputs
+    glue.py          --glue: GLUE's tasks by name, seeds, the two averages, submission files
+    recipes.py       --glue-recipe: ELECTRA's by width, BERT's, or an lr grid chosen on held-out training rows
+    twin.py          --against-untrained: the untrained twin and what pretraining gains over it
+    layer_decay.py   --layer-decay: each layer below the top at a lower lr (ELECTRA's fine-tuning)
     scores.py        accuracy, F1, MCC; Pearson, Spearman; entity F1
     checkpoint.py    the fine-tuned model on disk
     teacher.py       --teacher: a fine-tuned teacher and its outputs on the training rows

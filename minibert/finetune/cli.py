@@ -3,6 +3,8 @@
     python train.py finetune --init DIR --train train.tsv --dev dev.tsv --out OUT
     python train.py finetune --init DIR --tasks data/sst2 data/rte data/stsb --out OUT
     python train.py finetune --init DIR --glue glue_data --seeds 0 1 2 --out OUT      (glue.py)
+    python train.py finetune --init DIR --glue glue_data --against-untrained --out OUT
+    python train.py finetune --glue glue_data --write-training-text glue-train.txt
 
 A task folder holds one train.* and one dev.* file (.tsv, .csv, .jsonl or .conll: GLUE's layout).
 With --tasks every folder is fine-tuned from the same checkpoint into OUT/<folder name>,
@@ -22,18 +24,21 @@ from ..operations.distributed import Distributed
 from ..operations.precision import PRECISIONS, Precision
 from ..training.settings import DEVICES
 from .checkpoint import check_out
-from .glue import GLUE_TASKS, run_glue
+from .glue import GLUE_TASKS, run_glue, write_training_text
+from .recipes import RECIPES
 from .job import DEFAULT_ALPHA, DEFAULT_EPOCHS, DEFAULT_MAX_LEN, DEFAULT_TEMPERATURE, TASKS, TaskFiles, finetune, load_backbone
 
 PROG = "python -m minibert.finetune"
 TABLE = ("accuracy", "f1", "mcc", "pearson", "spearman")  # the score columns of the --tasks table
 FORMATS = sorted({*tasks.FORMATS, *tagged.FORMATS})  # what a task folder's train.* and dev.* may be
-DEFAULT_BATCH_SIZE, DEFAULT_LR = 32, 2e-5  # BERT's; --glue takes each task's recipe instead (glue.py)
+DEFAULT_BATCH_SIZE, DEFAULT_LR, DEFAULT_WEIGHT_DECAY = 32, 2e-5, 0.01  # BERT's; --glue takes its recipe's (recipes.py)
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser = Parser(prog=prog, description="Fine-tune a pretrained encoder for classification, regression or tagging.")
-    parser.add_argument("--init", required=True, metavar="DIR", help="minibert checkpoint or Hugging Face BERT-family directory")
+    parser.add_argument("--init", nargs="+", metavar="DIR",
+                        help="minibert checkpoint or Hugging Face BERT-family directory (required; --glue takes several, "
+                             "e.g. one per pretraining seed, each into OUT/<folder name>)")
     parser.add_argument("--train", metavar="FILE", help="training examples: .tsv (GLUE), .csv or .jsonl; tagged words: .conll or .jsonl")
     parser.add_argument("--dev", metavar="FILE", help="held-out examples in the same format, labels from the training set")
     parser.add_argument("--tasks", nargs="+", metavar="DIR",
@@ -45,6 +50,17 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                              "metrics and recipe, into OUT/<task>/seed-<n>; prints GLUE's table, writes OUT/glue.json "
                              "and OUT/submission/")
     parser.add_argument("--glue-tasks", nargs="+", metavar="TASK", help=f"with --glue: only these ({', '.join(GLUE_TASKS)})")
+    parser.add_argument("--glue-recipe", choices=RECIPES, metavar="{" + ",".join(RECIPES) + "}",
+                        help="with --glue: electra = lr and layer-wise lr decay by the encoder's width, as ELECTRA's "
+                             "appendix (H < 768: Small's lr 3e-4, 768: 1e-4, 1024: 5e-5); bert = BERT-base's lr 2e-5; "
+                             "grid = lr chosen per task from 3e-4, 1e-4, 5e-5, 3e-5 on held-out training rows "
+                             "(Turc et al. 2019), never on dev (default electra)")
+    parser.add_argument("--against-untrained", action="store_true",
+                        help="with --glue: also fine-tune the untrained twin of each --init (same config, tokenizer and "
+                             "initialisation seed, no training) into OUT/untrained/ and print pretrained - untrained")
+    parser.add_argument("--write-training-text", metavar="FILE.txt",
+                        help="with --glue: write the training text of its tasks (train.tsv only, labels dropped) as a "
+                             "pretraining corpus, one document per row, and stop (no --init or --out needed)")
     parser.add_argument("--seeds", nargs="+", type=int, metavar="S",
                         help="with --glue: fine-tune each task once per seed and report each metric's median and range "
                              "(default: --seed alone)")
@@ -53,7 +69,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser.add_argument("--text-columns", nargs="+", metavar="COLUMN",
                         help="the text column, or the two of a pair, when a file's are not sentence/sentence1 "
                              "sentence2/text (a column left unread must be an id or genre; any other is refused); --transfer files too")
-    parser.add_argument("--out", required=True, metavar="DIR", help="output directory for the model, eval.json and predictions.tsv")
+    parser.add_argument("--out", metavar="DIR", help="output directory for the model, eval.json and predictions.tsv (required)")
     parser.add_argument("--task", choices=("auto", *TASKS), default="auto",
                         help="auto = tokens for .conll files and JSONL with \"tokens\"; regression when the training "
                              "labels are numbers with fractions (STS-B); else classification (default auto)")
@@ -61,10 +77,13 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     length.add_argument("--steps", type=int, metavar="N", help="optimizer steps")
     length.add_argument("--epochs", type=float, metavar="E", help=f"passes over the training set (default {DEFAULT_EPOCHS:g})")
     parser.add_argument("--batch-size", type=int, metavar="B", help=f"examples per step (default {DEFAULT_BATCH_SIZE}; --glue: the task's)")
-    parser.add_argument("--lr", type=float, help=f"peak learning rate of AdamW (default {DEFAULT_LR:g}; --glue: the task's)")
+    parser.add_argument("--lr", type=float, help=f"peak learning rate of AdamW (default {DEFAULT_LR:g}; --glue: the recipe's)")
+    parser.add_argument("--layer-decay", type=float, metavar="D",
+                        help="layer-wise lr decay: each encoder layer below the top at D times the lr of the one above, "
+                             "the embeddings lowest (default: none; --glue: the recipe's)")
     parser.add_argument("--warmup", type=float, default=0.1, metavar="FRACTION", help="linear warm-up as a fraction of the steps (default 0.1)")
-    parser.add_argument("--weight-decay", type=float, default=0.01, metavar="DECAY",
-                        help="AdamW weight decay, never on biases or LayerNorm (default 0.01)")
+    parser.add_argument("--weight-decay", type=float, metavar="DECAY",
+                        help=f"AdamW weight decay, never on biases or LayerNorm (default {DEFAULT_WEIGHT_DECAY:g}; --glue: the recipe's)")
     parser.add_argument("--max-len", type=int, metavar="T",
                         help=f"tokens per example, specials included (default {DEFAULT_MAX_LEN} or the model's limit; "
                              "rotary models may go beyond it)")
@@ -114,12 +133,16 @@ def run(args: argparse.Namespace) -> list[dict] | dict:
     """Every task of the command, one after another from the same checkpoint; their eval.json
     contents (--glue: glue.json's)."""
     check_args(args)
+    if args.write_training_text:
+        return write_training_text(args.glue, args.write_training_text, args.glue_tasks, args.max_train_examples)
     device = Distributed().device(args.device)
     amp = Precision.of(args.precision, device)  # a device or format that cannot work fails now
     if args.glue:
         return run_glue(args, device, amp)
+    args.init = args.init[0]
     args.batch_size = args.batch_size or DEFAULT_BATCH_SIZE
     args.lr = args.lr or DEFAULT_LR
+    args.weight_decay = DEFAULT_WEIGHT_DECAY if args.weight_decay is None else args.weight_decay
     jobs = task_files(args)
     for job in jobs:
         check_out(job.out, args.overwrite)
@@ -132,6 +155,13 @@ def run(args: argparse.Namespace) -> list[dict] | dict:
 
 def check_args(args: argparse.Namespace) -> None:
     """Fail before anything is loaded on values that cannot work."""
+    if args.write_training_text and not args.glue:
+        raise ValueError("--write-training-text writes the training text of GLUE's tasks; add --glue GLUE_DIR")
+    missing = [flag for flag in ("init", "out") if getattr(args, flag) is None and not args.write_training_text]
+    if missing:
+        raise ValueError(f"the following arguments are required: {', '.join('--' + flag for flag in missing)}")
+    if args.init and len(args.init) > 1 and not args.glue:
+        raise ValueError("several --init checkpoints are a --glue sweep's (one per pretraining seed); give one checkpoint")
     if args.tasks and (args.train or args.dev):
         raise ValueError("--tasks takes the train and dev files from each folder; drop --train and --dev, or --tasks")
     if args.glue:
@@ -139,8 +169,8 @@ def check_args(args: argparse.Namespace) -> None:
     elif not args.tasks and not (args.train and args.dev):
         raise ValueError("name the data: --train FILE --dev FILE, or --tasks DIR [DIR ...] (folders with train.* and dev.*), "
                          "or --glue GLUE_DIR")
-    for flag in ("seeds", "glue_tasks"):
-        if getattr(args, flag) is not None and not args.glue:
+    for flag in ("seeds", "glue_tasks", "glue_recipe", "against_untrained"):
+        if getattr(args, flag) not in (None, False) and not args.glue:
             raise ValueError(f"--{flag.replace('_', '-')} is a setting of --glue; add --glue GLUE_DIR or drop it")
     if args.text_columns is not None and not 1 <= len(args.text_columns) <= 2:
         raise ValueError(f"--text-columns names one text column or the two of a pair, got {len(args.text_columns)}")
@@ -150,8 +180,10 @@ def check_args(args: argparse.Namespace) -> None:
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {value}")
     if not 0.0 <= args.warmup <= 1.0:
         raise ValueError(f"--warmup is a fraction of the steps, between 0 and 1; got {args.warmup}")
-    if args.weight_decay < 0:
+    if args.weight_decay is not None and args.weight_decay < 0:
         raise ValueError(f"--weight-decay must not be negative, got {args.weight_decay}")
+    if args.layer_decay is not None and not 0.0 < args.layer_decay <= 1.0:
+        raise ValueError(f"--layer-decay is the factor from one layer's lr to the next one down, in (0, 1]; got {args.layer_decay}")
     if args.dropout is not None and not 0.0 <= args.dropout < 1.0:
         raise ValueError(f"--dropout is a probability in [0, 1), got {args.dropout}")
     check_distillation(args)

@@ -38,6 +38,7 @@ from ..training.loop import LoopSettings, Progress, build_optimizer, train
 from ..runs.metrics import MetricsLog
 from ..operations.precision import Precision
 from .checkpoint import Classifier, is_classifier, load_classifier, save_classifier
+from .layer_decay import layer_lr_scales
 from .scores import dev_scores
 from .soft_targets import TaskDistillation
 
@@ -55,11 +56,13 @@ class TaskFiles(NamedTuple):
 
     name: str
     train: Path
-    dev: Path
+    dev: Path | None  # None with `held_out`
     out: Path
     columns: Columns | None = None  # None: found by their names (tasks.py)
     labels: list | None = None  # the class names in id order (GLUE's); None: the training file's
     max_train: int | None = None  # train on this many examples, a random subsample (seed 0: the same rows for every --seed)
+    held_out: float | None = None  # score on this share of the training rows (seed 0) and train on the rest; no dev file read
+    keep_model: bool = True  # False: eval.json and predictions only (a run that only chooses a setting)
 
 
 def finetune(args: argparse.Namespace, files: TaskFiles, backbone: tuple[Encoder, Tokenizer], device: torch.device,
@@ -97,24 +100,26 @@ def finetune(args: argparse.Namespace, files: TaskFiles, backbone: tuple[Encoder
     started = time.perf_counter()
     objective = TaskLoss(model) if teacher_logits is None else TaskDistillation(model, args.alpha, args.temperature)
     train_loss = train_task(objective, tokenizer, train_data, train_targets, loop, args.batch_size, max_len, device, files.out,
-                            teacher_logits)
+                            teacher_logits, args.layer_decay)
     predicted = predict(model, tokenizer, dev, args.batch_size, max_len, device, amp)
 
     report = dev_scores(task, predicted, dev_targets, labels)
     report.update(task=task, examples=len(dev), steps=steps, train_loss=train_loss, seconds=round(time.perf_counter() - started, 1),
-                  args=recorded_args(args))
-    write_outputs(files.out, Classifier(model, tokenizer, labels), report, prediction_rows(dev, predicted, dev_targets, labels))
+                  args=recorded_args(args), **({"recipe": args.recipe} if getattr(args, "recipe", None) else {}))
+    write_outputs(files.out, Classifier(model, tokenizer, labels) if files.keep_model else None, report,
+                  prediction_rows(dev, predicted, dev_targets, labels))
     headline = HEADLINE[task]
-    print(f"{files.name}: dev {headline} {report[headline]:.4f} on {len(dev)} examples; "
-          f"model, eval.json and predictions.tsv in {files.out}", flush=True)
+    scored = f"held-out {headline} {report[headline]:.4f} on {len(dev)} training examples set aside" if files.held_out else \
+        f"dev {headline} {report[headline]:.4f} on {len(dev)} examples"
+    print(f"{files.name}: {scored}; {'model, ' if files.keep_model else ''}eval.json and predictions.tsv in {files.out}", flush=True)
     return report
-
 
 
 def recorded_args(args: argparse.Namespace) -> dict:
     """The flags of a run as eval.json records them (as JSON reads them back): all but those
-    that only say how to treat OUT or errors."""
-    return json.loads(json.dumps({k: v for k, v in vars(args).items() if k not in ("overwrite", "debug")}, default=str))
+    that only say how to treat OUT or errors, and the recipe's description (eval.json's own key)."""
+    return json.loads(json.dumps({k: v for k, v in vars(args).items() if k not in ("overwrite", "debug", "recipe")}, default=str))
+
 
 def read_splits(task: str, files: TaskFiles) -> tuple:
     """(task, train data, dev data, label map or None for regression, train targets, dev
@@ -125,11 +130,15 @@ def read_splits(task: str, files: TaskFiles) -> tuple:
         return task, train_data, dev, labels, tag_ids(train_data, labels), tag_ids(dev, labels)
     if files.max_train is not None and task == "tokens":
         raise ValueError("--max-train-examples subsamples sentence tasks; drop it for a tagging task")
-    train_data, dev = read_task(files.train, columns=files.columns), read_task(files.dev, columns=files.columns)
+    train_data = read_task(files.train, columns=files.columns)
     if files.max_train is not None and files.max_train < len(train_data):
         print(f"{files.name}: training on {files.max_train} of the {len(train_data)} examples of {files.train.name} "
               f"(--max-train-examples: a random subsample, the same for every seed)", flush=True)
         train_data = train_data.subsample(files.max_train)
+    if files.held_out is not None:  # scored on training rows set aside: the dev file is never opened
+        train_data, dev = train_data.held_out(files.held_out)
+    else:
+        dev = read_task(files.dev, columns=files.columns)
     if (train_data.pairs is None) != (dev.pairs is None):
         kind = {True: "single texts", False: "sentence pairs"}
         raise ValueError(f"{train_data.path} holds {kind[train_data.pairs is None]} but {dev.path} "
@@ -196,8 +205,10 @@ def prediction_rows(dev, predicted: list, gold: list, labels: LabelMap | None) -
     return "index\tprediction\tlabel\n" + "".join(f"{i}\t{show(p)}\t{show(g)}\n" for i, (p, g) in enumerate(zip(predicted, gold)))
 
 
-def write_outputs(out: Path, classifier: Classifier, report: dict, predictions: str) -> None:
-    save_classifier(*classifier, out)
+def write_outputs(out: Path, classifier: Classifier | None, report: dict, predictions: str) -> None:
+    if classifier is not None:
+        save_classifier(*classifier, out)
+    out.mkdir(parents=True, exist_ok=True)
     write_json(out / "eval.json", report)
     write_atomic(out / "predictions.tsv", predictions)
 
@@ -289,17 +300,19 @@ class TaskLoss(nn.Module):
 
 def train_task(objective: TaskLoss | TaskDistillation, tokenizer, data: TaskData | TaggedData, targets: list,
                loop: LoopSettings, batch_size: int, max_len: int, device: torch.device, out: Path,
-               teacher_logits: torch.Tensor | None = None) -> float:
+               teacher_logits: torch.Tensor | None = None, layer_decay: float | None = None) -> float:
     """`loop.steps` steps of the pretraining loop (training/loop.py: schedule, clipping, NaN
     policy, precision, progress bar, OUT/metrics.jsonl) on shuffled batches, a new order each
-    epoch; each batch carries its rows of `teacher_logits` when there are any. Returns the
-    mean loss of the last logged window: the last tenth of the steps."""
+    epoch; each batch carries its rows of `teacher_logits` when there are any. `layer_decay`:
+    each encoder layer below the top at that factor of the lr above it (layer_decay.py).
+    Returns the mean loss of the last logged window: the last tenth of the steps."""
     order = torch.Generator().manual_seed(loop.seed)
     batches = (with_teacher(encode(tokenizer, objective.model.config, data, rows, max_len, targets)[0], teacher_logits, rows)
                for rows in shuffled_batches(len(data), batch_size, order))
     out.mkdir(parents=True, exist_ok=True)
     (out / METRICS_FILE).unlink(missing_ok=True)  # a new run: its own log
-    optimizer = build_optimizer(objective, lr=loop.lr, weight_decay=loop.weight_decay)
+    scales = None if layer_decay is None else layer_lr_scales(objective, objective.model.encoder, layer_decay)
+    optimizer = build_optimizer(objective, lr=loop.lr, weight_decay=loop.weight_decay, lr_scales=scales)
     record = train(objective, optimizer, [batches], None, loop, Progress(), dist=Distributed(),
                    device=device, log=MetricsLog(out / METRICS_FILE))
     return record.get("loss", math.nan)  # NaN if every step of the last window was skipped

@@ -69,7 +69,19 @@ class TaskData:
         """`n` examples drawn at random (by `seed`), kept in file order; all of them when n is None or not smaller."""
         if n is None or n >= len(self):
             return self
-        rows = sorted(torch.randperm(len(self), generator=torch.Generator().manual_seed(seed))[:n].tolist())
+        return self.rows(sorted(torch.randperm(len(self), generator=torch.Generator().manual_seed(seed))[:n].tolist()))
+
+    def held_out(self, share: float, seed: int = 0) -> tuple["TaskData", "TaskData"]:
+        """(the rest, a held-out `share` of the examples drawn at random by `seed`), each in file
+        order: disjoint, and together every example. At least one example on each side."""
+        if len(self) < 2:
+            raise ValueError(f"{self.path} has {len(self)} example; holding some out to choose a setting on needs two or more")
+        n = min(len(self) - 1, max(1, round(share * len(self))))
+        held = set(torch.randperm(len(self), generator=torch.Generator().manual_seed(seed))[:n].tolist())
+        return self.rows([i for i in range(len(self)) if i not in held]), self.rows(sorted(held))
+
+    def rows(self, rows: list[int]) -> "TaskData":
+        """The examples at `rows`, in that order."""
         pick = lambda values: [values[i] for i in rows]  # noqa: E731
         return TaskData(self.path, pick(self.texts), None if self.pairs is None else pick(self.pairs), pick(self.labels), pick(self.lines))
 

@@ -41,19 +41,19 @@ from ..runs.report import BehindWarning, evaluation_line
 
 
 def build_optimizer(model: torch.nn.Module, *, lr: float, weight_decay: float, optimizer: str = "adamw",
-                    betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6) -> torch.optim.Optimizer:
+                    betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6, lr_scales: dict | None = None) -> torch.optim.Optimizer:
     """AdamW (or ALBERT's LAMB, lamb.py) at peak `lr`, decaying the matrices by `weight_decay` and nothing else.
 
     Weight decay pulls weights towards zero, which regularises matrices; but biases and
     LayerNorm gains only shift and scale, and decaying them just fights the normalisation.
     They are exactly the 1-D parameters, so they form the no-decay group (BERT's exclusions).
     `betas` and `eps` are Adam's (RoBERTa: β2 0.98, for stability at large batches).
+    `lr_scales`: {parameter name: lr factor} (fine-tuning's layer-wise decay), each group's "lr_scale".
     """
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    groups = [
-        {"params": [p for p in trainable if p.ndim >= 2], "weight_decay": weight_decay},
-        {"params": [p for p in trainable if p.ndim < 2], "weight_decay": 0.0},  # biases, LayerNorm
-    ]
+    trainable = [((lr_scales or {}).get(name, 1.0), p) for name, p in model.named_parameters() if p.requires_grad]
+    groups = [{"params": [p for s, p in trainable if s == scale and (p.ndim >= 2) == matrix],  # not matrix: biases, LayerNorm
+               "weight_decay": weight_decay if matrix else 0.0, **({"lr_scale": scale} if lr_scales else {})}
+              for scale in dict.fromkeys(s for s, _ in trainable) for matrix in (True, False)]  # two groups per lr factor
     kind = Lamb if optimizer == "lamb" else torch.optim.AdamW
     return kind(groups, lr=lr, betas=tuple(betas), eps=eps)
 
@@ -178,7 +178,7 @@ def train(module, optimizer, streams, eval_batches, settings: LoopSettings, prog
         while (position := progress.position(settings))[0] < position[1] and progress.step < stop_at:
             lr = learning_rate(*position, **schedule)
             for group in optimizer.param_groups:
-                group["lr"] = lr
+                group["lr"] = lr * group.get("lr_scale", 1.0)  # layer-wise decay (build_optimizer's lr_scales)
             metrics = train_step(model, optimizer, streams, settings, dist, amp, window)
             if metrics is None:  # a NaN/Inf loss or gradient, found before the update (--skip-nonfinite, fp16)
                 if not settings.skip_nonfinite:
