@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from minibert import Encoder, ModelConfig, save_pretrained
-from minibert.data.corpus import read_documents
+from minibert.corpus.documents import read_documents
 from minibert.finetune import job, main
 from minibert.finetune.cli import build_parser
 from minibert.finetune.glue import GLUE_TASKS, Side, choose_lr, training_text
@@ -30,7 +30,7 @@ from minibert.operations.precision import Precision
 from minibert.operations.state import seed_everything
 from minibert.tokenizers.wordpiece import WordPieceTokenizer
 from minibert.training.loop import LoopSettings, Progress, build_optimizer, train
-from minibert.training.metrics import MetricsLog
+from minibert.runs.metrics import MetricsLog
 from minibert.training.settings import Settings
 from minibert.variants import VARIANTS, build_pretrainer
 
@@ -208,7 +208,7 @@ def test_the_twin_has_the_config_the_tokenizer_and_the_weights_a_pretraining_run
     config = ModelConfig(**{**TINY, **{k: v for k, v in VARIANTS[variant].model_fields.items() if k != "embedding_size"},
                             **({"embedding_size": 16} if variant == "albert" else {})})
     settings = Settings(variant=variant, seed=7)
-    seed_everything(settings.seed)  # as training/run.py: seed, then build the pretrainer
+    seed_everything(settings.seed)  # as runs/run.py: seed, then build the pretrainer
     pretrainer = build_pretrainer(VARIANTS[variant], settings, config)
     start = {name: tensor.clone() for name, tensor in pretrainer.model.encoder.state_dict().items()}
     with torch.no_grad():  # "pretraining": the saved weights are no longer the initial ones

@@ -446,7 +446,7 @@ def training_text(glue_dir: str | Path, tasks: list[str] | None = None, max_rows
 def write_training_text(glue_dir: str | Path, path: str | Path, tasks: list[str] | None = None,
                         max_rows: int | None = None) -> dict:
     """`training_text` as a pretraining corpus (.txt: one text per line, a blank line after each
-    document, as data/corpus.py reads it); one line says what it holds."""
+    document, as corpus/documents.py reads it); one line says what it holds."""
     glue_dir, path = Path(glue_dir), Path(path)
     if path.suffix != ".txt":
         raise ValueError(f"--write-training-text {path}: name a .txt file (one text per line, documents separated by blank lines)")

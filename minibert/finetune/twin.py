@@ -2,7 +2,7 @@
 
 The untrained twin of a checkpoint has its architecture (config), its tokenizer and the
 weights its pretraining run started from: the run seeds every generator with --seed and then
-builds its model (training/run.py), so building an Encoder of the same config right after
+builds its model (runs/run.py), so building an Encoder of the same config right after
 seeding with the same seed gives exactly those weights. It is built in memory; the
 checkpoint's folder is only read. The seed is the one the run's run.json records (a second
 phase's: the first phase's); a folder without one (a Hugging Face checkpoint) gets seed 0, and
@@ -26,7 +26,7 @@ from ..model import Encoder
 from ..operations.state import seed_everything
 from ..tokenizers.base import Tokenizer
 
-RUN_FILE = "run.json"  # what a pretraining run records beside its model (training/run.py)
+RUN_FILE = "run.json"  # what a pretraining run records beside its model (runs/run.py)
 # t(0.975, df) for df = 1..30 (two-sided 95%); beyond 30, the Cornish-Fisher expansion around the normal's 1.959964
 T975 = (12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624, 2.306004, 2.262157, 2.228139,
         2.200985, 2.178813, 2.160369, 2.144787, 2.131450, 2.119905, 2.109816, 2.100922, 2.093024, 2.085963,
@@ -58,7 +58,7 @@ def init_seed(init: Path) -> tuple[int, str]:
 def untrained_twin(backbone: tuple[Encoder, Tokenizer], seed: int) -> tuple[Encoder, Tokenizer]:
     """The encoder a pretraining run of `backbone`'s config starts from with `seed`, and the same tokenizer."""
     encoder, tokenizer = backbone
-    seed_everything(seed)  # as training/run.py does right before it builds its model
+    seed_everything(seed)  # as runs/run.py does right before it builds its model
     return Encoder(encoder.config).eval(), tokenizer
 
 
