@@ -31,6 +31,8 @@ from .examples import Examples
 from .masking import Masking
 from .static_masks import StaticMasks
 
+MASKINGS = ("static", "dynamic")  # BERT's masks stored with each copy, or RoBERTa's drawn anew for every batch
+
 
 class PretrainingBatches:
     """An iterator of masked batches, each a dict of LongTensors:

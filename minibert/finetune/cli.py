@@ -19,8 +19,8 @@ from . import tagged, tasks
 from ..heads import POOLINGS
 from ..runs.cli import Parser, report_errors
 from ..operations.distributed import Distributed
-from ..operations.precision import PRECISIONS, Precision
-from ..training.settings import DEVICES
+from ..operations.precision import Precision
+from ..training.settings import DEVICES, PRECISIONS
 from .checkpoint import check_out
 from .glue import GLUE_TASKS, run_glue
 from .job import DEFAULT_ALPHA, DEFAULT_EPOCHS, DEFAULT_MAX_LEN, DEFAULT_TEMPERATURE, TASKS, TaskFiles, finetune, load_backbone

@@ -32,6 +32,7 @@ from torch import nn
 from ..config import ModelConfig
 from ..data.masking import IGNORE_INDEX
 from ..heads import MaskedLM, ReplacedTokenDetector, detection_loss
+from ..training.settings import RTD_TOKENS
 from .mlm import mlm_metrics
 
 
@@ -70,9 +71,6 @@ def replace_masked(input_ids, labels, samples) -> tuple[torch.Tensor, torch.Tens
     corrupted = input_ids.masked_scatter(masked, samples)
     original = torch.where(masked, labels, input_ids)
     return corrupted, (corrupted != original).long()
-
-
-RTD_TOKENS = ("all", "masked")  # which tokens the discriminator's loss reads: ELECTRA's, or "ELECTRA 15%"'s
 
 
 class ReplacedTokenDetection(nn.Module):

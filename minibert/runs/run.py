@@ -32,7 +32,8 @@ from ..corpus.baselines import mlm_baselines
 from ..corpus.documents import corpus_files
 from ..corpus.cache import DEFAULT_DATA_DIR
 from ..corpus.cost import size
-from ..corpus.pipeline import STATIC_DUPE_FACTOR, plan_corpus
+from ..corpus.pipeline import plan_corpus
+from ..data.static_masks import STATIC_DUPE_FACTOR
 from ..operations.files import read_json_object, write_atomic
 from ..pretrained import from_pretrained, save_pretrained
 from ..variants import Variant, build_pretrainer, get_variant, run_architecture, with_layout
