@@ -17,8 +17,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from .operations.old_files import upgrade
-
 SHARE_CHOICES = ("none", "all", "attention", "ffn")
 NORM_CHOICES = ("post", "pre")
 ACTIVATION_CHOICES = ("gelu", "gelu_tanh", "relu", "silu")
@@ -171,7 +169,6 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> "ModelConfig":
-        values = upgrade("model config", values)  # names written by earlier versions
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:

@@ -26,7 +26,6 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from ..operations.old_files import upgrade
 from .examples import Examples
 from .masking import Masking
 from .static_masks import StaticMasks
@@ -111,7 +110,6 @@ class PretrainingBatches:
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         """Continue exactly where `state_dict()` was taken (same data, seed and world size)."""
-        state = upgrade("data order", state)  # names written by earlier versions
         for key in ("seed", "copies", "world_size"):
             if state[key] != self.state_dict()[key]:
                 raise ValueError(f"cannot resume: the saved data order has {key}={state[key]} but this one has {self.state_dict()[key]}; rebuild with the same corpus and settings")

@@ -26,7 +26,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..config import ModelConfig
 from ..corpus.pipeline import build_pretraining_data
 from ..corpus.baselines import mlm_baselines
 from ..corpus.documents import corpus_files
@@ -35,7 +34,7 @@ from ..corpus.cost import size
 from ..corpus.pipeline import plan_corpus
 from ..data.static_masks import STATIC_DUPE_FACTOR
 from ..operations.files import read_json_object, write_atomic
-from ..pretrained import from_pretrained, save_pretrained
+from ..pretrained import from_pretrained, save_pretrained, stored_config
 from ..variants import Variant, build_pretrainer, get_variant, run_architecture, with_layout
 from ..operations import distributed
 from ..operations.checkpoint import Checkpoints
@@ -387,7 +386,7 @@ def check_same_run(path: Path, record: dict) -> None:
     unread = unread_settings(get_variant(now["settings"]["variant"]))
     changed = [f"--{name.replace('_', '-')} {before.get(name)!r} -> {value!r}" for name, value in now["settings"].items()
                if name not in (*OPERATIONAL, *RESPLIT) and name not in unread and before.get(name) != value]
-    saved_config = ModelConfig.from_dict(saved["config"]).to_dict()  # in today's field names
+    saved_config = stored_config(saved["config"]).to_dict()  # in today's field names
     changed += [f"--{name.replace('_', '-')} {saved_config.get(name)!r} -> {value!r}"
                 for name, value in now["config"].items() if saved_config.get(name) != value]
     if changed:
