@@ -36,7 +36,6 @@ from ..data.examples import LAYOUTS, Examples
 from ..data.masking import Masking, check_mask_options
 from ..tokenizers import SentencePieceTokenizer, Tokenizer, has_tokenizer, load_tokenizer
 from .vocabulary import MAX_SENTENCES, MIN_VOCAB_SIZE, MODEL_TYPES, tokenizer_path, train_tokenizer
-from ..data.static_masks import StaticMasks
 from .stored_examples import build_static_masks, load_examples, open_static_masks, write_examples
 from .storage import FORMAT_VERSION, TokenStore, build_token_store
 
