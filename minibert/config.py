@@ -84,8 +84,8 @@ class ModelConfig:
     # The reference path, to read and debug with (`--reference`): padded batches, the naive
     # attention (scores, mask, softmax, dropout, weighted sum), every layer at every position
     # and a plain F.cross_entropy over the masked positions. Same weights and the same loss
-    # and gradients as the fast path (tests/test_reference.py), only slower
-    # (docs/speed.md). Off, the fast path: SDPA, the last layer only where a loss reads,
+    # and gradients as the fast path (tests/test_reference.py); what the fast path saves:
+    # docs/speed.md. Off, the fast path: SDPA, the last layer only where a loss reads,
     # the fused vocabulary loss, and unpadding for a batch that is mostly padding.
     reference: bool = False
     # Standard deviation of the initial weights (BERT: N(0, 0.02)).

@@ -99,8 +99,8 @@ class PretrainingBatches:
         # RoBERTa: a new mask every time, from a generator seeded by where the batch is served.
         # SeedSequence hashes the four numbers into one 64-bit seed, so that nearby tuples get
         # unrelated generators (a sum such as seed + position would give seed 0's batch 1 the
-        # mask of seed 1's batch 0). `>> 1` keeps 63 of its bits, a non-negative int64; torch
-        # 2.13's manual_seed would take all 64, but dropping the shift would change every mask.
+        # mask of seed 1's batch 0). `>> 1` keeps 63 of its bits, a non-negative int64 seed: the
+        # bits that every run's dynamic masks, and so the default runs' recorded curves, come from.
         key = np.random.SeedSequence([self.seed, epoch, self.rank, position]).generate_state(1, np.uint64)[0]
         batch["input_ids"], batch["labels"] = self.masking(batch["input_ids"], torch.Generator().manual_seed(int(key) >> 1))
         return batch

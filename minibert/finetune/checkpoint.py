@@ -82,7 +82,7 @@ def load_classifier(directory: str | Path) -> Classifier:
             f"{directory}: config.json says {num_labels} labels but {LABELS_FILE} names {len(labels)}; the folder is inconsistent"
         )
     with torch.device("meta"):  # shapes only: the checkpoint's tensors become the parameters
-        pooling = {"pooling": marker.get("pooling", "cls")} if marker["head"] == "classifier" else {}  # older files: [CLS]
+        pooling = {"pooling": marker.get("pooling", "cls")} if marker["head"] == "classifier" else {}  # a marker naming no pooling: [CLS]
         model = HEADS[marker["head"]](stored_config(fields), num_labels, **pooling)
     with open_tensors(directory) as tensors:
         load_tensors(model, {name: (name,) for name in model.state_dict()}, tensors, ())

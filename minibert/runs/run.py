@@ -243,8 +243,8 @@ def dupe_factor(settings: Settings) -> int:
 def default_threads(config) -> int:
     """CPU threads per process. Threads split each matrix product; for narrow models (the
     default runs) the products are so small that waiting for each other costs more than
-    the split saves, and on a busy machine every parallel op waits for its slowest thread:
-    measured on 2 cores with other work running, 2 threads were 20× SLOWER than 1."""
+    the split saves, and on a busy machine every parallel op waits for its slowest thread
+    (docs/training.md has the measurement)."""
     if config.hidden_size < 512:
         return 1
     return max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
@@ -326,7 +326,7 @@ def restore(state: dict, pretrainer, optimizer, amp: Precision, shards, dist: Di
     ranks = state["ranks"]
     load_trainable_state(pretrainer, state["model"])
     optimizer.load_state_dict(state["optimizer"])
-    if state.get("scaler"):  # fp16: the loss scale the run had found (checkpoints before it was saved restart it)
+    if state.get("scaler"):  # fp16: the loss scale the run had found (a checkpoint without one starts it afresh)
         amp.scaler.load_state_dict(state["scaler"])
     positions, exact = resplit(ranks, shards, dist)
     for shard, position in zip(shards, positions, strict=True):
@@ -382,7 +382,7 @@ def check_same_run(path: Path, record: dict) -> None:
         raise ValueError(f"{path} is missing or damaged, so this run's settings are unknown; start over with --overwrite") from None
     now = json.loads(json.dumps(record))
     before = {**json.loads(json.dumps(Settings().to_dict())), **saved["settings"]}  # a field newer than the run: its default
-    # unread: e.g. the rtd_weight 50 that every variant's run.json held before only electra's had one
+    # unread: the settings no objective of this variant reads, such as an rtd_weight in a bert run's run.json
     unread = unread_settings(get_variant(now["settings"]["variant"]))
     changed = [f"--{name.replace('_', '-')} {before.get(name)!r} -> {value!r}" for name, value in now["settings"].items()
                if name not in (*OPERATIONAL, *RESPLIT) and name not in unread and before.get(name) != value]
