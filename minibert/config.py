@@ -17,8 +17,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from .operations.old_files import upgrade
-
 SHARE_CHOICES = ("none", "all", "attention", "ffn")
 NORM_CHOICES = ("post", "pre")
 ACTIVATION_CHOICES = ("gelu", "gelu_tanh", "relu", "silu")
@@ -86,8 +84,8 @@ class ModelConfig:
     # The reference path, to read and debug with (`--reference`): padded batches, the naive
     # attention (scores, mask, softmax, dropout, weighted sum), every layer at every position
     # and a plain F.cross_entropy over the masked positions. Same weights and the same loss
-    # and gradients as the fast path (tests/test_reference.py), only slower
-    # (docs/speed.md). Off, the fast path: SDPA, the last layer only where a loss reads,
+    # and gradients as the fast path (tests/test_reference.py); what the fast path saves:
+    # docs/speed.md. Off, the fast path: SDPA, the last layer only where a loss reads,
     # the fused vocabulary loss, and unpadding for a batch that is mostly padding.
     reference: bool = False
     # Standard deviation of the initial weights (BERT: N(0, 0.02)).
@@ -171,7 +169,6 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> "ModelConfig":
-        values = upgrade("model config", values)  # names written by earlier versions
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:

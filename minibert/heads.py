@@ -1,12 +1,16 @@
-"""Heads: what sits on top of the encoder for each task, and the models they make.
+"""Heads: what sits on top of the encoder for each task, their losses, and the models they make.
 
-    MaskedLMHead        (objectives/mlm.py, beside its loss) decoder tied to the word embeddings
-    SentencePairHead    (objectives/sentence.py) 2 classes on the pooled output: NSP or SOP
-    ReplacedTokenHead   one logit per token: "was this token replaced?" (ELECTRA)
+    MaskedLMHead        the decoder tied to the word embeddings, and THE masked-LM loss
+                        (`MaskedLMHead.loss`; `LinearCrossEntropy` fuses its decoder and softmax)
+    ReplacedTokenHead   one logit per token: "was this token replaced?" (ELECTRA), and its
+                        loss, `detection_loss`
     ClassificationHead  num_labels on the pooled output, or on every token (fine-tuning)
 
 A task model is an `Encoder` plus one head: `MaskedLM`, `ReplacedTokenDetector`,
-`SequenceClassifier`, `TokenClassifier`.
+`SequenceClassifier`, `TokenClassifier`. Pretraining keeps the first two, and its objectives
+(minibert/objectives/) reach their losses through the same calls as a loop of your own:
+`MaskedLM.masked_lm_loss` and `detection_loss`. NSP's and SOP's head, which no kept model
+has, lives with its objective (objectives/sentence.py).
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ from torch import nn
 from .config import ModelConfig
 from .data.masking import IGNORE_INDEX
 from .model import ACTIVATIONS, Encoder, ModelOutput, first_position, init_weights
-from .objectives.mlm import MaskedLMHead
 
 
 @dataclass
@@ -33,11 +36,6 @@ class MaskedLMOutput(ModelOutput):
     logits: torch.Tensor | None = None
     masked_logits: torch.Tensor | None = None
     loss: torch.Tensor | None = None
-
-    @property
-    def labelled_logits(self) -> torch.Tensor | None:
-        """The name `masked_logits` had before: kept for code written against it."""
-        return self.masked_logits
 
 
 @dataclass
@@ -67,6 +65,99 @@ class TokenClassifierOutput(ModelOutput):
     loss: torch.Tensor | None = None
 
 
+class MaskedLMHead(nn.Module):
+    """Predict the original token at the masked positions.
+
+    The decoder reuses the input word-embedding table (weight tying, as in BERT): the same
+    vector that represents token t on the way in scores token t on the way out. When E ≠ H
+    the transform maps H → E first, so the features match the table's width: down for ALBERT
+    (E < H), up for ELECTRA's base and large generators (E = 768 or 1024 > H = 256) — the
+    same dense → activation → LayerNorm(E) as ELECTRA's generator_predictions.
+    """
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        E = config.embedding_size or config.hidden_size
+        self.transform = nn.Linear(config.hidden_size, E)
+        self.act = ACTIVATIONS[config.activation]
+        self.norm = nn.LayerNorm(E, eps=config.layer_norm_eps)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.fused = not config.reference  # --reference: the plain F.cross_entropy instead
+
+    def features(self, hidden: torch.Tensor) -> torch.Tensor:
+        """What the decoder reads: H → E, activation, LayerNorm."""
+        return self.norm(self.act(self.transform(hidden)))
+
+    def forward(self, hidden: torch.Tensor, embedding_table: torch.Tensor) -> torch.Tensor:
+        """hidden [..., H] -> logits [..., V], scored against the word-embedding table [V, E]."""
+        return F.linear(self.features(hidden), embedding_table, self.bias)
+
+    def loss(self, hidden, labels, embedding_table) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The masked-LM loss: mean cross-entropy of the prediction at each masked position.
+
+        hidden [B, T, H] (exact at the masked positions), labels [B, T] (-100 where there is
+        nothing to predict), embedding_table [V, E] -> (loss, the logits at the masked
+        positions [masked, V] in row-major order, without gradient, and their labels [masked]).
+
+        The decoder runs at the masked positions only, as BERT's own pretraining code does
+        (it gathers them before the transform): with an 8k-30k vocabulary the decoder is most
+        of a small model's compute, and only the masked share of the positions has a label.
+        """
+        masked = labels != IGNORE_INDEX  # [B, T]
+        targets = labels[masked]  # [masked]
+        features = self.features(hidden[masked])  # [B, T, H] -> [masked, E]
+        if self.fused and targets.numel():  # speed: the gradient made in the same pass (LinearCrossEntropy)
+            return (*LinearCrossEntropy.apply(features, embedding_table, self.bias, targets), targets)
+        logits = F.linear(features, embedding_table, self.bias)  # [masked, V]
+        return masked_lm_cross_entropy(logits, targets), logits.detach(), targets
+
+
+def masked_lm_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """The masked-LM loss from the logits at the masked positions [masked, V] and the original
+    ids there [masked]: their mean cross-entropy (in fp32); with nothing masked, a 0 that still
+    reaches every weight."""
+    return F.cross_entropy(logits.float(), targets) if targets.numel() else logits.sum() * 0.0
+
+
+class LinearCrossEntropy(torch.autograd.Function):
+    """`F.cross_entropy(F.linear(features, weight, bias), targets)`, fused with its gradient.
+
+    LinearCrossEntropy.apply(features [N, E], weight [V, E], bias [V], targets [N]) ->
+    (loss, logits [N, V] without gradient). The plain way writes the [N, V] logits, then
+    makes several more passes over them in the backward (log-softmax, its gradient, the
+    one-hot of the targets, the bias gradient). But the loss is a scalar at the end of the
+    graph, so d loss / d logits = (softmax(logits) − onehot(targets)) / N is known as soon as
+    the loss is: computed right away and folded into the gradients of the features, the
+    decoder weight and the bias, the logits' gradient never reaches autograd, and backward()
+    only scales the three; the softmax's exponentials are taken once, for the loss and the
+    gradient both. The price: memory for those three between forward and backward, and their
+    work done even if backward() never comes (only when an input needs a gradient). What it
+    saves at the default runs' sizes: docs/speed.md.
+    """
+
+    @staticmethod
+    def forward(ctx, features, weight, bias, targets):
+        logits = torch.addmm(bias, features, weight.t())  # [N, V], in the autocast dtype under autocast
+        exact = logits.to(torch.promote_types(logits.dtype, torch.float32))  # the softmax in fp32 at least
+        top = exact.amax(1, keepdim=True)  # [N, 1]
+        probs = (exact - top).exp_()  # exp(logit − max) ≤ 1: no overflow; the one exp pass over [N, V]
+        total = probs.sum(1, keepdim=True)  # [N, 1]
+        loss = ((total.log() + top).squeeze(1) - exact.gather(1, targets[:, None]).squeeze(1)).mean()
+        if any(ctx.needs_input_grad[:3]):  # d loss / d logits = (softmax − onehot(targets)) / N, folded in now
+            grad = probs.div_(total)  # softmax, [N, V]
+            grad[torch.arange(len(targets)), targets] -= 1  # minus the one-hot of the targets
+            grad = grad.div_(len(targets)).to(logits.dtype)
+            ctx.grads = [(grad @ weight).to(features.dtype), (grad.t() @ features).to(weight.dtype), grad.sum(0).to(bias.dtype)]
+        ctx.mark_non_differentiable(logits)
+        ctx.set_materialize_grads(False)  # no [N, V] of zeros for the logits' (absent) gradient
+        return loss, logits
+
+    @staticmethod
+    def backward(ctx, grad_loss, _grad_logits):
+        grads, ctx.grads = ctx.grads, None  # drop our references: autograd may then reuse the buffers
+        return *(g.mul_(grad_loss) if need else None for g, need in zip(grads, ctx.needs_input_grad)), None
+
+
 class ReplacedTokenHead(nn.Module):
     """ELECTRA's discriminator head: one logit per token, positive = "replaced"."""
 
@@ -77,7 +168,14 @@ class ReplacedTokenHead(nn.Module):
         self.prediction = nn.Linear(config.hidden_size, 1)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.prediction(self.act(self.dense(hidden))).squeeze(-1)
+        return self.prediction(self.act(self.dense(hidden))).squeeze(-1)  # [B, T, H] -> [B, T]
+
+
+def detection_loss(scores: torch.Tensor, replaced: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """The discriminator's loss: binary cross-entropy of the "replaced?" scores [B, T] against
+    `replaced` [B, T] (1 = the token differs from the original), averaged over `positions`
+    [B, T] bool: every real token (ELECTRA), or the masked ones only ("ELECTRA 15%")."""
+    return F.binary_cross_entropy_with_logits(scores[positions].float(), replaced[positions].float())
 
 
 class ClassificationHead(nn.Module):
@@ -127,15 +225,17 @@ class MaskedLM(EncoderWithHead):
 
     def masked_lm_loss(self, hidden: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """hidden [B, T, H], labels [B, T] -> (loss, logits at the masked positions, their labels):
-        the head's `MaskedLMHead.loss` against this model's own embedding table."""
+        the head's `MaskedLMHead.loss` against this model's own embedding table. The one way to
+        the masked-LM loss: `forward` below, the pretraining objective (objectives/mlm.py) and
+        ELECTRA's generator (objectives/rtd.py) all call it."""
         return self.head.loss(hidden, labels, self.embedding_table)
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> MaskedLMOutput:
         """Logits at every position; with `labels`, the masked-LM loss instead (`masked_lm_loss`).
 
         This is the interface for a loop of your own (as transformers' BertForMaskedLM).
-        `python train.py` reaches the same `MaskedLMHead.loss` through objectives/mlm.py instead,
-        because there one encoder pass over the batch serves every objective (MLM and NSP/SOP).
+        `python train.py` calls `masked_lm_loss` on an encoder pass of its own instead, because
+        there one pass over the batch serves every objective (MLM and NSP/SOP).
         """
         if labels is None:
             out = self.encoder(input_ids, attention_mask, token_type_ids)
@@ -156,9 +256,9 @@ class ReplacedTokenDetector(EncoderWithHead):
         out = self.encoder(input_ids, attention_mask, token_type_ids)
         logits = self.head(out.last_hidden_state)  # [B, T]
         loss = None
-        if labels is not None:  # objectives/rtd.py's detection_loss at the real tokens (rtd.py imports this module)
-            real = attention_mask.bool() if attention_mask is not None else slice(None)
-            loss = F.binary_cross_entropy_with_logits(logits[real].float(), labels[real].float())
+        if labels is not None:  # ELECTRA's: at every real token
+            real = attention_mask.bool() if attention_mask is not None else torch.ones_like(labels, dtype=torch.bool)
+            loss = detection_loss(logits, labels, real)
         return ReplacedTokenOutput(**encoder_fields(out), logits=logits, loss=loss)
 
 

@@ -29,6 +29,7 @@ from .config import ModelConfig
 from .heads import MaskedLM, ReplacedTokenDetector
 from .model import Encoder
 from .operations.files import write_json
+from .operations.old_files import upgrade
 from .operations.tensor_files import CONFIG_FILE, SAFETENSORS_FILE, TensorFile, load_tensors, open_tensors, read_json, save_tensors
 
 HEADS: dict[str | None, type[nn.Module]] = {None: Encoder, "mlm": MaskedLM, "rtd": ReplacedTokenDetector}
@@ -115,7 +116,13 @@ def own_plan(stored: dict, head: str | None, tensors: TensorFile) -> CheckpointP
         also = "" if saved_head is None else f" or head={saved_head!r}"
         raise MissingHead(f"this minibert checkpoint holds a {HEAD_NAMES[saved_head]}; load it with head=None{also}")
     prefix = "encoder." if saved_head is not None and head is None else ""
-    return ModelConfig.from_dict(fields), lambda ours: (prefix + ours,), ("head",) if prefix else ()
+    return stored_config(fields), lambda ours: (prefix + ours,), ("head",) if prefix else ()
+
+
+def stored_config(fields: dict) -> ModelConfig:
+    """The ModelConfig a file holds (a checkpoint's config.json, a run's run.json), every
+    field name that earlier versions wrote read as today's (operations/old_files.py)."""
+    return ModelConfig.from_dict(upgrade("model config", fields))
 
 
 def save_pretrained(

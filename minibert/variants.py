@@ -9,12 +9,12 @@ Nothing in the training loop asks which variant it runs. A variant only chooses 
     distilbert  a student with half a teacher's layers, trained to imitate it (soft targets + MLM + cosine)
     electra     small generator + discriminator: replaced token detection on every token
 
-Every value a default run uses is in its entry below or in the one table of defaults,
-training/settings.py (`DEFAULT_MODEL`, the default runs' model size, and `Settings`, the
-rest); a ModelConfig field named in neither keeps ModelConfig's own value, BERT-base's. The
-sizes are the DEFAULT RUN's: small enough that `python train.py --variant V` finishes in
-minutes on two CPU cores and visibly learns; `--hidden-size 768 --num-layers 12 ...` (or any
-ModelConfig field) scales them up.
+Every value a default run uses is here — its entry below, over what all the default runs
+share (`DEFAULT_MODEL`, their model size, and `MASK_PROB`, their masking rate) — or in
+Settings' own defaults (training/settings.py); a ModelConfig field named nowhere here keeps
+ModelConfig's own value, BERT-base's. The sizes are the DEFAULT RUN's: small enough that
+`python train.py --variant V` finishes in minutes on two CPU cores and visibly learns;
+`--hidden-size 768 --num-layers 12 ...` (or any ModelConfig field) scales them up.
 
 The objectives decide the examples: "nsp" or "sop" among them asks for segment pairs of that
 kind (`example_layout`), none for packed full sentences; `--layout`, `--nsp`, `--sop` and
@@ -33,7 +33,22 @@ from .objectives.mlm import MaskedLanguageModeling
 from .objectives.pretrainer import Pretrainer
 from .objectives.rtd import ReplacedTokenDetection
 from .objectives.sentence import SENTENCE_TASKS, SentencePairTask
-from .training.settings import DEFAULT_MODEL, Settings
+from .training.settings import Settings
+
+# The default runs' encoder: BERT-Tiny's shape (2 layers of width 128, Turc et al. 2019) and an
+# 8k SentencePiece vocabulary, with what makes it learn context within minutes on a CPU
+# (bench/time_to_quality.py; docs/training.md has the ablation):
+#   rotary positions   attention can prefer a token's neighbours from the first step,
+#                      instead of first learning a position table (the largest single gain);
+#   no dropout         a few passes over the corpus cannot overfit; dropout only slows learning.
+# None of these is a family's defining switch; CLASSIC below is the published recipe.
+DEFAULT_MODEL = dict(vocab_size=8000, hidden_size=128, num_layers=2, num_heads=2, intermediate_size=512,
+                     position_encoding="rotary", hidden_dropout=0.0, attention_dropout=0.0)
+# The default runs mask 40% of the tokens (ELECTRA's 25%, below), not BERT's 15% (Settings' own
+# default): more predictions per forward pass, which the few minutes of a default run need
+# (docs/training.md has the ablation). Held-out accuracy is still measured at 15%
+# (corpus/pipeline.py, EVAL_MASK_PROB).
+MASK_PROB = 0.4
 
 # The published recipe, one set of flags away (shown in --help); docs/training.md measures both.
 CLASSIC = "--position-encoding learned --hidden-dropout 0.1 --attention-dropout 0.1 --mask-prob 0.15"
@@ -45,7 +60,7 @@ class Variant:
     changes: str  # what this family changes, in one line (README table, --help)
     objectives: tuple[str, ...]  # "mlm", "nsp", "sop", "rtd", "kd": what the run learns from
     model_fields: dict = field(default_factory=dict)  # ModelConfig fields of the default run, over DEFAULT_MODEL
-    settings: dict = field(default_factory=dict)  # Settings values of the default run, over Settings' defaults
+    settings: dict = field(default_factory=dict)  # Settings values of the default run, over MASK_PROB and Settings' defaults
 
     @property
     def model(self) -> dict:
@@ -62,7 +77,8 @@ class Variant:
         return "kd" in self.objectives
 
     def default_settings(self, **overrides) -> Settings:
-        return Settings(variant=self.name, **{**self.settings, **overrides})
+        """The default run's settings (Settings' defaults, MASK_PROB, this variant's values), then `overrides`."""
+        return Settings(variant=self.name, **{"mask_prob": MASK_PROB, **self.settings, **overrides})
 
 
 VARIANTS: dict[str, Variant] = {

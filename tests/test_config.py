@@ -64,12 +64,6 @@ def test_config_round_trips_through_json():
     assert ModelConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
 
 
-def test_configs_written_before_the_backend_field_was_renamed_still_load():
-    old = {**ModelConfig().to_dict(), "attention": "naive"}
-    del old["attention_backend"]
-    assert ModelConfig.from_dict(old).attention_backend == "naive"
-
-
 @settings(max_examples=25, deadline=None)
 @given(
     vocab=st.integers(10, 300),

@@ -10,8 +10,7 @@ words exactly when the albert variant masks whole words.
 import re
 from pathlib import Path
 
-from minibert.training.settings import MASK_PROB
-from minibert.variants import VARIANTS
+from minibert.variants import MASK_PROB, VARIANTS
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "minibert"

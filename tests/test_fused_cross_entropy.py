@@ -1,4 +1,4 @@
-"""The fused vocabulary cross-entropy (objectives/mlm.py) equals the plain one: loss, logits and all gradients."""
+"""The fused vocabulary cross-entropy (heads.py) equals the plain one: loss, logits and all gradients."""
 
 import pytest
 import torch
@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minibert.objectives.mlm import LinearCrossEntropy
+from minibert.heads import LinearCrossEntropy
 
 linear_cross_entropy = LinearCrossEntropy.apply
 

@@ -8,14 +8,13 @@ import torch.nn.functional as F
 from hypothesis import given, settings, strategies as st
 
 from minibert import MaskedLM, ModelConfig, ReplacedTokenDetector
-from minibert.heads import IGNORE_INDEX
+from minibert.heads import IGNORE_INDEX, detection_loss
 from minibert.objectives import Objective
 from minibert.objectives.kd import (KnowledgeDistillation, init_student_from_teacher, soft_target_kl, student_config,
                                     teacher_layers)
 from minibert.objectives.mlm import MaskedLanguageModeling
 from minibert.objectives.pretrainer import Pretrainer
-from minibert.objectives.rtd import (ReplacedTokenDetection, detection_loss, generator_config, gumbel_max_sample,
-                                     replace_masked)
+from minibert.objectives.rtd import ReplacedTokenDetection, generator_config, gumbel_max_sample, replace_masked
 from minibert.objectives.sentence import SentencePairTask
 from minibert.operations.state import trainable_state
 from minibert.training.settings import Settings
@@ -64,6 +63,23 @@ def test_mlm_is_cross_entropy_at_labeled_positions_only():
     torch.testing.assert_close(metrics["mlm_loss"], expected)
     accuracy = (full[labeled].argmax(-1) == batch["labels"][labeled]).float().mean()
     torch.testing.assert_close(metrics["mlm_accuracy"], accuracy)
+
+
+@pytest.mark.parametrize("changes", [{}, {"embedding_size": 8, "reference": True}])
+def test_pretraining_and_the_task_model_take_one_masked_lm_loss(changes):
+    """The MLM objective on the pass it shares and `MaskedLM(..., labels=)` in a loop of your own
+    reach one loss: the same value and the same gradient, bit for bit (fused or --reference)."""
+    torch.manual_seed(0)
+    model, batch = MaskedLM(tiny(**changes)).eval(), make_batch(pair=False)
+    pretrained, _ = Pretrainer(model, {"mlm": MaskedLanguageModeling(weight=1.0)})(batch)
+    pretrained.backward()
+    via_objective = [p.grad for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    own = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], labels=batch["labels"]).loss
+    own.backward()
+    assert torch.equal(pretrained, own)
+    same = lambda a, b: a is b is None or (a is not None and b is not None and torch.equal(a, b))  # the pooler: no gradient
+    assert all(same(a, p.grad) for a, p in zip(via_objective, model.parameters()))
 
 
 @pytest.mark.parametrize("task", ["nsp", "sop"])
@@ -156,8 +172,8 @@ def test_the_detection_loss_reads_every_token_or_only_the_masked_ones(tokens):
 
 
 def test_the_discriminators_own_loss_is_the_detection_loss_at_the_real_tokens():
-    """`ReplacedTokenDetector(..., labels=)` writes the detection loss out (heads.py cannot import
-    rtd.py): both must be the binary CE averaged over the non-padding tokens, bit for bit."""
+    """`ReplacedTokenDetector(..., labels=)` is the pretraining objective's detection loss at the
+    real tokens: the binary CE averaged over the non-padding tokens, bit for bit."""
     torch.manual_seed(0)
     discriminator, batch = ReplacedTokenDetector(tiny()).eval(), make_batch(pair=False)
     replaced = (batch["labels"] != IGNORE_INDEX).long()

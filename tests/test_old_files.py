@@ -1,4 +1,5 @@
-"""Files written by earlier versions still load: every rename in operations/old_files.py."""
+"""Files written by earlier versions still load: every rename in operations/old_files.py, read
+back through the file that holds it (the model's config.json, a checkpoint's data order)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,14 @@ import json
 import pytest
 import torch
 
+import numpy as np
+
 import minibert
 from minibert import MaskedLM, ModelConfig
+from minibert.data import Masking
+from minibert.data.dataset import PretrainingBatches
+from minibert.data.examples import Examples
+from minibert.operations.checkpoint import Checkpoints
 from minibert.operations.old_files import RENAMED, upgrade
 
 
@@ -32,3 +39,24 @@ def test_every_old_name_reads_as_todays(kind):
         assert upgrade(kind, {old: 1, "other": 2}) == {new: 1, "other": 2}
         assert upgrade(kind, {old: 1, new: 3}) == {new: 3}  # today's name wins when both are there
         assert upgrade(kind, {new: 3}) == {new: 3}
+
+
+def test_a_checkpoint_whose_data_order_has_an_old_name_resumes_there(tmp_path):
+    """A checkpoint saved when the data order's "copies" was called "rows" resumes at its position."""
+    examples = Examples(input_ids=np.full((12, 6), 7, dtype=np.int32), token_type_ids=np.zeros((12, 6), dtype=np.uint8),
+                        lengths=np.full(12, 6, dtype=np.int32), sentence_label=None)
+    masking = Masking(vocab_size=20, mask_id=4, never_masked=[0], never_drawn=[0], mask_prob=0.2, replace_probs=(0.8, 0.1, 0.1),
+                      max_span=1, word_starts=None)
+    serve = lambda: PretrainingBatches(examples, masking, batch_size=4, static_masks=None, seed=3)
+    served = serve()
+    stream = iter(served)
+    for _ in range(4):  # into the second epoch
+        next(stream)
+    order = served.state_dict()
+    old = {("rows" if name == "copies" else name): value for name, value in order.items()}  # as written before the rename
+    Checkpoints(tmp_path).save(4, {"step": 4, "ranks": [{"data": [old]}]})
+    state, _ = Checkpoints(tmp_path).load()
+    resumed = serve()
+    resumed.load_state_dict(state["ranks"][0]["data"][0])
+    assert resumed.state_dict() == order
+    assert torch.equal(next(iter(resumed))["input_ids"], next(stream)["input_ids"])

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from minibert.data.masking import IGNORE_INDEX
 from minibert.model import Encoder
-from minibert.objectives.mlm import LinearCrossEntropy
+from minibert.heads import LinearCrossEntropy
 from minibert.kernels.unpad import TokenLayout
 from minibert.variants import VARIANTS, build_pretrainer, run_architecture
 

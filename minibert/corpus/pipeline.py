@@ -30,18 +30,15 @@ from .cache import DEFAULT_DATA_DIR, fingerprint
 from .cost import CorpusCost, corpus_cost
 from .documents import PathLike, corpus_files, read_documents
 from .fingerprint import corpus_key, full_hash
-from ..data.dataset import PretrainingBatches
+from ..data.dataset import MASKINGS, PretrainingBatches
 from .default_corpus import default_corpus_path
 from ..data.examples import LAYOUTS, Examples
 from ..data.masking import Masking, check_mask_options
 from ..tokenizers import SentencePieceTokenizer, Tokenizer, has_tokenizer, load_tokenizer
 from .vocabulary import MAX_SENTENCES, MIN_VOCAB_SIZE, MODEL_TYPES, tokenizer_path, train_tokenizer
-from ..data.static_masks import StaticMasks
 from .stored_examples import build_static_masks, load_examples, open_static_masks, write_examples
 from .storage import FORMAT_VERSION, TokenStore, build_token_store
 
-MASKINGS = ("static", "dynamic")
-STATIC_DUPE_FACTOR = 10  # BERT: the corpus stored 10 times, each copy with its own masks
 # Held-out batches mask BERT's 15% of tokens whatever rate training uses, so that held-out
 # accuracies of runs with different --mask-prob are measured on the same kind of task.
 EVAL_MASK_PROB = 0.15

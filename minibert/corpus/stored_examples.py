@@ -39,13 +39,6 @@ def load_examples(directory: Path) -> Examples:
     return Examples(**{"sentence_label": None, **arrays})
 
 
-def save_examples(examples: Examples, directory: Path) -> None:
-    writers = ExampleWriters(directory, examples.input_ids.dtype, examples.input_ids.shape[1],
-                             examples.sentence_label is not None)
-    writers.append(examples)
-    writers.close()
-
-
 class ExampleWriters:
     """The files of `Examples`, appended block by block: flat arrays (storage.py's `ArrayWriter`)
     and a meta.json with the row width, written last."""

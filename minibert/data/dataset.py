@@ -26,10 +26,11 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from ..operations.old_files import upgrade
 from .examples import Examples
 from .masking import Masking
 from .static_masks import StaticMasks
+
+MASKINGS = ("static", "dynamic")  # BERT's masks stored with each copy, or RoBERTa's drawn anew for every batch
 
 
 class PretrainingBatches:
@@ -98,8 +99,8 @@ class PretrainingBatches:
         # RoBERTa: a new mask every time, from a generator seeded by where the batch is served.
         # SeedSequence hashes the four numbers into one 64-bit seed, so that nearby tuples get
         # unrelated generators (a sum such as seed + position would give seed 0's batch 1 the
-        # mask of seed 1's batch 0). `>> 1` keeps 63 of its bits, a non-negative int64; torch
-        # 2.13's manual_seed would take all 64, but dropping the shift would change every mask.
+        # mask of seed 1's batch 0). `>> 1` keeps 63 of its bits, a non-negative int64 seed: the
+        # bits that every run's dynamic masks, and so the default runs' recorded curves, come from.
         key = np.random.SeedSequence([self.seed, epoch, self.rank, position]).generate_state(1, np.uint64)[0]
         batch["input_ids"], batch["labels"] = self.masking(batch["input_ids"], torch.Generator().manual_seed(int(key) >> 1))
         return batch
@@ -109,7 +110,6 @@ class PretrainingBatches:
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         """Continue exactly where `state_dict()` was taken (same data, seed and world size)."""
-        state = upgrade("data order", state)  # names written by earlier versions
         for key in ("seed", "copies", "world_size"):
             if state[key] != self.state_dict()[key]:
                 raise ValueError(f"cannot resume: the saved data order has {key}={state[key]} but this one has {self.state_dict()[key]}; rebuild with the same corpus and settings")

@@ -4,7 +4,7 @@ MLM hides some input tokens and asks the model to recover them. Two decisions de
 
 1. *Which* positions to predict, the masked positions (`Masking.choose`): `mask_prob` of the
    ordinary tokens — never [CLS], [SEP] or [PAD]. BERT's rate is 15%; each variant's default
-   run sets its own (variants.py, else training/settings.py's MASK_PROB). BERT, RoBERTa,
+   run sets its own (variants.py: MASK_PROB, or the variant's entry). BERT, RoBERTa,
    DistilBERT and ELECTRA choose single tokens.
    ALBERT's n-gram masking chooses spans of up to 3 whole words (`Masking.choose_spans`): its
    data script builds word candidates from the SentencePiece pieces and draws n-grams of them,

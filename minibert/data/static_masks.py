@@ -25,6 +25,7 @@ import torch
 from .examples import Examples
 from .masking import IGNORE_INDEX, Masking
 
+STATIC_DUPE_FACTOR = 10  # BERT: the corpus stored 10 times, each copy with its own masks
 COPIES_PER_CHUNK = 1024
 
 

@@ -18,12 +18,11 @@ from typing import NamedTuple
 
 import torch
 
-from ..config import ModelConfig
 from ..tokenizers.load import load_tokenizer, tokenizer_file_names
 from .tasks import LabelMap
 from ..tokenizers.base import Tokenizer
 from ..heads import SequenceClassifier, TokenClassifier
-from ..pretrained import FORMAT_KEY, FORMAT_VERSION
+from ..pretrained import FORMAT_KEY, FORMAT_VERSION, stored_config
 from ..operations.files import write_json
 from ..operations.tensor_files import CONFIG_FILE, SAFETENSORS_FILE, load_tensors, open_tensors, read_json, save_tensors
 
@@ -83,8 +82,8 @@ def load_classifier(directory: str | Path) -> Classifier:
             f"{directory}: config.json says {num_labels} labels but {LABELS_FILE} names {len(labels)}; the folder is inconsistent"
         )
     with torch.device("meta"):  # shapes only: the checkpoint's tensors become the parameters
-        pooling = {"pooling": marker.get("pooling", "cls")} if marker["head"] == "classifier" else {}  # older files: [CLS]
-        model = HEADS[marker["head"]](ModelConfig.from_dict(fields), num_labels, **pooling)
+        pooling = {"pooling": marker.get("pooling", "cls")} if marker["head"] == "classifier" else {}  # a marker naming no pooling: [CLS]
+        model = HEADS[marker["head"]](stored_config(fields), num_labels, **pooling)
     with open_tensors(directory) as tensors:
         load_tensors(model, {name: (name,) for name in model.state_dict()}, tensors, ())
     return Classifier(model.eval(), load_tokenizer(directory), labels)

@@ -21,8 +21,8 @@ from . import tagged, tasks
 from ..heads import POOLINGS
 from ..runs.cli import Parser, report_errors
 from ..operations.distributed import Distributed
-from ..operations.precision import PRECISIONS, Precision
-from ..training.settings import DEVICES
+from ..operations.precision import Precision
+from ..training.settings import DEVICES, PRECISIONS
 from .checkpoint import check_out
 from .glue import GLUE_TASKS, run_glue, write_training_text
 from .recipes import RECIPES

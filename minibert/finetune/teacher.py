@@ -29,7 +29,8 @@ from torch import nn
 from ..operations.files import publish_file
 from ..heads import ClassifierOutput
 from ..model import Encoder
-from ..interop.huggingface import build_and_load, reference_plan
+from ..interop.huggingface import reference_plan
+from ..pretrained import build_and_load
 from ..operations.tensor_files import CONFIG_FILE, SAFETENSORS_FILE, open_tensors, read_json
 from ..tokenizers import load_tokenizer
 from ..tokenizers.base import Tokenizer

@@ -2,17 +2,19 @@
 
     loss, metrics = objective(model, batch, output)
 
-    mlm.py          masked language modeling: the MLM head, its loss (fused with the decoder), the objective
+    mlm.py          masked language modeling: the kept model's masked-LM loss on the shared pass
     sentence.py     NSP (BERT) and SOP (ALBERT): one 2-way head on [CLS]
-    rtd.py          replaced token detection (ELECTRA): generator, sampling, the detection loss
+    rtd.py          replaced token detection (ELECTRA): generator, sampling, corrupted batch
     kd.py           distillation from a teacher (DistilBERT): soft targets + MLM + hidden-state cosine
     pretrainer.py   `Pretrainer`: the kept model and its objectives, summed over one encoder pass
 
 Fine-tuning has its own distillation loss, Hinton et al.'s soft targets from a fine-tuned
 teacher (`train.py finetune --teacher`): minibert/finetune/soft_targets.py.
 
-Import from the modules themselves (`from minibert.objectives.mlm import ...`): the MLM head
-is part of the task model `minibert.MaskedLM`, so this package does not import them all.
+The heads of the models pretraining keeps, and their losses (the masked-LM loss, ELECTRA's
+detection loss), are in minibert/heads.py: a loop of your own reaches the same code through
+`minibert.MaskedLM` and `minibert.ReplacedTokenDetector`. Import the objectives from their
+modules (`from minibert.objectives.mlm import ...`).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from torch import nn
 
 from ..config import ModelConfig
 from ..data.masking import IGNORE_INDEX
-from ..heads import MaskedLM
+from ..heads import MaskedLM, masked_lm_cross_entropy
 from .mlm import mlm_metrics
 
 
@@ -138,7 +138,7 @@ class KnowledgeDistillation(nn.Module):
         soft = soft_target_kl(student_logits, teacher_logits, self.temperature) if soft_positions.any() else student_logits.sum() * 0.0
         targets = labels[soft_positions]
         masked = targets != IGNORE_INDEX
-        mlm = F.cross_entropy(student_logits[masked].float(), targets[masked]) if masked.any() else soft * 0.0
+        mlm = masked_lm_cross_entropy(student_logits[masked], targets[masked])  # the hard targets, as MLM's
         cosine = (1 - F.cosine_similarity(student_hidden[real].float(), teacher_hidden[real].float(), dim=-1)).mean()
 
         metrics = mlm_metrics(mlm, student_logits[masked], targets[masked])

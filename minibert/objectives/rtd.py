@@ -17,8 +17,8 @@ and says, for EVERY token, whether it is the original or a replacement:
   generator's MLM decoder is tied to those shared word embeddings.
 * The generator is small — about 1/4 of the discriminator's width. A generator that is too
   good makes the discriminator's task impossible, and too little of its compute is left.
-* loss = mlm_weight · generator MLM + rtd_weight · `detection_loss` (binary CE averaged over
-  the real tokens): 1 and 50 in the electra variant (minibert/variants.py says why 50).
+* loss = mlm_weight · generator MLM + rtd_weight · `detection_loss` (heads.py: binary CE
+  averaged over the real tokens): 1 and 50 in the electra variant (minibert/variants.py says why 50).
 * `tokens="masked"` is the paper's own diagnostic, "ELECTRA 15%" (its section 3.4): the
   same model, but the discriminator's loss reads only the masked positions, as MLM's does.
   It isolates the claim that learning from EVERY token is where the efficiency comes from.
@@ -27,12 +27,12 @@ and says, for EVERY token, whether it is the original or a replacement:
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..config import ModelConfig
 from ..data.masking import IGNORE_INDEX
-from ..heads import MaskedLM, ReplacedTokenDetector
+from ..heads import MaskedLM, ReplacedTokenDetector, detection_loss
+from ..training.settings import RTD_TOKENS
 from .mlm import mlm_metrics
 
 
@@ -71,16 +71,6 @@ def replace_masked(input_ids, labels, samples) -> tuple[torch.Tensor, torch.Tens
     corrupted = input_ids.masked_scatter(masked, samples)
     original = torch.where(masked, labels, input_ids)
     return corrupted, (corrupted != original).long()
-
-
-def detection_loss(scores: torch.Tensor, replaced: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """The discriminator's loss: binary cross-entropy of the "replaced?" scores [B, T] against
-    `replaced` [B, T] (1 = the token differs from the original), averaged over `positions`
-    [B, T] bool: every real token (ELECTRA), or the masked ones only ("ELECTRA 15%")."""
-    return F.binary_cross_entropy_with_logits(scores[positions].float(), replaced[positions].float())
-
-
-RTD_TOKENS = ("all", "masked")  # which tokens the discriminator's loss reads: ELECTRA's, or "ELECTRA 15%"'s
 
 
 class ReplacedTokenDetection(nn.Module):

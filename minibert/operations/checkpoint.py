@@ -23,6 +23,7 @@ from pathlib import Path
 from safetensors.torch import load_file, save_file
 
 from .files import hash_file, publish_dir, read_json_object, remove_leftovers, write_atomic
+from .old_files import upgrade_training_state
 from ..runs.errors import TrainingError, warn
 from .state import decode, encode
 
@@ -103,4 +104,5 @@ def read_checkpoint(path: Path) -> dict:
     for name in (STATE, TENSORS):
         if not (path / name).is_file() or hash_file(path / name).hexdigest() != expected.get(name):
             raise ValueError(f"checkpoint {path.name} is corrupted ({name} does not match its recorded checksum)")
-    return decode(json.loads((path / STATE).read_text()), load_file(path / TENSORS))  # checksum verified
+    state = decode(json.loads((path / STATE).read_text()), load_file(path / TENSORS))  # checksum verified
+    return upgrade_training_state(state)

@@ -1,11 +1,11 @@
 """Files written by earlier versions of minibert: every rename they may still carry, in one place.
 
 A checkpoint or config.json outlives the code that wrote it. When a stored name changes, the
-old name is listed here, and the readers (`ModelConfig.from_dict` for every config.json and
-checkpoint config, `PretrainingData.load_state_dict` for the data order a checkpoint resumes)
-pass what they read through these functions first, so the rest of the code knows only today's
-names. Tests: tests/test_old_files.py (an old config.json loaded), test_config.py and
-test_data_dataset.py (each old name read back).
+old name is listed here, and the code that reads the files passes what it read through these
+functions first — `pretrained.stored_config` for every config.json and run.json's model,
+`checkpoint.read_checkpoint` for a checkpoint's training state (the data order each process
+resumes) — so the model, the data and the loop know only today's names. Tests:
+tests/test_old_files.py (each old name read back, through the file that holds it).
 """
 
 from __future__ import annotations
@@ -26,3 +26,11 @@ def upgrade(kind: str, stored: dict) -> dict:
             value = stored.pop(old)
             stored.setdefault(new, value)
     return stored
+
+
+def upgrade_training_state(state: dict) -> dict:
+    """A checkpoint's training state (runs/run.py: `training_state`) with today's names in each
+    process's data order (`PretrainingBatches.state_dict`, one per stream)."""
+    for rank in state.get("ranks", ()):
+        rank["data"] = [upgrade("data order", order) for order in rank["data"]]
+    return state

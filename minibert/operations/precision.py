@@ -21,7 +21,7 @@ from contextlib import nullcontext
 
 import torch
 
-PRECISIONS = ("auto", "bf16", "fp16", "fp32")
+from ..training.settings import PRECISIONS
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 

@@ -2,8 +2,9 @@
 
 A pretraining run's values are stacked from layers, each later one winning:
 
-    default     the one table of defaults (settings.py): DEFAULT_MODEL and Settings' defaults;
-                a ModelConfig field named in neither keeps ModelConfig's own (BERT-base's)
+    default     what every default run shares: variants.py's DEFAULT_MODEL and MASK_PROB, and
+                Settings' defaults (settings.py); a ModelConfig field named in none keeps
+                ModelConfig's own (BERT-base's)
     variant     what the variant itself sets (variants.py), its objectives' examples included
     tokenizer   vocab_size and pad_token_id, fixed by the tokenizer the run trains or reads
     --seq-len   max_positions, sized to the sequence length

@@ -26,15 +26,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..config import ModelConfig
 from ..corpus.pipeline import build_pretraining_data
 from ..corpus.baselines import mlm_baselines
 from ..corpus.documents import corpus_files
 from ..corpus.cache import DEFAULT_DATA_DIR
 from ..corpus.cost import size
-from ..corpus.pipeline import STATIC_DUPE_FACTOR, plan_corpus
+from ..corpus.pipeline import plan_corpus
+from ..data.static_masks import STATIC_DUPE_FACTOR
 from ..operations.files import read_json_object, write_atomic
-from ..pretrained import from_pretrained, save_pretrained
+from ..pretrained import from_pretrained, save_pretrained, stored_config
 from ..variants import Variant, build_pretrainer, get_variant, run_architecture, with_layout
 from ..operations import distributed
 from ..operations.checkpoint import Checkpoints
@@ -45,7 +45,7 @@ from ..training.loop import LoopSettings, Progress, build_optimizer, train
 from .metrics import MetricsLog
 from .phases import continue_run
 from .plan import describe_plan
-from .tensorboard import report_to
+from .tensorboard import check_installed, report_to
 
 from ..operations.outdir import GENERATOR_DIR, OutputDir
 from ..operations.precision import Precision, resolve as resolve_precision
@@ -68,6 +68,8 @@ def pretrain(settings: Settings, model_overrides: dict | None = None, *, resume:
     variant = get_variant(settings.variant)
     settings = with_default_out(settings)
     settings.check()
+    if settings.report_to == "tensorboard":
+        check_installed()  # before OUT is claimed: one line naming the extra
     settings = with_layout(variant, settings)  # the examples the run's objectives need
     streams_total = int(os.environ.get("WORLD_SIZE", "1")) * settings.grad_accum
     if settings.batch_size % streams_total:
@@ -243,8 +245,8 @@ def dupe_factor(settings: Settings) -> int:
 def default_threads(config) -> int:
     """CPU threads per process. Threads split each matrix product; for narrow models (the
     default runs) the products are so small that waiting for each other costs more than
-    the split saves, and on a busy machine every parallel op waits for its slowest thread:
-    measured on 2 cores with other work running, 2 threads were 20× SLOWER than 1."""
+    the split saves, and on a busy machine every parallel op waits for its slowest thread
+    (docs/training.md has the measurement)."""
     if config.hidden_size < 512:
         return 1
     return max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
@@ -326,7 +328,7 @@ def restore(state: dict, pretrainer, optimizer, amp: Precision, shards, dist: Di
     ranks = state["ranks"]
     load_trainable_state(pretrainer, state["model"])
     optimizer.load_state_dict(state["optimizer"])
-    if state.get("scaler"):  # fp16: the loss scale the run had found (checkpoints before it was saved restart it)
+    if state.get("scaler"):  # fp16: the loss scale the run had found (a checkpoint without one starts it afresh)
         amp.scaler.load_state_dict(state["scaler"])
     positions, exact = resplit(ranks, shards, dist)
     for shard, position in zip(shards, positions, strict=True):
@@ -382,11 +384,11 @@ def check_same_run(path: Path, record: dict) -> None:
         raise ValueError(f"{path} is missing or damaged, so this run's settings are unknown; start over with --overwrite") from None
     now = json.loads(json.dumps(record))
     before = {**json.loads(json.dumps(Settings().to_dict())), **saved["settings"]}  # a field newer than the run: its default
-    # unread: e.g. the rtd_weight 50 that every variant's run.json held before only electra's had one
+    # unread: the settings no objective of this variant reads, such as an rtd_weight in a bert run's run.json
     unread = unread_settings(get_variant(now["settings"]["variant"]))
     changed = [f"--{name.replace('_', '-')} {before.get(name)!r} -> {value!r}" for name, value in now["settings"].items()
                if name not in (*OPERATIONAL, *RESPLIT) and name not in unread and before.get(name) != value]
-    saved_config = ModelConfig.from_dict(saved["config"]).to_dict()  # in today's field names
+    saved_config = stored_config(saved["config"]).to_dict()  # in today's field names
     changed += [f"--{name.replace('_', '-')} {saved_config.get(name)!r} -> {value!r}"
                 for name, value in now["config"].items() if saved_config.get(name) != value]
     if changed:

@@ -14,6 +14,11 @@ Read in this order:
 The layouts of other libraries' checkpoints (tokenizer.json, RoBERTa's byte-level BPE, ALBERT's
 spiece.model) live in `minibert/interop/tokenizers/` and register themselves with `load.py`'s
 `register_layout`: nothing here imports them.
+
+Of this folder, only `base.py` is part of the chapter (what `python train.py` runs and a learner
+reads, which imports no machinery: tests/test_imports.py): it is all that the examples are laid
+out with (data/examples.py). The tokenizers themselves also save and load their files, atomically,
+through `minibert/operations/files.py`, so they stand beside the chapter, read on their own.
 """
 
 from .base import SPECIAL_TOKENS, Tokenizer

@@ -25,7 +25,7 @@ from ..config import ModelConfig
 from ..finetune.checkpoint import HEADS as FINE_TUNED_HEADS, LABELS_FILE, is_classifier
 from ..model import Encoder
 from ..interop.huggingface import export_family
-from ..pretrained import FORMAT_KEY, HEAD_NAMES, checkpoint_directory, read_plan
+from ..pretrained import FORMAT_KEY, HEAD_NAMES, checkpoint_directory, read_plan, stored_config
 from ..operations.tensor_files import CONFIG_FILE, inside, open_tensors, read_json
 from ..interop.huggingface.families import FAMILIES
 from ..tokenizers.load import find_layout, load_tokenizer
@@ -63,7 +63,7 @@ def own_format(directory: Path, stored: dict) -> tuple[str, ModelConfig, list[st
     marker = fields.pop(FORMAT_KEY)
     head = marker.get("head") if isinstance(marker, dict) else None
     try:
-        config = ModelConfig.from_dict(fields)
+        config = stored_config(fields)
     except (TypeError, ValueError) as error:
         raise ValueError(f"{directory / CONFIG_FILE}: {error}") from None
     if is_classifier(stored):

@@ -1,9 +1,7 @@
-"""The one table of defaults: what every default run uses unless its variant says otherwise.
+"""Settings: everything a pretraining run is configured by besides the architecture, with its default.
 
-    DEFAULT_MODEL   the default runs' model: ModelConfig fields (those not named keep
-                    ModelConfig's own defaults, the published BERT-base's)
-    Settings        everything else a pretraining run is configured by: data, masking,
-                    objectives' weights, optimisation, bookkeeping
+    Settings        data, masking, objectives' weights, optimisation, bookkeeping: one dataclass
+    the choices     the names a setting may take (LAYOUTS, MASKINGS, PRECISIONS, RTD_TOKENS, ...)
 
 Settings is one flat dataclass, so that the command line, the saved `run.json` and the check
 that a `--resume` continues the SAME run all read one list of fields. Each field's `help` is
@@ -11,7 +9,8 @@ the text of its command-line flag. A run's values come in three layers, and `pyt
 --print-config` shows which layer each value came from (`minibert/runs/resolved.py`):
 
     1. these defaults;
-    2. the variant's entry (minibert/variants.py): its objectives, model and settings;
+    2. minibert/variants.py: the default runs' model (DEFAULT_MODEL) and masking rate
+       (MASK_PROB), then the variant's own entry: its objectives, model and settings;
     3. the command line's flags.
 
 No library function below keeps a default of its own for these values: they are passed on.
@@ -23,14 +22,14 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 
+from ..data.dataset import MASKINGS
 from ..data.examples import LAYOUTS
 from ..data.masking import check_replace_probs
-from ..corpus.pipeline import MASKINGS, STATIC_DUPE_FACTOR
-from ..objectives.rtd import RTD_TOKENS
-from ..operations.precision import PRECISIONS
-from ..runs import tensorboard
+from ..data.static_masks import STATIC_DUPE_FACTOR
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
+PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # operations/precision.py: what each name runs
+RTD_TOKENS = ("all", "masked")  # which tokens ELECTRA's detection loss reads (objectives/rtd.py): all, or "ELECTRA 15%"'s
 # Settings that say how a run is carried out, not what it computes: they may change between a run
 # and its --resume, and they are no difference from a variant's default run.
 OPERATIONAL = ("device", "threads", "out", "cache_dir", "eval_every", "eval_batches", "log_every", "save_every", "keep",
@@ -39,21 +38,6 @@ SCHEDULES = ("linear", "cosine", "wsd")  # training/loop.py: learning_rate
 OPTIMIZERS = ("adamw", "lamb")
 REPORT_TO = ("none", "tensorboard")
 PLAN_FOR = ("here", "h100", "a100", "l4", "t4")  # runs/plan.py: their dense bf16 (T4: fp16) peaks
-
-# The default runs' encoder: BERT-Tiny's shape (2 layers of width 128, Turc et al. 2019) and an
-# 8k SentencePiece vocabulary, with what makes it learn context within minutes on a CPU
-# (measured in bench/time_to_quality.py; docs/training.md has the ablation):
-#   rotary positions   attention can prefer a token's neighbours from the first step,
-#                      instead of first learning a position table (the largest single gain);
-#   no dropout         a few passes over the corpus cannot overfit; dropout only slows learning.
-# None of these is a family's defining switch; variants.CLASSIC is the published recipe.
-DEFAULT_MODEL = dict(vocab_size=8000, hidden_size=128, num_layers=2, num_heads=2, intermediate_size=512,
-                     position_encoding="rotary", hidden_dropout=0.0, attention_dropout=0.0)
-# The default runs mask 40% of the tokens (ELECTRA's 25%, variants.py), not BERT's 15%: more
-# predictions per forward pass, which the few minutes of a default run need (docs/training.md
-# has the ablation).
-# Held-out accuracy is still measured at 15% (corpus/pipeline.py, EVAL_MASK_PROB).
-MASK_PROB = 0.4
 
 
 def option(default, help: str, choices=None, group: str = "training", metavar: str | None = None):
@@ -71,7 +55,7 @@ class Settings:
     short_seq_prob: float = option(0.1, "share of examples cut shorter than --seq-len (BERT: 0.1)", group="data")
     masking: str = option("dynamic", "static = masks drawn once when examples are built (--dupe-factor copies); dynamic = a new mask every time", MASKINGS, "data")
     dupe_factor: int | None = option(None, f"differently-masked copies of the corpus under static masking (none = {STATIC_DUPE_FACTOR} under static masking)", group="data")
-    mask_prob: float = option(MASK_PROB, "share of tokens masked for prediction while training (BERT: 0.15; held-out accuracy is always measured at 15%)", group="data")
+    mask_prob: float = option(0.15, "share of tokens masked for prediction while training (BERT: 0.15; held-out accuracy is always measured at 15%)", group="data")
     replace_probs: list[float] = option((0.8, 0.1, 0.1), "what a masked position shows: [MASK], a random token, its own", group="data")
     max_span: int = option(1, "mask spans of up to N units: words with --whole-word, else tokens (ALBERT's n-gram masking: 3 words)", group="data")
     whole_word: bool = option(False, "a masking unit is a whole word (all its pieces together), not a single token", group="data")
@@ -178,8 +162,6 @@ class Settings:
 
 
     def check_at_scale(self) -> None:
-        if self.report_to == "tensorboard":
-            tensorboard.check_installed()
         for name, choices in (("schedule", SCHEDULES), ("optimizer", OPTIMIZERS), ("report_to", REPORT_TO), ("plan_for", PLAN_FOR)):
             if getattr(self, name) not in choices:
                 raise ValueError(f"--{flag(name)} must be one of {', '.join(choices)}; got {getattr(self, name)!r}")

@@ -21,9 +21,7 @@ from torch import nn
 from ...config import ModelConfig
 from ...operations.files import write_json
 from ...operations.tensor_files import CONFIG_FILE, SAFETENSORS_FILE, TensorFile, inside, read_json, save_tensors
-from ...pretrained import (FORMAT_KEY, FORMAT_VERSION, HEAD_NAMES, HEADS, TRANSLATIONS, CheckpointPlan, MissingHead,
-                           Translation, build_and_load, checkpoint_directory, from_pretrained, head_of, read_plan,
-                           save_pretrained)
+from ...pretrained import HEAD_NAMES, TRANSLATIONS, CheckpointPlan, MissingHead, Translation, from_pretrained, save_pretrained
 from ...tokenizers import SentencePieceTokenizer
 from ..tokenizers.json_export import CONFIG_FILE as TOKENIZER_CONFIG_FILE, hugging_face_files
 from .families import EXPORT_ORDER, FAMILIES, ROFORMER

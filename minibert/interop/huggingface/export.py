@@ -17,7 +17,8 @@ from pathlib import Path
 
 from ...operations.files import TMP_PREFIX, publish_dir
 from ...tokenizers.load import load_tokenizer, tokenizer_file_names
-from . import FORMAT_KEY, HEADS, checkpoint_directory, export_family, export_names, from_pretrained, save_pretrained
+from ...pretrained import FORMAT_KEY, HEADS, checkpoint_directory, from_pretrained, save_pretrained
+from . import export_family, export_names
 from ...operations.tensor_files import CONFIG_FILE, PICKLE_FILE, SAFETENSORS_FILE, listing, open_tensors, read_json
 from .export_check import AUTO_CLASSES, INSTALL, TOLERANCE, Check, ExportMismatch, check_export
 from .families import FAMILIES
