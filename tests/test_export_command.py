@@ -2,9 +2,11 @@
 becomes OUT, and a wrong one is refused in one line that names what differs, OUT untouched.
 
 The checkpoints are tiny: a bert run of a few steps (the default run's shape: rotary positions,
-so it exports as RoFormer), a model built with wide weights (whose outputs depend visibly on
-every tensor) and the default albert's shape, which no Hugging Face family holds. A broken name
-map is made by changing one entry of RoFormer's table in families.py for the length of a test.
+so it exports as RoFormer) and models built with wide weights (whose outputs depend visibly on
+every tensor). A broken name map is made by changing one entry of RoFormer's table in
+families.py for the length of a test. What no built-in family holds (the default albert,
+electra and distilbert shapes, pre-LN, attention-only sharing, a fine-tuned classifier) exports
+as transformers' custom code, loaded in one process where minibert cannot be imported.
 """
 
 from __future__ import annotations
