@@ -133,7 +133,8 @@ def save_pretrained(
     format="minibert": our config and parameter names, read back by `from_pretrained`.
     format="hf": a Hugging Face directory of the first family (BERT, RoBERTa, ELECTRA, ALBERT,
     DistilBERT, in that order; RoFormer for rotary positions) whose checkpoints hold the model
-    exactly, or of `family` if given (minibert/interop/huggingface/).
+    exactly, or of `family` if given (minibert/interop/huggingface/); family="minibert" is
+    transformers' custom code, which holds any model (interop/huggingface/custom_code.py).
     `tokenizer` (a WordPieceTokenizer or SentencePieceTokenizer) is saved beside the weights;
     with format="hf" in files that `transformers.AutoTokenizer` loads. Files are written
     atomically. Returns the directory.

@@ -2,14 +2,21 @@
 becomes OUT, and a wrong one is refused in one line that names what differs, OUT untouched.
 
 The checkpoints are tiny: a bert run of a few steps (the default run's shape: rotary positions,
-so it exports as RoFormer), a model built with wide weights (whose outputs depend visibly on
-every tensor) and the default albert's shape, which no Hugging Face family holds. A broken name
-map is made by changing one entry of RoFormer's table in families.py for the length of a test.
+so it exports as RoFormer) and models built with wide weights (whose outputs depend visibly on
+every tensor). A broken name map is made by changing one entry of RoFormer's table in
+families.py for the length of a test. What no built-in family holds (the default albert,
+electra and distilbert shapes, pre-LN, attention-only sharing, a fine-tuned classifier) exports
+as transformers' custom code, loaded in one process where minibert cannot be imported.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -20,10 +27,16 @@ import minibert
 from minibert import Encoder, MaskedLM, ModelConfig, ReplacedTokenDetector
 from minibert.__main__ import main
 from minibert.corpus.vocabulary import train_tokenizer
+from minibert.finetune.checkpoint import load_classifier, save_classifier
+from minibert.finetune.tasks import LabelMap
+from minibert.heads import SequenceClassifier
 from minibert.operations.files import TMP_PREFIX
 from minibert.objectives.kd import student_config
-from minibert.interop.huggingface.export_check import TOLERANCE
+from minibert.interop.huggingface import custom_code
+from minibert.interop.huggingface.export_check import CUSTOM_TOLERANCE, TOLERANCE
 from minibert.interop.huggingface.families import ROFORMER
+from minibert.tokenizers import load_tokenizer
+from minibert.tools.info import describe
 from minibert.runs.cli import main as train_main
 from minibert.variants import VARIANTS
 from tiny_run import tiny_args, write_corpus
@@ -164,19 +177,6 @@ def test_tensors_exchanged_for_one_another_are_refused_by_the_outputs(wide_bert,
     assert not out.exists() and no_leftovers(out.parent)
 
 
-def test_a_model_no_family_holds_gets_the_refusal_save_pretrained_gives(corpus, tmp_path, capsys):
-    """The default albert: rotary positions (RoFormer only) and shared layers (ALBERT only)."""
-    config = ModelConfig(**{**VARIANTS["albert"].model, "vocab_size": 400, "hidden_size": 32, "num_heads": 2,
-                            "intermediate_size": 64, "embedding_size": 16, "max_positions": 32})
-    assert (config.position_encoding, config.share_layers) == ("rotary", "all")
-    model = MaskedLM(config)
-    with pytest.raises(ValueError) as today:
-        minibert.save_pretrained(model, tmp_path / "direct", format="hf")
-    checkpoint = minibert.save_pretrained(model, tmp_path / "albert")
-    assert refusal(*export(capsys, checkpoint, tmp_path / "out")[::2]) == str(today.value)
-    assert not (tmp_path / "out").exists() and no_leftovers(tmp_path)
-
-
 def test_without_transformers_the_export_says_the_check_was_skipped(bert_run, tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "transformers", None)  # `import transformers` now raises ImportError
     out = tmp_path / "bert-hf"
@@ -218,3 +218,161 @@ def test_out_is_never_clobbered(bert_run, tmp_path, capsys, monkeypatch):
     (tmp_path / "empty").mkdir()
     assert export(capsys, bert_run, tmp_path / "empty")[0] == 0  # an empty folder is no model to keep
     assert no_leftovers(tmp_path)
+
+
+# --- transformers' custom code: the models no built-in family holds ----------------------------
+
+# name -> (variant, model class, changes): the default albert, electra and distilbert runs' shapes,
+# pre-LN, attention-only sharing and (below) a fine-tuned classifier
+CUSTOM = {
+    "albert": ("albert", MaskedLM, {}),  # rotary positions and shared layers: the Quick start's
+    "electra": ("electra", ReplacedTokenDetector, {}),  # rotary positions and a replaced-token head
+    "distilbert": ("distilbert", MaskedLM, {}),  # rotary positions and no segment embeddings
+    "pre-ln": ("bert", MaskedLM, {"norm": "pre"}),
+    "attention-sharing": ("bert", Encoder, {"share_layers": "attention"}),
+}
+# minibert's class -> the Auto class that loads its export, and the class that gives
+AUTO = {MaskedLM: ("AutoModelForMaskedLM", "MinibertForMaskedLM"), Encoder: ("AutoModel", "MinibertModel"),
+        ReplacedTokenDetector: ("AutoModelForPreTraining", "MinibertForPreTraining"),
+        SequenceClassifier: ("AutoModelForSequenceClassification", "MinibertForSequenceClassification")}
+TEXTS = ["The small cat sees the dog.", "A [MASK] eats the green fish near the river, and the slow cow hears it.", "Hi."]
+
+# Run where minibert cannot be imported: each folder loaded by its Auto class, its outputs on the
+# parent's inputs, and transformers' fill-mask pipeline on the first masked-LM folder.
+ELSEWHERE = """
+import sys
+sys.modules["minibert"] = None  # `import minibert` now raises ImportError: a folder must carry all it runs
+import torch, transformers
+transformers.logging.set_verbosity_error()
+try:
+    import minibert
+except ImportError:
+    importable = False
+else:
+    importable = True
+jobs, results = torch.load(sys.argv[1]), {"minibert importable": importable}
+for name, job in jobs.items():
+    model = getattr(transformers, job["auto"]).from_pretrained(job["folder"], trust_remote_code=True).eval()
+    with torch.no_grad():
+        out = model(**job["inputs"])
+    results[name] = (type(model).__name__, out.logits if "logits" in out else out.last_hidden_state)
+pipe = transformers.pipeline("fill-mask", model=jobs["albert"]["folder"], trust_remote_code=True, device="cpu")
+results["fill-mask"] = [[c["token"] for c in pipe(text, top_k=5)] for text in sys.argv[3:]]
+torch.save(results, sys.argv[2])
+"""
+
+
+def classifier_checkpoint(corpus, folder: Path) -> Path:
+    """A fine-tuned classifier as `python train.py finetune` saves it: mean pooling, three labels."""
+    tokenizer = load_tokenizer(wide_model(corpus, folder / "base", "albert"))
+    torch.manual_seed(1)
+    model = SequenceClassifier(minibert.from_pretrained(folder / "base").config, 3, pooling="mean")
+    return save_classifier(model, tokenizer, LabelMap(["negative", "neutral", "positive"]), folder / "classifier")
+
+
+@pytest.fixture(scope="module")
+def custom_exports(corpus, tmp_path_factory):
+    """name -> (checkpoint, OUT, what the export printed); name -> (OUT, the minibert model it is
+    loaded as, its tokenizer); and what a process without minibert computed from each."""
+    root = tmp_path_factory.mktemp("custom")
+    checkpoints = {name: wide_model(corpus, root / name, variant, kind, **changes)
+                   for name, (variant, kind, changes) in CUSTOM.items()}
+    checkpoints["classifier"] = classifier_checkpoint(corpus, root / "fine-tuned")
+    exports, loads = {}, {}
+    for name, checkpoint in checkpoints.items():
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            assert main(["export", str(checkpoint), str(root / "out" / name)]) == 0
+        exports[name] = checkpoint, root / "out" / name, printed.getvalue()
+        loads[name] = (root / "out" / name, *ours(checkpoint))
+    # AutoModel reads the encoder of a task model's folder (transformers strips the `encoder.` prefix)
+    loads["albert's encoder"] = root / "out" / "albert", minibert.from_pretrained(checkpoints["albert"]), loads["albert"][2]
+    jobs = {name: {"folder": str(out), "auto": AUTO[type(model)][0], "inputs": inputs(model, tokenizer)}
+            for name, (out, model, tokenizer) in loads.items()}
+    torch.save(jobs, root / "jobs.pt")
+    env = {"PATH": os.environ["PATH"], "HF_MODULES_CACHE": str(root / "modules"), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-I", "-c", ELSEWHERE, root / "jobs.pt", root / "results.pt", *MASKED],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return exports, loads, torch.load(root / "results.pt")
+
+
+def ours(checkpoint: Path):
+    """The model and tokenizer minibert loads from a checkpoint (a classifier's too)."""
+    if (checkpoint / "labels.json").is_file():
+        return load_classifier(checkpoint)[:2]
+    return minibert.from_pretrained(checkpoint, head=saved_head(checkpoint)), load_tokenizer(checkpoint)
+
+
+def inputs(model, tokenizer) -> dict:
+    """TEXTS as one batch, a third of it padding (the encoder unpads it: kernels/unpad.py runs too),
+    with token_type_ids where the model has segments, as the exported tokenizer gives them."""
+    batch = tokenizer.batch(TEXTS, max_length=model.config.max_length)
+    return {k: v for k, v in batch.items() if k != "token_type_ids" or model.config.type_vocab_size > 1}
+
+
+def saved_head(checkpoint: Path) -> str | None:
+    return json.loads((checkpoint / "config.json").read_text())["minibert"]["head"]
+
+
+MASKED = ["The big [MASK] chases the red bird.", "A [MASK] sees the goat near the barn."]
+
+
+def test_what_no_family_holds_exports_as_custom_code_checked_by_transformers(custom_exports, transformers):
+    exports, _, _ = custom_exports
+    for name, (_, out, printed) in exports.items():
+        first, checked = printed.splitlines()[:2]
+        assert "(minibert: transformers' custom code, load it with trust_remote_code=True)" in first, name
+        assert "(trust_remote_code=True) and AutoTokenizer" in checked, name
+        assert float(re.search(r"largest difference (\S+)", printed)[1]) <= CUSTOM_TOLERANCE, name
+        assert {"modeling_minibert.py", "configuration_minibert.py", "model.py", "tokenizer.json"} <= set(contents(out))
+    assert ": MinibertForSequenceClassification (" in exports["classifier"][2]
+
+
+def test_each_folder_runs_without_minibert_and_computes_minibert_outputs(custom_exports, transformers):
+    _, loads, results = custom_exports
+    assert results.pop("minibert importable") is False  # the process really ran without minibert
+    for name, (out, model, tokenizer) in loads.items():
+        batch = inputs(model, tokenizer)
+        with torch.no_grad():
+            output = model(**batch)
+        want = output.logits if hasattr(output, "logits") else output.last_hidden_state
+        architecture, got = results[name]
+        assert architecture == AUTO[type(model)][1], name
+        rows = slice(None) if name == "classifier" else batch["attention_mask"].bool()
+        assert (got - want)[rows].abs().max() <= CUSTOM_TOLERANCE * max(1.0, want[rows].abs().max()), name
+
+
+def test_the_fill_mask_pipeline_proposes_what_minibert_fill_mask_does(custom_exports, transformers):
+    exports, _, results = custom_exports
+    checkpoint = exports["albert"][0]
+    model, tokenizer = ours(checkpoint)
+    expected = [[c.token_id for c in masks[0]] for masks in minibert.fill_mask(model, MASKED, top_k=5, tokenizer=tokenizer)]
+    assert results["fill-mask"] == expected
+
+
+def test_the_folder_needs_only_torch_and_transformers_and_is_read_back_by_minibert(custom_exports, transformers):
+    from transformers.dynamic_module_utils import get_imports, get_relative_import_files
+
+    exports, _, _ = custom_exports
+    for name, (checkpoint, out, _) in exports.items():
+        code = {path.name for path in out.glob("*.py")}
+        reached = {Path(f).name for f in get_relative_import_files(out / "modeling_minibert.py")}
+        assert reached | {"modeling_minibert.py"} == code, name  # transformers' loader copies every file, and no other
+        third_party = {module for f in code for module in get_imports(out / f)} - set(sys.stdlib_module_names)
+        assert third_party <= {"torch", "transformers"}, name
+        model, _ = ours(checkpoint)
+        head = None if name == "classifier" else saved_head(checkpoint)
+        back = minibert.from_pretrained(out, head=head)
+        mine = model.encoder.state_dict() if name == "classifier" else model.state_dict()
+        assert back.config == model.config and all(torch.equal(back.state_dict()[k], v) for k, v in mine.items()), name
+        assert describe(out)["family"].startswith("minibert, as transformers' custom code"), name
+
+
+def test_a_custom_code_export_that_computes_otherwise_is_refused(corpus, transformers, tmp_path, capsys, monkeypatch):
+    checkpoint = wide_model(corpus, tmp_path / "albert", "albert")
+    written = custom_code.custom_config
+    monkeypatch.setattr(custom_code, "custom_config", lambda *args: {**written(*args), "layer_norm_eps": 0.5})
+    line = refusal(*export(capsys, checkpoint, tmp_path / "out")[::2])
+    assert "MinibertForMaskedLM computes other logits than minibert" in line and "first at the embeddings" in line
+    assert not (tmp_path / "out").exists() and no_leftovers(tmp_path)

@@ -24,7 +24,8 @@ import torch
 from ..config import ModelConfig
 from ..finetune.checkpoint import HEADS as FINE_TUNED_HEADS, LABELS_FILE, is_classifier
 from ..model import Encoder
-from ..interop.huggingface import export_family
+from ..interop.huggingface import CUSTOM_CODE, export_family
+from ..interop.huggingface.custom_code import HEAD_OF
 from ..pretrained import FORMAT_KEY, HEAD_NAMES, checkpoint_directory, read_plan, stored_config
 from ..operations.tensor_files import CONFIG_FILE, inside, open_tensors, read_json
 from ..interop.huggingface.families import FAMILIES
@@ -42,6 +43,9 @@ def describe(path: str | Path) -> dict[str, str]:
     stored = read_json(directory / CONFIG_FILE)
     if FORMAT_KEY in stored:
         family, config, heads, exports = own_format(directory, stored)
+    elif stored.get("model_type") == CUSTOM_CODE:
+        family, config, heads = custom_code_format(directory, stored)
+        exports = None
     else:
         family, config, heads = reference_format(directory, stored)
         exports = None
@@ -90,6 +94,21 @@ def fine_tuned_head(directory: Path, marker: dict) -> str:
     shown = f" ({', '.join(map(str, names[:SHOWN_LABELS]))}{', ...' if len(names) > SHOWN_LABELS else ''})" if names else ""
     pooling = f", pooling {marker['pooling']}" if "pooling" in marker else ""
     return f"{FINE_TUNED_HEADS[marker['head']].__name__} with {num_labels} labels{shown}{pooling}"
+
+
+def custom_code_format(directory: Path, stored: dict) -> tuple[str, ModelConfig, list[str]]:
+    """(family, config, heads) of a folder `python -m minibert export` wrote as transformers' custom code."""
+    with open_tensors(directory) as tensors:
+        config, _, _ = read_plan(directory, stored, None, tensors)
+    architecture = stored["architectures"][0]
+    head = HEAD_OF[architecture]
+    if head is None:
+        heads = []
+    elif head in HEAD_NAMES:
+        heads = [HEAD_NAMES[head]]
+    else:  # fine-tuned
+        heads = [f"{head.replace('_', ' ')} with {len(stored.get('id2label') or {})} outputs"]
+    return f"minibert, as transformers' custom code ({architecture}; load it with trust_remote_code=True)", config, heads
 
 
 def reference_format(directory: Path, stored: dict) -> tuple[str, ModelConfig, list[str]]:

@@ -8,7 +8,9 @@ read and written as a translation of minibert's own format.
 own format; this package registers Hugging Face's layout with them as the translation "hf". A
 Hugging Face config.json names its family in `model_type`, and the family's tables
 (families.py) translate its config and tensor names to ours; the same loader then builds a
-fresh model from the config and copies every tensor by name.
+fresh model from the config and copies every tensor by name. A model no family holds exactly
+is written as transformers' custom code instead (custom_code.py): `model_type` "minibert", the
+folder carrying minibert's own source.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ...operations.tensor_files import CONFIG_FILE, SAFETENSORS_FILE, TensorFile
 from ...pretrained import HEAD_NAMES, TRANSLATIONS, CheckpointPlan, MissingHead, Translation, from_pretrained, save_pretrained
 from ...tokenizers import SentencePieceTokenizer
 from ..tokenizers.json_export import CONFIG_FILE as TOKENIZER_CONFIG_FILE, hugging_face_files
+from .custom_code import MODEL_TYPE as CUSTOM_CODE, custom_plan, save_custom_code
 from .families import EXPORT_ORDER, FAMILIES, ROFORMER
 from .family import Family
 
@@ -31,8 +34,10 @@ def reference_plan(stored: dict, head: str | None, tensors: TensorFile) -> Check
     """A Hugging Face checkpoint: the family's tables name every tensor."""
     present = tensors.names()
     model_type = stored.get("model_type")
+    if model_type == CUSTOM_CODE:
+        return custom_plan(stored, head, tensors)
     if model_type not in FAMILIES:
-        raise ValueError(f"model_type {model_type!r} is not supported; minibert loads {', '.join(FAMILIES)}")
+        raise ValueError(f"model_type {model_type!r} is not supported; minibert loads {', '.join([*FAMILIES, CUSTOM_CODE])}")
     family = FAMILIES[model_type]
     if head is not None and head not in family.heads:
         raise MissingHead(f"{model_type} checkpoints have no {head!r} head; choose head=None or {', '.join(family.heads)}")
@@ -54,20 +59,25 @@ def reference_plan(stored: dict, head: str | None, tensors: TensorFile) -> Check
     return config, lambda ours: family.reference_names(ours, head, prefixed), family.tolerated(head, prefixed)
 
 
-def save_hf(model: nn.Module, directory: Path, head: str | None, tokenizer, family: str | None) -> None:
+def save_hf(model: nn.Module, directory: Path, head: str | None, tokenizer, family: str | None,
+            labels: list | None = None) -> None:
     """`save_pretrained(format="hf")`: a Hugging Face directory of the first family whose
-    checkpoints hold the model exactly, or of `family`; a SentencePiece tokenizer also as
-    tokenizer.json & co., which `transformers.AutoTokenizer` loads (a WordPiece vocab.txt is
-    already Hugging Face's format)."""
-    chosen = export_family(model.config, head, family)
+    checkpoints hold the model exactly, or of `family`; with family="minibert" transformers'
+    custom code (custom_code.py: any model, a fine-tuned classifier with its `labels` too). A
+    SentencePiece tokenizer is also written as tokenizer.json & co., which
+    `transformers.AutoTokenizer` loads (a WordPiece vocab.txt is already Hugging Face's format)."""
+    chosen = None if family == CUSTOM_CODE else export_family(model.config, head, family)
     # built first, so that a tokenizer they cannot describe is refused before anything is written
     tokenizer_files = hugging_face_files(tokenizer.model_proto) if isinstance(tokenizer, SentencePieceTokenizer) else {}
-    stored_config = chosen.reference_config(model.config, head)
-    names = export_names(chosen, model, head)
-    computed = chosen.computed_tensors(model.config, prefixed=head is not None)
-    directory.mkdir(parents=True, exist_ok=True)
-    save_tensors(model, names, directory / SAFETENSORS_FILE, computed)
-    write_json(directory / CONFIG_FILE, stored_config)
+    if chosen is None:
+        save_custom_code(model, directory, head, labels)
+    else:
+        stored_config = chosen.reference_config(model.config, head)
+        names = export_names(chosen, model, head)
+        computed = chosen.computed_tensors(model.config, prefixed=head is not None)
+        directory.mkdir(parents=True, exist_ok=True)
+        save_tensors(model, names, directory / SAFETENSORS_FILE, computed)
+        write_json(directory / CONFIG_FILE, stored_config)
     if tokenizer is not None:
         tokenizer.save(directory)
         for name, value in tokenizer_files.items():
@@ -93,21 +103,25 @@ def describe_inputs(path: Path, config: ModelConfig) -> None:
     write_json(path, tokenizer_config)
 
 
+# What a model no built-in family holds can be saved as instead
+ELSEWHERE = f"save with family='{CUSTOM_CODE}' (transformers' custom code, for any model) or format='minibert'"
+
+
 def export_family(config: ModelConfig, head: str | None, family: str | None) -> Family:
     """The Hugging Face family whose checkpoints hold `config` exactly."""
     if config.norm != "post":
         raise ValueError(
             f"norm={config.norm!r} has no Hugging Face equivalent (all these families are post-LN); "
-            f"save with format='minibert'"
+            f"{ELSEWHERE}"
         )
     if config.share_layers not in ("none", "all"):
         raise ValueError(
             f"share_layers={config.share_layers!r} has no Hugging Face equivalent (ALBERT shares all layers "
-            f"or none); save with format='minibert'"
+            f"or none); {ELSEWHERE}"
         )
     if family is not None:
         if family not in FAMILIES:
-            raise ValueError(f"unknown family {family!r}; choose one of {', '.join(FAMILIES)}")
+            raise ValueError(f"unknown family {family!r}; choose one of {', '.join([*FAMILIES, CUSTOM_CODE])}")
         reason = FAMILIES[family].mismatch(config, head)
         if reason:
             raise ValueError(f"cannot export as {family}: {reason}")
@@ -117,7 +131,7 @@ def export_family(config: ModelConfig, head: str | None, family: str | None) -> 
         if reason:
             raise ValueError(
                 f"rotary positions export only as roformer, and {reason}; train with --position-encoding learned "
-                f"to export to the BERT families, or save with format='minibert'"
+                f"to export to the BERT families, or {ELSEWHERE}"
             )
         return ROFORMER
     reasons = []
@@ -126,7 +140,7 @@ def export_family(config: ModelConfig, head: str | None, family: str | None) -> 
         if reason is None:
             return candidate
         reasons.append(reason)
-    raise ValueError(f"no Hugging Face family holds this model exactly: {'; '.join(reasons)}")
+    raise ValueError(f"no Hugging Face family holds this model exactly: {'; '.join(reasons)}; {ELSEWHERE}")
 
 
 TRANSLATIONS["hf"] = Translation(read_plan=reference_plan, save=save_hf)

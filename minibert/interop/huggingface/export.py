@@ -3,6 +3,10 @@ folder, published only once transformers has read it back.
 
 It is the README's recipe (from_pretrained with the checkpoint's own head, save_pretrained with
 format="hf" and the checkpoint's tokenizer) as one command, plus the check of export_check.py.
+Where a built-in transformers family holds the model exactly, the folder is of that family;
+otherwise (rotary positions with shared layers, a replaced-token head or no segment embeddings,
+pre-LN, attention-only or FFN-only sharing, a fine-tuned classifier) it is transformers' custom
+code, minibert's own source in the folder, loaded with `trust_remote_code=True` (custom_code.py).
 The folder is written beside OUT under a temporary name and renamed to OUT only when the check
 passes (or is skipped because transformers is not installed), so a refused export leaves OUT
 as it was. OUT is never clobbered by accident: a folder that holds a model is replaced only with
@@ -15,13 +19,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from torch import nn
+
+from ...finetune.checkpoint import is_classifier, load_classifier
 from ...operations.files import TMP_PREFIX, publish_dir
+from ...tokenizers.base import Tokenizer
 from ...tokenizers.load import load_tokenizer, tokenizer_file_names
-from ...pretrained import FORMAT_KEY, HEADS, checkpoint_directory, from_pretrained, save_pretrained
-from . import export_family, export_names
+from ...pretrained import FORMAT_KEY, HEADS, checkpoint_directory, from_pretrained
+from . import CUSTOM_CODE, export_family, export_names, save_hf
 from ...operations.tensor_files import CONFIG_FILE, PICKLE_FILE, SAFETENSORS_FILE, listing, open_tensors, read_json
-from .export_check import AUTO_CLASSES, INSTALL, TOLERANCE, Check, ExportMismatch, check_export
+from .custom_code import ARCHITECTURES, HEAD_OF, code_file_names
+from .export_check import AUTO_CLASSES, INSTALL, Check, ExportMismatch, check_export
 from .families import FAMILIES
+from .family import Family
 
 MODEL_FILES = (CONFIG_FILE, SAFETENSORS_FILE, PICKLE_FILE)
 
@@ -37,31 +47,51 @@ class Exported:
 
 
 def export(checkpoint: str | Path, out: str | Path, overwrite: bool = False) -> Exported:
-    """Export `checkpoint` (minibert's format or a Hugging Face family's) with its tokenizer to
-    the folder `out`, checked by transformers where it is installed. Every refusal is a one-line
-    error (ValueError, FileExistsError, ...) and leaves `out` untouched."""
+    """Export `checkpoint` (minibert's format, a fine-tuned classifier, or a Hugging Face family's)
+    with its tokenizer to the folder `out`, checked by transformers where it is installed. Every
+    refusal is a one-line error (ValueError, FileExistsError, ...) and leaves `out` untouched."""
     source, out = checkpoint_directory(checkpoint), Path(out)
     check_out(out, source, overwrite)
-    head = checkpoint_head(source)
-    model = from_pretrained(source, head=head)
-    family = export_family(model.config, head, None)  # a model no family holds: refused here, in one line
-    tokenizer = load_tokenizer(source)
-    names = export_names(family, model, head)
+    model, tokenizer, head, labels = load_checkpoint(source)
+    tokenizer.check_fits(model.config.vocab_size, f"{source}", "the checkpoint's tokenizer is not its model's")
+    family = holding_family(model.config, head)  # None: transformers' custom code
+    model_type = CUSTOM_CODE if family is None else family.model_type
+    names = {name: (name,) for name in model.state_dict()} if family is None else export_names(family, model, head)
     checks: list[Check | None] = []
 
     def write_and_check(folder: Path) -> None:
-        save_pretrained(model, folder, format="hf", tokenizer=tokenizer)
-        checks.append(check_export(folder, model, tokenizer, head, names))
+        save_hf(model, folder, head, tokenizer, model_type, labels)
+        checks.append(check_export(folder, model, tokenizer, head, names, custom=family is None))
 
     try:
         publish_dir(write_and_check, out, replace=overwrite)
     except ExportMismatch as error:
         raise ExportMismatch(
-            f"{error}; {out} left untouched. This is a bug in minibert's export to {family.model_type}, not in "
+            f"{error}; {out} left untouched. This is a bug in minibert's export to {model_type}, not in "
             f"the checkpoint: please report this line"
         ) from None
     files = tuple(sorted(path.name for path in out.iterdir()))
-    return Exported(out, family.model_type, family.architectures[head], head, files, checks[0])
+    architecture = ARCHITECTURES[head] if family is None else family.architectures[head]
+    return Exported(out, model_type, architecture, head, files, checks[0])
+
+
+def holding_family(config, head: str | None) -> Family | None:
+    """The built-in family whose checkpoints hold the model exactly; None where none does."""
+    try:
+        return export_family(config, head, None)
+    except ValueError:  # export_family says why; the export then writes custom code instead
+        return None
+
+
+def load_checkpoint(source: Path) -> tuple[nn.Module, Tokenizer, str | None, list | None]:
+    """(model, tokenizer, head, class names) of a checkpoint: a pretrained model with the head it
+    holds, or a fine-tuned classifier with its labels (None for a regression or another head)."""
+    if is_classifier(read_json(source / CONFIG_FILE)):
+        model, tokenizer, labels = load_classifier(source)
+        head = read_json(source / CONFIG_FILE)[FORMAT_KEY]["head"]
+        return model, tokenizer, head, None if labels is None else labels.names
+    head = checkpoint_head(source)
+    return from_pretrained(source, head=head), load_tokenizer(source), head, None
 
 
 def check_out(out: Path, source: Path, overwrite: bool) -> None:
@@ -77,7 +107,7 @@ def check_out(out: Path, source: Path, overwrite: bool) -> None:
     model = any(name in held for name in MODEL_FILES)
     if model and not overwrite:
         raise FileExistsError(f"{out} already holds a model; pass --overwrite to replace it, or choose another OUT")
-    writable = set(MODEL_FILES) | set(tokenizer_file_names())
+    writable = set(MODEL_FILES) | set(tokenizer_file_names()) | set(code_file_names())
     foreign = [name for name in held if name not in writable or (out / name).is_dir()]
     if foreign or not model:
         raise FileExistsError(
@@ -87,17 +117,21 @@ def check_out(out: Path, source: Path, overwrite: bool) -> None:
 
 
 def checkpoint_head(directory: Path) -> str | None:
-    """The head the checkpoint holds, which the export keeps: its marker's for minibert's format,
-    the first one whose tensors are present for a Hugging Face checkpoint."""
+    """The head a pretrained checkpoint holds, which the export keeps: its marker's for minibert's
+    format, its class's for a custom-code export, the first one whose tensors are present for a
+    Hugging Face checkpoint."""
     stored = read_json(directory / CONFIG_FILE)
     marker = stored.get(FORMAT_KEY)
-    if isinstance(marker, dict):
-        if marker.get("head") not in HEADS:
-            raise ValueError(
-                f"{directory} holds a fine-tuned model ({marker.get('head')!r} head); export writes pretrained "
-                f"models (encoder, masked-LM or replaced-token head): export the checkpoint it was fine-tuned from"
-            )
-        return marker.get("head")
+    held = marker.get("head") if isinstance(marker, dict) else None
+    if stored.get("model_type") == CUSTOM_CODE:
+        held = HEAD_OF.get((stored.get("architectures") or [None])[0])
+    if held not in HEADS:
+        raise ValueError(
+            f"{directory} holds a model with a {held!r} head, which export reads only from the minibert checkpoint "
+            f"`python train.py finetune` wrote: export that one"
+        )
+    if isinstance(marker, dict) or stored.get("model_type") == CUSTOM_CODE:
+        return held
     family = FAMILIES.get(stored.get("model_type"))
     if family is None:  # from_pretrained says what is not supported
         return None
@@ -108,19 +142,21 @@ def checkpoint_head(directory: Path) -> str | None:
 
 def summary(exported: Exported) -> list[str]:
     """What `python -m minibert export` prints: what was written, then what the check found."""
-    lines = [f"wrote {exported.out}: {exported.architecture} ({exported.family}) with its tokenizer "
-             f"({', '.join(exported.files)})"]
+    custom = exported.family == CUSTOM_CODE
+    kind = f"{exported.family}: transformers' custom code, load it with trust_remote_code=True" if custom else exported.family
+    lines = [f"wrote {exported.out}: {exported.architecture} ({kind}) with its tokenizer ({', '.join(exported.files)})"]
     check = exported.check
     if check is None:
         return lines + [f"check skipped: transformers is not installed; to check this export, {INSTALL} and run "
                         f"the same command with --overwrite"]
     unused = (f"; {', '.join(check.unused)} left out, as expected ({check.architecture} has no pooler)"
               if check.unused else "")
+    trusted = " (trust_remote_code=True)" if custom else ""
     return lines + [
-        f"checked with transformers {check.version}, loaded by {AUTO_CLASSES[exported.head]} and AutoTokenizer, "
+        f"checked with transformers {check.version}, loaded by {AUTO_CLASSES[exported.head]}{trusted} and AutoTokenizer, "
         f"on {check.probes} probe texts:",
         f"  ids      {', '.join(check.inputs)} equal to minibert's",
         f"  weights  every one read as written{unused}",
-        f"  {check.output:<8} largest difference {check.difference:.2e} (allowed {TOLERANCE * check.scale:.1e}: "
-        f"{TOLERANCE:.0e} x the largest |{check.output}|, at least 1)",
+        f"  {check.output:<8} largest difference {check.difference:.2e} (allowed {check.tolerance * check.scale:.1e}: "
+        f"{check.tolerance:.0e} x the largest |{check.output}|, at least 1)",
     ]

@@ -10,6 +10,9 @@ and its outputs must equal ours within TOLERANCE. Any failure is an ExportMismat
 what differs: the tensors transformers did not read, the probe text whose ids differ, or the
 first stage (embeddings, a layer, the head) whose outputs differ and the tensors it is made of.
 
+A custom-code export (custom_code.py) is loaded the same way, with `trust_remote_code=True`:
+its code is minibert's own, so its outputs must equal ours within the tighter CUSTOM_TOLERANCE.
+
 `check_export` is the one place in minibert that imports transformers, at run time and only
 when it is installed (tests/test_imports.py holds the package to that): minibert itself runs
 without it, and the check then says it was skipped.
@@ -27,10 +30,13 @@ from ...tokenizers.base import Tokenizer
 from ...operations.tensor_files import listing
 
 TOLERANCE = 1e-4  # largest difference allowed, relative to the largest output (or 1, if larger)
+CUSTOM_TOLERANCE = 1e-5  # the same, for an export that runs minibert's own code: only float rounding may differ
 INSTALL = "pip install transformers"
 
 # The Auto class a user loads each kind of export with: it must give the class config.json names.
-AUTO_CLASSES = {None: "AutoModel", "mlm": "AutoModelForMaskedLM", "rtd": "AutoModelForPreTraining"}
+AUTO_CLASSES = {None: "AutoModel", "mlm": "AutoModelForMaskedLM", "rtd": "AutoModelForPreTraining",
+                "classifier": "AutoModelForSequenceClassification", "token_classifier": "AutoModelForTokenClassification"}
+SEQUENCE_HEADS = ("classifier",)  # one row of logits per sequence, not per token
 
 # Short texts of the kinds that trip tokenizers (casing, punctuation, accents, symbols, odd
 # whitespace, a mask token), one longer than many models take (truncation), and sentence pairs
@@ -63,27 +69,30 @@ class Check:
     unused: tuple[str, ...]  # tensors the class leaves out as expected (a pooler it does not have)
     output: str  # "logits" or "last_hidden_state"
     difference: float  # largest absolute difference of that output over the real tokens
-    scale: float  # what TOLERANCE is relative to
+    scale: float  # what the tolerance is relative to
+    tolerance: float  # TOLERANCE, or CUSTOM_TOLERANCE for custom code
 
 
 def check_export(directory: Path, model: nn.Module, tokenizer: Tokenizer, head: str | None,
-                 names: dict[str, tuple[str, ...]]) -> Check | None:
+                 names: dict[str, tuple[str, ...]], custom: bool = False) -> Check | None:
     """Load `directory` with transformers and compare it with `model` and `tokenizer`, which it
-    was written from (`names`: our parameter -> the tensors it was written as). None when
-    transformers is not installed; an ExportMismatch when the export is not what was meant."""
+    was written from (`names`: our parameter -> the tensors it was written as; `custom`: a
+    custom-code folder). None when transformers is not installed; an ExportMismatch when the
+    export is not what was meant."""
     try:
         import transformers  # the one import of transformers in minibert: here, at run time, if installed
     except ImportError:
         return None
-    return compare(transformers, Path(directory), model, tokenizer, head, names)
+    return compare(transformers, Path(directory), model, tokenizer, head, names, CUSTOM_TOLERANCE if custom else TOLERANCE)
 
 
 def compare(transformers, directory: Path, model: nn.Module, tokenizer: Tokenizer, head: str | None,
-            names: dict[str, tuple[str, ...]]) -> Check:
+            names: dict[str, tuple[str, ...]], tolerance: float) -> Check:
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     reference, unused = load_reference(transformers, directory, head, pooler_tensors(names))
-    theirs = attempt(lambda: transformers.AutoTokenizer.from_pretrained(directory), "AutoTokenizer cannot read the tokenizer")
+    theirs = attempt(lambda: transformers.AutoTokenizer.from_pretrained(directory, trust_remote_code=True),
+                     "AutoTokenizer cannot read the tokenizer")
     max_length = model.config.max_length
     batches = probe_batches(tokenizer, max_length)
     output = "last_hidden_state" if head is None else "logits"
@@ -96,18 +105,18 @@ def compare(transformers, directory: Path, model: nn.Module, tokenizer: Tokenize
         ours = {key: ours[key] for key in encoded}  # what the export takes (no token_type_ids for one segment type)
         with torch.no_grad():
             want, got = getattr(model(**ours), output), getattr(reference(**encoded), output)
-        real = ours["attention_mask"].bool()
+        real = slice(None) if head in SEQUENCE_HEADS else ours["attention_mask"].bool()  # rows: sequences or real tokens
         scale = max(scale, want[real].abs().max().item())
         gap = (got - want)[real].abs().max().item() if got.shape == want.shape else float("inf")
-        if gap > TOLERANCE * scale:
-            where = first_difference(model, reference, ours, encoded, names)
+        if gap > tolerance * scale:
+            where = first_difference(model, reference, ours, encoded, names, tolerance)
             raise ExportMismatch(
                 f"transformers' {type(reference).__name__} computes other {output} than minibert: largest difference "
-                f"{gap:.2e} (allowed {TOLERANCE * scale:.1e}){where}"
+                f"{gap:.2e} (allowed {tolerance * scale:.1e}){where}"
             )
         difference = max(difference, gap)
     return Check(transformers.__version__, type(reference).__name__, sum(len(firsts) for firsts, _ in batches), inputs,
-                 unused, output, difference, scale)
+                 unused, output, difference, scale, tolerance)
 
 
 def probe_batches(tokenizer: Tokenizer, max_length: int) -> list[tuple[list[str], list[str] | None]]:
@@ -123,10 +132,11 @@ def load_reference(transformers, directory: Path, head: str | None, pooler: set[
     pooler the class does not have (RoFormer's; BertForMaskedLM's). Any other tensor missing
     (left random), unexpected (unread) or of another shape is an ExportMismatch naming them."""
     auto = AUTO_CLASSES[head]
-    reference, info = attempt(lambda: getattr(transformers, auto).from_pretrained(directory, output_loading_info=True),
-                              f"{auto} cannot load it")
+    # trust_remote_code: the code of a custom-code folder (config.json's auto_map) may run; a built-in family has none
+    reference, info = attempt(lambda: getattr(transformers, auto).from_pretrained(
+        directory, output_loading_info=True, trust_remote_code=True), f"{auto} cannot load it")
     name = type(reference).__name__
-    expected = (transformers.AutoConfig.from_pretrained(directory).architectures or [name])[0]
+    expected = (transformers.AutoConfig.from_pretrained(directory, trust_remote_code=True).architectures or [name])[0]
     if name != expected:
         raise ExportMismatch(f"{auto} loads it as {name}, but its config.json names {expected}")
     no_pooler = getattr(reference.base_model, "pooler", None) is None
@@ -171,7 +181,8 @@ def real_ids(batch, key: str, row: int) -> list[int]:
     return batch[key][row, : int(batch["attention_mask"][row].sum())].tolist()
 
 
-def first_difference(model: nn.Module, reference: nn.Module, ours: dict, encoded, names: dict[str, tuple[str, ...]]) -> str:
+def first_difference(model: nn.Module, reference: nn.Module, ours: dict, encoded, names: dict[str, tuple[str, ...]],
+                     tolerance: float) -> str:
     """'; first at STAGE, made of TENSORS': the first of the embeddings, each layer and the head
     whose output differs, from both models' hidden states; empty where those do not line up."""
     encoder = getattr(model, "encoder", model)
@@ -184,7 +195,7 @@ def first_difference(model: nn.Module, reference: nn.Module, ours: dict, encoded
     prefix = "encoder." if encoder is not model else ""
     module_names = {id(module): name for name, module in encoder.named_modules()}
     for stage, (w, g) in enumerate(zip(want, got)):
-        if (g - w)[real].abs().max().item() > TOLERANCE * max(1.0, w[real].abs().max().item()):
+        if (g - w)[real].abs().max().item() > tolerance * max(1.0, w[real].abs().max().item()):
             if stage == 0:
                 label, parts = "the embeddings", ("embeddings", "embedding_projection")
             else:
