@@ -50,10 +50,12 @@ EVERY_RUN = re.compile(r"\bdefault[\s-]+runs?\b|\ball five\b", re.IGNORECASE)
 MASKING_RATE = re.compile(r"(\d+(?:\.\d+)?)\s*%\s+mask(?:ing|ed)\b|\bmask(?:s|ing|ed)?\s+(\d+(?:\.\d+)?)\s*%", re.IGNORECASE)
 
 
-def clauses():
-    """(where, clause) of the prose: README.md, docs/*.md and minibert/'s docstrings and comments,
-    wrapped lines joined (a table row stands alone), cut at each sentence's or clause's end."""
-    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(PACKAGE.rglob("*.py"))]:
+def clauses(paths=None):
+    """(where, clause) of the prose of `paths` (README.md, CHANGELOG.md, docs/*.md and minibert/'s
+    docstrings and comments), wrapped lines joined (a table row stands alone), cut at each
+    sentence's or clause's end."""
+    paths = paths or [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(PACKAGE.rglob("*.py"))]
+    for path in paths:
         text = re.sub(r"^[ \t]*#+ ?", "", path.read_text(), flags=re.MULTILINE)  # comments read as prose
         for paragraph in re.split(r"\n\s*\n|\n(?=\|)|(?<=\|)\n", text):
             paragraph = " ".join(paragraph.split())
@@ -112,19 +114,6 @@ def test_the_n_gram_unit_in_the_prose_is_the_albert_variants():
     assert not wrong, f"ALBERT's n-gram masking described without its unit ({unit}s):\n" + "\n".join(wrong)
 
 
-def test_the_reading_order_counts_the_lines_the_files_have():
-    """docs/reading.md's table of the core: each file's line count and the total, as they are."""
-    root = Path(__file__).resolve().parents[1]
-    text = (root / "docs" / "reading.md").read_text()
-    rows = re.findall(r"^\| \d+ \| `(minibert/[^`]+)` \| (\d+) \|", text, re.MULTILINE)
-    assert len(rows) >= 10
-    actual = {path: len((root / path).read_text().splitlines()) for path, _ in rows}
-    wrong = [f"{path}: says {said}, has {actual[path]}" for path, said in rows if int(said) != actual[path]]
-    assert not wrong, "docs/reading.md's line counts are stale:\n" + "\n".join(wrong)
-    total = int(re.search(r"\*\*total\*\* \| \*\*([\d,]+)\*\*", text).group(1).replace(",", ""))
-    assert total == sum(actual.values())
-
-
 # The README's table of variants: one held-out number each, the stored band's mean at the last
 # evaluation (minibert/runs/default_curves.json, measured by bench/default_curves.py).
 README_METRIC = {"MLM accuracy": "eval_mlm_accuracy", "replaced-token detection AUC": "eval_rtd_auc"}
@@ -133,7 +122,7 @@ README_METRIC = {"MLM accuracy": "eval_mlm_accuracy", "replaced-token detection 
 def test_the_readmes_variant_numbers_are_the_stored_bands():
     import json
 
-    curves = json.loads((PACKAGE / "training" / "default_curves.json").read_text())["variants"]
+    curves = json.loads((PACKAGE / "runs" / "default_curves.json").read_text())["variants"]
     text = (ROOT / "README.md").read_text()
     rows = re.findall(r"^\| `(\w+)` \|.*\| ([\w -]+?) \*\*([\d.]+)\*\* \|$", text, re.MULTILINE)
     assert {name for name, _, _ in rows} == set(VARIANTS), f"the README's table of variants: {rows}"
