@@ -104,6 +104,20 @@ def test_every_default_runs_masking_rate_in_the_prose_is_its_variants():
     assert {"every", "albert", *others} <= checked, f"the patterns no longer find the prose's rates: {checked}"
 
 
+# A masking rate given for "the other variants" (ELECTRA's recipe set against theirs): "the other
+# variants' 2e-3 and 15%", "the other variants' 40% masking".
+OTHER_VARIANTS = re.compile(r"\bthe other variants'\s+(?:[\d.e-]+\s+and\s+)?(\d+(?:\.\d+)?)\s*%(?!\s+warm)")
+
+
+def test_a_rate_given_for_the_other_variants_is_theirs():
+    """ELECTRA masks its own share; every other variant masks MASK_PROB."""
+    assert {rate for name, rate in RATES.items() if name != "electra"} == {percent(MASK_PROB)}
+    wrong = [f"{where}: {clause}  (the other variants mask {percent(MASK_PROB):g}%)" for where, clause in clauses()
+             for match in OTHER_VARIANTS.finditer(clause) if float(match.group(1)) != percent(MASK_PROB)]
+    assert not wrong, "\n".join(wrong)
+    assert OTHER_VARIANTS.search("25% masking replaced the other variants' 2e-3 and 15%, which left")
+
+
 def test_the_n_gram_unit_in_the_prose_is_the_albert_variants():
     albert = VARIANTS["albert"].default_settings()
     assert albert.max_span == 3
