@@ -1,6 +1,6 @@
 """Benchmark: building the pretraining data of a large corpus in bounded memory.
 
-    python bench/corpus_build.py --sizes-mb 100 1000     # the issue's pair: 1 GB and ten times smaller
+    python bench/corpus_build.py --sizes-mb 100 1000     # 1 GB and ten times smaller
     python bench/corpus_build.py --sizes-mb 5 50         # a quick look
 
 Each corpus is WikiText-2's train split repeated to the size asked for (written to a temporary

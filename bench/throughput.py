@@ -33,6 +33,7 @@ SHAPES = {
     "mini": dict(hidden=256, layers=4, heads=4, ffn=1024, vocab=30522, length=128, batch=16),
     "base": dict(hidden=768, layers=12, heads=12, ffn=3072, vocab=30522, length=128, batch=8),
 }
+MASKED = 0.15  # share of the real tokens given an MLM label, BERT's rate
 
 
 def make_batch(shape: dict, padded: bool, seed: int = 0):
@@ -42,7 +43,7 @@ def make_batch(shape: dict, padded: bool, seed: int = 0):
     lengths = torch.randint(T // 8, T + 1, (B,), generator=g) if padded else torch.full((B,), T)
     mask = (torch.arange(T)[None, :] < lengths[:, None]).long()
     ids = ids.masked_fill(mask == 0, 0)
-    selected = (torch.rand(B, T, generator=g) < 0.15) & mask.bool()
+    selected = (torch.rand(B, T, generator=g) < MASKED) & mask.bool()
     selected[:, 1] = True  # at least one label per sequence
     labels = torch.where(selected, ids, -100)
     return ids, mask, labels

@@ -5,9 +5,9 @@ Learns a RoBERTa-sized vocabulary (up to 50k pieces, with the `tokenizers` libra
 WikiText-2's training text, or from the default corpus when the shared datasets are absent,
 then tokenizes WikiText-2 valid (or the default corpus's first lines) with, side by side:
   * ours:   minibert.interop.tokenizers.ByteLevelBPETokenizer (pure Python, `re` + a word cache);
-  * python: transformers 5 has no pure-Python RobertaTokenizer any more; its ClvpTokenizer's
+  * python: transformers 5 has no pure-Python RobertaTokenizer; its ClvpTokenizer's
             `_tokenize`, with the English normalizer off, is the same GPT-2 BPE in Python (the
-            algorithm of the former slow RobertaTokenizer), on `regex`;
+            algorithm of transformers 4's slow RobertaTokenizer), on `regex`;
   * fast:   transformers.RobertaTokenizer, the `tokenizers` library in Rust, one call per line
             and one batch call (which may use every core), and its `tokenizers.Tokenizer` alone
             (the same batch without transformers' Python around it).

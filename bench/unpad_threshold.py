@@ -3,9 +3,9 @@
 `Encoder.UNPAD_FROM` decides, from a batch's share of padding, whether the encoder runs on the
 padded grid or on the real tokens packed back to back (kernels/unpad.py). This measures both on the
 same model and the same batch, alternating step by step (forward + backward + AdamW), at a
-few padding shares, and prints the ratio of the median step times: above 1, unpadding is
-faster. Two shapes: the default albert run's model and batch (32 × 64, 40% masked), and
-bench/throughput.py's mini shape (16 × 128, 15% masked).
+few padding shares, and prints the ratio of the median step times: above 1, a step on the
+real tokens takes less time than one on the grid. Two shapes: the default albert run's model
+and batch (32 × 64, 40% masked), and bench/throughput.py's mini shape (16 × 128, 15% masked).
 
     python bench/unpad_threshold.py                     # both shapes, 1 thread
     python bench/unpad_threshold.py --shapes default --steps 40 --threads 2

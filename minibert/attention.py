@@ -49,8 +49,8 @@ class SelfAttention(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.num_heads, self.head_dim = config.num_heads, config.head_dim
-        # "auto" is SDPA: exact, fused and everywhere; the Triton kernel only when asked for,
-        # until it is measured on a GPU (docs/attention.md). --reference reads the naive math.
+        # "auto" is SDPA: exact, fused and everywhere; the Triton kernel runs only when asked
+        # for (docs/attention.md says what would make it the default). --reference reads the naive math.
         backend = "sdpa" if config.attention_backend == "auto" else config.attention_backend
         self.backend = "naive" if config.reference else backend
         self.dropout_p = config.attention_dropout

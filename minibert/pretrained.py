@@ -121,7 +121,7 @@ def own_plan(stored: dict, head: str | None, tensors: TensorFile) -> CheckpointP
 
 def stored_config(fields: dict) -> ModelConfig:
     """The ModelConfig a file holds (a checkpoint's config.json, a run's run.json), every
-    field name that earlier versions wrote read as today's (operations/old_files.py)."""
+    stored field name read as today's (operations/old_files.py holds the old names)."""
     return ModelConfig.from_dict(upgrade("model config", fields))
 
 

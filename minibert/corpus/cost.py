@@ -6,11 +6,11 @@ A run with `--data` trains a vocabulary on the corpus, tokenizes all of it into 
 arrays need against the free disk, and about how long the work takes — and refuses, in one
 line and before anything is written, a corpus the disk cannot hold.
 
-The figures are estimates from one corpus and one machine, and the line says so: measured
-with bench/data_build.py on WikiText-2's train split (10.8 MB of English, an 8,000-piece
-SentencePiece unigram vocabulary, this project's 2-core machine under load):
-2,924,799 tokens (3.69 bytes of text per token); the vocabulary trained in 12.8 s; one worker
-tokenized 4.4 MB of text a second; the token arrays took 2.21 bytes per token.
+The figures are estimates from one corpus and one machine, and the line says so: the
+constants below come from `python bench/data_build.py` on WikiText-2's train split (its text
+size, tokens, tokenizer and build times, and the size of the arrays it writes; an 8,000-piece
+SentencePiece unigram vocabulary, this project's 2-core machine). Run it again to fit them to
+another corpus or machine.
 """
 
 from __future__ import annotations

@@ -28,6 +28,8 @@ from typing import BinaryIO, Iterator
 TEXT_KINDS = (".txt", ".jsonl")
 TABLE_KINDS = (".parquet", ".arrow")
 COMPRESSIONS = (".gz", ".bz2", ".xz", ".zst")
+# What --data reads, as its help says it (settings.py): from the lists above, so the two cannot drift.
+CORPUS_FORMATS = f"{'/'.join(TEXT_KINDS)}, compressed {'/'.join(COMPRESSIONS)}; {'/'.join(TABLE_KINDS)}; a datasets folder"
 EXTRA = "pip install 'minibert[corpora]' (or pyarrow and zstandard)"
 ROWS_PER_BATCH = 1024
 ZSTD_READ_BYTES = 1 << 16  # compressed bytes read at a time from a .zst file

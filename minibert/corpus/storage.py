@@ -57,7 +57,7 @@ def open_array(path: Path, dtype: str | np.dtype) -> np.ndarray:
     """Map a flat array written by `ArrayWriter` read-only; an empty file gives an empty array."""
     if path.stat().st_size == 0:
         return np.zeros(0, dtype=dtype)
-    return np.asarray(np.memmap(path, dtype=dtype, mode="r"))  # a plain ndarray view: faster slicing
+    return np.asarray(np.memmap(path, dtype=dtype, mode="r"))  # a plain ndarray view: slices skip memmap's bookkeeping
 
 
 class TokenStore:

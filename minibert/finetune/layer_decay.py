@@ -7,7 +7,7 @@ so does the top layer; layer d of L (0 = the lowest) at lr × D^(L-1-d); the emb
 (and ALBERT's or ELECTRA-Small's E -> H projection) at lr × D^L, the lowest of all.
 
 (ELECTRA counts its task head as one more layer, so its top layer trains at lr × D; its
-released code, which once had a pooler there, at lr × D² — google-research/electra issue 51.)
+released code at lr × D², counting a pooler there too: google-research/electra#51.)
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
     precision.py    --precision: the autocast context and the fp16 loss scaler
     files.py        atomic writes (temp file, fsync, rename), one JSON-object reader, hashing
     tensor_files.py a checkpoint folder's tensors read and written by name, every name accounted for
-    old_files.py    the names that files written by earlier versions may still carry
+    old_files.py    the stored names a file on disk may carry besides today's: every rename
 
 In a single-process fp32 run none of this runs inside a training step (bench/step_path.py).
 """

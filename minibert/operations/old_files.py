@@ -1,4 +1,4 @@
-"""Files written by earlier versions of minibert: every rename they may still carry, in one place.
+"""The stored names a checkpoint or config.json may carry besides today's: every rename, in one place.
 
 A checkpoint or config.json outlives the code that wrote it. When a stored name changes, the
 old name is listed here, and the code that reads the files passes what it read through these

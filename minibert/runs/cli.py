@@ -17,6 +17,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable
 
+from ..corpus.formats import CORPUS_FORMATS
 from ..config import ACTIVATION_CHOICES, ATTENTION_CHOICES, NORM_CHOICES, POSITION_CHOICES, SHARE_CHOICES, ModelConfig
 from ..variants import CLASSIC, VARIANTS, with_layout
 from .errors import EXIT_USER_ERROR, USER_ERRORS, TrainingError
@@ -113,7 +114,8 @@ def build_parser() -> Parser:
         if field.name == "variant":
             defaults = {"all": Settings.variant}
         choices = list(VARIANTS) if field.name == "variant" else meta["choices"]
-        add_field(groups[meta["group"]], field, meta["help"], choices, defaults)
+        help = meta["help"].replace("{formats}", CORPUS_FORMATS)  # the formats corpus/formats.py reads
+        add_field(groups[meta["group"]], field, help, choices, defaults)
     layout = parser.add_argument_group("sentence task shorthands")
     layout.add_argument("--nsp", dest="layout", action="store_const", const="nsp", default=argparse.SUPPRESS, help="= --layout nsp (BERT's next sentence prediction)")
     layout.add_argument("--no-nsp", dest="layout", action="store_const", const="full_sentences", default=argparse.SUPPRESS, help="= --layout full_sentences (no sentence task)")

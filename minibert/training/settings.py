@@ -49,7 +49,7 @@ class Settings:
     variant: str = option("albert", "which member of the BERT family to pretrain", group="run")
 
     # --- data: what the model reads ------------------------------------------------------
-    data: list[str] | None = option(None, "corpus files or folders (.txt/.jsonl); none = the embedded default corpus", group="data", metavar="PATH")
+    data: list[str] | None = option(None, "corpus files or folders ({formats}); none = the embedded default corpus", group="data", metavar="PATH")
     seq_len: int = option(64, "tokens per example, [CLS] and [SEP] included", group="data")
     layout: str | None = option(None, "the sentence task, and so the examples: NSP segment pairs, SOP segment pairs, or packed full sentences without one (none = the variant's objectives decide)", LAYOUTS, "data")
     short_seq_prob: float = option(0.1, "share of examples cut shorter than --seq-len (BERT: 0.1)", group="data")

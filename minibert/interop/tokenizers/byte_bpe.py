@@ -108,7 +108,7 @@ def pretokenizer() -> re.Pattern:
 
         's|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+
 
-    We build those two classes from `unicodedata` instead (once, ~0.2 s), so minibert needs no
+    We build those two classes from `unicodedata` instead (once per process), so minibert needs no
     extra dependency for one pattern. Read left to right, the first alternative that matches
     wins: a contraction (lowercase only, as in GPT-2: "'S" is a symbol and a letter); letters,
     digits or other symbols with an optional space in front; whitespace not followed by a
