@@ -61,6 +61,7 @@ def build(corpus: str, cache: str, layout: str, masking: str, workers: int) -> N
     build_pretraining_data([corpus], vocab_size=8000, seq_len=128, layout=layout, masking=masking,
                            dupe_factor=10 if masking == "static" else 1, mask_prob=0.15, replace_probs=(0.8, 0.1, 0.1),
                            whole_word=False, max_span=1, short_seq_prob=0.1, batch_size=32, seed=0, data_dir=cache,
+                           mask_count="bernoulli", max_predictions=None, mask_smoothing=0.0,
                            workers=workers)
 
 

@@ -15,7 +15,8 @@ from minibert.corpus.stored_examples import build_static_masks
 
 # Every value build_pretraining_data needs: it keeps no defaults of its own for them.
 DATA = dict(vocab_size=400, seq_len=32, layout="sop", masking="dynamic", dupe_factor=1, mask_prob=0.15,
-            replace_probs=(0.8, 0.1, 0.1), whole_word=False, max_span=1, short_seq_prob=0.1, batch_size=2, seed=0)
+            replace_probs=(0.8, 0.1, 0.1), whole_word=False, max_span=1, short_seq_prob=0.1, batch_size=2, seed=0,
+            mask_count="bernoulli", max_predictions=None, mask_smoothing=0.0)
 
 SHAPE = [[(d * 7 + s * 3) % 20 + 3 for s in range(12)] for d in range(10)]
 
@@ -142,7 +143,9 @@ def write_corpus(path, n_documents=60, seed=0):
 
 @pytest.mark.parametrize(
     "layout, masking, dupe, options",
-    [("nsp", "static", 2, {}), ("sop", "dynamic", 1, {"max_span": 3, "whole_word": True}), ("full_sentences", "dynamic", 1, {"replace_probs": (0.85, 0.0, 0.15)})],
+    [("nsp", "static", 2, {}), ("sop", "dynamic", 1, {"max_span": 3, "whole_word": True}), ("full_sentences", "dynamic", 1, {"replace_probs": (0.85, 0.0, 0.15)}),
+     ("nsp", "static", 2, {"mask_count": "round", "max_predictions": 3}),  # BERT's count, stored with its copies
+     ("full_sentences", "dynamic", 1, {"mask_count": "batch", "mask_smoothing": 0.7})],  # DistilBERT's
 )
 def test_build_pretraining_data_end_to_end_and_cached(tmp_path, layout, masking, dupe, options):
     corpus, data_dir = write_corpus(tmp_path / "corpus.txt"), tmp_path / "data"
@@ -153,6 +156,7 @@ def test_build_pretraining_data_end_to_end_and_cached(tmp_path, layout, masking,
     assert batch["input_ids"].shape[0] == 4 and batch["input_ids"].shape[1] <= 48
     assert ("sentence_label" in batch) == (layout != "full_sentences")
     assert (batch["labels"] != -100).any() and int(batch["input_ids"].max()) < data.tokenizer.vocab_size
+    assert int((batch["labels"] != -100).sum(1).max()) <= options.get("max_predictions", 48)
     assert data.eval is not None and len(list(data.eval)) == len(data.eval)
     cached = sorted(p.name for p in data_dir.rglob("*"))
     again = build_pretraining_data(corpus, **settings)
@@ -180,6 +184,8 @@ def test_tokenizer_dir_is_filled_then_reused(tmp_path):
         ({"eval_fraction": 1.0}, "eval_fraction"),
         ({"rank": 2, "world_size": 2}, "rank=2"),
         ({"vocab_size": 10}, "vocab_size=10"),
+        ({"masking": "static", "dupe_factor": 2, "mask_count": "batch"}, "static masks are drawn before there are batches"),
+        ({"mask_count": "round", "max_span": 3}, "--mask-count round counts single tokens"),
     ],
 )
 def test_bad_settings_fail_before_any_work(tmp_path, settings, message):

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..data.examples import LAYOUTS
-from ..data.masking import check_replace_probs
+from ..data.masking import MASK_COUNTS, check_count_options, check_replace_probs
 from ..corpus.pipeline import MASKINGS, STATIC_DUPE_FACTOR
 from ..objectives.rtd import RTD_TOKENS
 from ..operations.precision import PRECISIONS
@@ -75,6 +75,9 @@ class Settings:
     replace_probs: list[float] = option((0.8, 0.1, 0.1), "what a masked position shows: [MASK], a random token, its own", group="data")
     max_span: int = option(1, "mask spans of up to N units: words with --whole-word, else tokens (ALBERT's n-gram masking: 3 words)", group="data")
     whole_word: bool = option(False, "a masking unit is a whole word (all its pieces together), not a single token", group="data")
+    mask_count: str = option("bernoulli", "how many tokens are masked: each on its own with chance --mask-prob (bernoulli), or a fixed count per sequence of its n tokens as a release counts it: round = min(--max-predictions, max(1, round(n x p))) (BERT, ALBERT, ELECTRA), stochastic = floor(n x p + U(0,1)) (RoBERTa's fairseq), batch = ceil(p x the batch's tokens) (DistilBERT)", MASK_COUNTS, "data")
+    max_predictions: int | None = option(None, "--mask-count round: at most N masked tokens per sequence (BERT's max_predictions_per_seq; none = 20 per 128 tokens at 15%, scaled to --seq-len and --mask-prob)", group="data", metavar="N")
+    mask_smoothing: float = option(0.0, "with a fixed --mask-count: draw the masked tokens with chance proportional to count^-A, their counts in the training corpus (DistilBERT: 0.7, to emphasize rare tokens; 0 = uniform)", group="data", metavar="A")
     cache_dir: str | None = option(None, "where tokenizers and tokenized corpora are cached (none = the repository's data/ folder)", group="data", metavar="DIR")
     text_field: str = option("text", "the JSONL field or Parquet/Arrow column that holds a document's text", group="data", metavar="NAME")
     tokenizer: str | None = option(None, "pretrain with this existing tokenizer (a minibert run's OUT, a folder with vocab.txt, spiece.model, vocab.json + merges.txt or tokenizer.json) instead of training one on the corpus; the model's vocabulary follows it", group="data", metavar="DIR")
@@ -175,6 +178,7 @@ class Settings:
             parse_duration(self.budget)
         self.check_at_scale()
         check_replace_probs(self.replace_probs, name="--replace-probs")
+        check_count_options(self.mask_count, self.max_predictions, self.mask_smoothing, self.max_span, self.whole_word)
 
 
     def check_at_scale(self) -> None:
