@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from ..data.examples import LAYOUTS
 from ..data.masking import MASK_COUNTS, check_count_options, check_replace_probs
 from ..corpus.pipeline import MASKINGS, STATIC_DUPE_FACTOR
-from ..objectives.rtd import RTD_TOKENS
+from ..objectives.rtd import GENERATOR_HEADS, RTD_TOKENS
 from ..operations.precision import PRECISIONS
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -90,6 +90,7 @@ class Settings:
     # rtd_weight: only electra has the loss, and its variant's entry the weight (50) with the reason
     rtd_weight: float | None = option(None, "ELECTRA: weight of the replaced-token-detection loss", group="objectives")
     generator_fraction: float = option(0.25, "ELECTRA: generator width as a fraction of the discriminator's", group="objectives")
+    generator_heads: str = option("scaled", "ELECTRA: the generator's attention heads: scaled = round(--num-heads x --generator-fraction), the discriminator's head width; 64-wide = max(1, generator width // 64), ELECTRA's get_generator_config (the two agree at ELECTRA's published sizes)", GENERATOR_HEADS, "objectives")
     rtd_tokens: str = option("all", "ELECTRA: the tokens the discriminator's loss reads: all of them (ELECTRA) or only the masked ones (the paper's 'ELECTRA 15%' diagnostic)", RTD_TOKENS, "objectives")
     teacher: str | None = option(None, "DistilBERT: the teacher, a minibert or Hugging Face BERT checkpoint directory", group="objectives", metavar="DIR")
     kd_temperature: float = option(2.0, "DistilBERT: softmax temperature T of the soft targets", group="objectives")
@@ -171,7 +172,7 @@ class Settings:
             if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise ValueError(f"--{flag(name)} must not be negative, got {getattr(self, name)}")
         for name, choices in (("layout", LAYOUTS), ("masking", MASKINGS), ("device", DEVICES), ("precision", PRECISIONS),
-                              ("rtd_tokens", RTD_TOKENS)):
+                              ("rtd_tokens", RTD_TOKENS), ("generator_heads", GENERATOR_HEADS)):
             if getattr(self, name) not in choices and not (name == "layout" and self.layout is None):
                 raise ValueError(f"--{flag(name)} must be one of {', '.join(choices)}; got {getattr(self, name)!r}")
         if self.budget is not None:
