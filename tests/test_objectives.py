@@ -281,6 +281,22 @@ def test_kd_is_zero_when_the_student_is_the_teacher(all_tokens):
     assert all(p.grad is None for p in teacher.parameters())
 
 
+def test_kd_soft_targets_read_every_real_token_or_the_masked_ones():
+    """--kd-all-tokens (DistilBERT's release, restrict_ce_to_mask off): the soft-target loss is the mean
+    KL over every real token; without it, over the masked ones only. Padding never counts."""
+    torch.manual_seed(0)
+    teacher, student = MaskedLM(tiny()), MaskedLM(tiny(type_vocab_size=0, pooler=False, num_layers=1))
+    batch = make_batch(pair=False)
+    output = student.encoder(batch["input_ids"], batch["attention_mask"])
+    with torch.no_grad():
+        hidden = teacher.encoder(batch["input_ids"], batch["attention_mask"]).last_hidden_state
+    kl = soft_target_kl(student.predict(output.last_hidden_state).flatten(0, 1), teacher.predict(hidden).flatten(0, 1),
+                        2.0, per_row=True).view(batch["input_ids"].shape)  # [B, T]
+    for all_tokens, where in ((True, batch["attention_mask"].bool()), (False, batch["labels"] != IGNORE_INDEX)):
+        _, metrics = KnowledgeDistillation(teacher, **{**KD, "all_tokens": all_tokens})(student, batch, output)
+        torch.testing.assert_close(metrics["kd_soft_loss"], kl[where].mean())
+
+
 # --- variants ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", [n for n in VARIANTS if n != "distilbert"])
