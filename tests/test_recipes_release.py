@@ -184,11 +184,11 @@ RELEASES = {"bert-base-128": BERT_128, "bert-base-512": BERT_512, "roberta-base"
             "albert-base": ALBERT_BASE, "electra-small": ELECTRA_SMALL, "distilbert": DISTILBERT}
 
 
-def recipe_values(path: Path) -> dict[str, object]:
-    """Every value of the run `python train.py @PATH` would make: its settings, its model's fields
+def run_values(argv: list[str]) -> dict[str, object]:
+    """Every value of the run `python train.py ARGV` would make: its settings, its model's fields
     (model.X; a distillation's come from its teacher and are not known here), ELECTRA's generator
     (generator.X), the warm-up in steps and the cap of --mask-count round as the run resolves it."""
-    settings, overrides, _ = parse([f"@{path}"])
+    settings, overrides, _ = parse(argv)
     variant = get_variant(settings.variant)
     settings.check()
     settings = with_layout(variant, settings)
@@ -215,7 +215,7 @@ def same(a, b) -> bool:
 
 def disagreements(path: Path, rules: list[Rule]) -> list[str]:
     """The rules on which the recipe at `path` and its release part without the table saying so."""
-    values = recipe_values(path)
+    values = run_values([f"@{path}"])
     header = "\n".join(line for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("#"))
     wrong = []
     for rule in rules:
