@@ -6,10 +6,11 @@
 Each corpus is WikiText-2's train split repeated to the size asked for (written to a temporary
 folder; repeated text tokenizes like the original). For each size, in fresh processes one after
 another: the tokenizer, the token store and the sop examples, then the examples of the other
-layouts (nsp, full_sentences) with dynamic masking, then BERT's static masks (nsp, --dupe-factor 10). Each
+layouts (nsp, full_sentences) with dynamic masking, then BERT's static copies (nsp, --dupe-factor 10:
+the corpus cut 10 times by the workers, then each copy masked). Each
 step prints the peak anonymous memory (RssAnon, summed over the process and all its worker
 processes, sampled every 50 ms — memory-mapped pages are not counted), its wall time, the text
-rate per worker (per process for the static masks, which one process draws in order), and
+rate per worker (per process for the static copies, whose masks one process draws in order), and
 beside them the cost line's estimate (minibert/corpus/cost.py) for the build.
 """
 
@@ -26,7 +27,7 @@ from pathlib import Path
 
 WIKITEXT = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "wikitext-2" / "train.txt"
 STEPS = [("tokenizer, tokens, sop examples", "sop", "dynamic"), ("examples nsp", "nsp", "dynamic"),
-         ("examples full_sentences", "full_sentences", "dynamic"), ("static masks nsp x10", "nsp", "static")]
+         ("examples full_sentences", "full_sentences", "dynamic"), ("static copies nsp x10", "nsp", "static")]
 
 
 def tree(pid: int) -> list[int]:

@@ -50,6 +50,7 @@ EVAL_MASK_PROB = 0.15
 EVAL_SEED, EVAL_BATCH_SIZE = 0, 32
 PARALLEL_FROM_BYTES = 32 << 20  # below this, starting worker processes costs more than it saves
 EXAMPLES_VERSION = 3  # part of the examples' cache key: bump when their files change
+STATIC_MASKS_VERSION = 2  # part of the static masks' key: one mask per example, the copies rebuilt as examples
 
 
 @dataclass
@@ -107,7 +108,8 @@ def build_pretraining_data(
     vocab_size, tokenizer_model ("unigram" | "bpe")   SentencePiece training settings.
     seq_len          maximum example length in tokens, special tokens included.
     layout           "nsp" (BERT) | "sop" (ALBERT) | "full_sentences" (RoBERTa).
-    masking          "static" (BERT: `dupe_factor` stored copies, each with its own mask)
+    masking          "static" (BERT: `dupe_factor` stored copies of the examples, each cut
+                     anew and masked once)
                      | "dynamic" (RoBERTa: a new mask every time; needs dupe_factor=1).
     mask_prob, replace_probs, whole_word, max_span   MLM options, see `masking.py`
                      (held-out batches always mask EVAL_MASK_PROB = 15% of tokens).
@@ -161,13 +163,15 @@ def build_pretraining_data(
     train_masking = Masking.for_tokenizer(tokenizer, mask_prob=mask_prob, **masks, **counting)
     settings = dict(layout=layout, max_length=seq_len, short_seq_prob=short_seq_prob, seed=seed,
                     specials=(tokenizer.num_special(pair=False), tokenizer.num_special(pair=True)))
-    train_examples = _examples(store, tokenizer, range(0, split), settings, workers)
+    # static masking: BERT's `dupe_factor` copies, each cut anew (its own pairs) and then masked once
+    copies = dupe_factor if masking == "static" else 1
+    train_examples = _examples(store, tokenizer, range(0, split), settings, workers, copies)
     static = None
     if masking == "static":
-        key = (settings, split, mask_prob, replace_probs, max_span, whole_word, dupe_factor)
-        key += (mask_count, counting["max_predictions"], mask_smoothing) if counting else ()  # the default keeps its key
+        key = (settings, split, mask_prob, replace_probs, max_span, whole_word, dupe_factor, STATIC_MASKS_VERSION)
+        key += (mask_count, counting["max_predictions"], mask_smoothing) if counting else ()
         directory = store.directory / f"masks-{fingerprint(*key)}"
-        build = lambda d: build_static_masks(train_examples, train_masking, d, copies=dupe_factor, seed=seed)  # noqa: E731
+        build = lambda d: build_static_masks(train_examples, train_masking, d, seed=seed)  # noqa: E731
         static = _cached_dir(directory, build, lambda d: open_static_masks(d, store.tokens.dtype))
     shard = dict(seed=seed, rank=rank, world_size=world_size)
     train = PretrainingBatches(train_examples, train_masking, batch_size=batch_size, static_masks=static, **shard)
@@ -249,10 +253,13 @@ def _token_store(files, tokenizer, data_dir, workers, text_field) -> TokenStore:
     return _cached_dir(_token_store_dir(files, tokenizer, data_dir, text_field), build, TokenStore)
 
 
-def _examples(store: TokenStore, tokenizer: Tokenizer, documents: range, settings: dict, workers: int | None) -> Examples:
-    """The examples of these documents, cut and laid out once (cached beside the token arrays)."""
-    directory = store.directory / f"examples-{fingerprint(settings, documents.start, documents.stop, EXAMPLES_VERSION)}"
-    build = lambda d: write_examples(store, tokenizer, documents, settings, d, workers)  # noqa: E731
+def _examples(store: TokenStore, tokenizer: Tokenizer, documents: range, settings: dict, workers: int | None,
+              copies: int = 1) -> Examples:
+    """The examples of these documents, `copies` passes of them, cut and laid out once (cached
+    beside the token arrays)."""
+    key = (settings, documents.start, documents.stop, EXAMPLES_VERSION) + ((copies,) if copies > 1 else ())
+    directory = store.directory / f"examples-{fingerprint(*key)}"
+    build = lambda d: write_examples(store, tokenizer, documents, settings, d, workers, copies)  # noqa: E731
     return _cached_dir(directory, build, load_examples)
 
 
