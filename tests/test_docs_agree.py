@@ -133,7 +133,7 @@ README_METRIC = {"MLM accuracy": "eval_mlm_accuracy", "replaced-token detection 
 def test_the_readmes_variant_numbers_are_the_stored_bands():
     import json
 
-    curves = json.loads((PACKAGE / "training" / "default_curves.json").read_text())["variants"]
+    curves = json.loads((PACKAGE / "runs" / "default_curves.json").read_text())["variants"]
     text = (ROOT / "README.md").read_text()
     rows = re.findall(r"^\| `(\w+)` \|.*\| ([\w -]+?) \*\*([\d.]+)\*\* \|$", text, re.MULTILINE)
     assert {name for name, _, _ in rows} == set(VARIANTS), f"the README's table of variants: {rows}"
