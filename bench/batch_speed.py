@@ -54,7 +54,7 @@ def main() -> None:
         for batch, seq_len in ((256, 128), (64, 512)):
             data = examples(batch * 16, seq_len)
             with tempfile.TemporaryDirectory() as folder:
-                masks = build_static_masks(data, masking, Path(folder), copies=2, seed=0) if static else None
+                masks = build_static_masks(data, masking, Path(folder), seed=0) if static else None
                 batches = PretrainingBatches(data, masking, batch_size=batch, static_masks=masks, seed=0)
                 stream = iter(batches)
                 next(stream)

@@ -6,10 +6,11 @@
 Each corpus is WikiText-2's train split repeated to the size asked for (written to a temporary
 folder; repeated text tokenizes like the original). For each size, in fresh processes one after
 another: the tokenizer, the token store and the sop examples, then the examples of the other
-layouts (nsp, full_sentences) with dynamic masking, then BERT's static masks (nsp, --dupe-factor 10). Each
+layouts (nsp, full_sentences) with dynamic masking, then BERT's static copies (nsp, --dupe-factor 10:
+the corpus cut 10 times by the workers, then each copy masked). Each
 step prints the peak anonymous memory (RssAnon, summed over the process and all its worker
 processes, sampled every 50 ms — memory-mapped pages are not counted), its wall time, the text
-rate per worker (per process for the static masks, which one process draws in order), and
+rate per worker (per process for the static copies, whose masks one process draws in order), and
 beside them the cost line's estimate (minibert/corpus/cost.py) for the build.
 """
 
@@ -26,7 +27,7 @@ from pathlib import Path
 
 WIKITEXT = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "wikitext-2" / "train.txt"
 STEPS = [("tokenizer, tokens, sop examples", "sop", "dynamic"), ("examples nsp", "nsp", "dynamic"),
-         ("examples full_sentences", "full_sentences", "dynamic"), ("static masks nsp x10", "nsp", "static")]
+         ("examples full_sentences", "full_sentences", "dynamic"), ("static copies nsp x10", "nsp", "static")]
 
 
 def tree(pid: int) -> list[int]:
@@ -61,6 +62,7 @@ def build(corpus: str, cache: str, layout: str, masking: str, workers: int) -> N
     build_pretraining_data([corpus], vocab_size=8000, seq_len=128, layout=layout, masking=masking,
                            dupe_factor=10 if masking == "static" else 1, mask_prob=0.15, replace_probs=(0.8, 0.1, 0.1),
                            whole_word=False, max_span=1, short_seq_prob=0.1, batch_size=32, seed=0, data_dir=cache,
+                           mask_count="bernoulli", max_predictions=None, mask_smoothing=0.0,
                            workers=workers)
 
 

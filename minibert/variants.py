@@ -198,7 +198,7 @@ def build_pretrainer(variant: Variant, settings: Settings, config: ModelConfig, 
             objectives[name] = SentencePairTask(config, name, settings.sentence_weight)
         elif name == "rtd":
             objectives[name] = ReplacedTokenDetection(model, settings.generator_fraction, settings.mlm_weight, settings.rtd_weight,
-                                                        generator, settings.rtd_tokens)
+                                                        generator, settings.rtd_tokens, settings.generator_heads)
         elif name == "kd":
             if teacher is None:
                 raise ValueError(f"the {variant.name} variant distils a teacher; pass --teacher DIR")

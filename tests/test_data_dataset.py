@@ -11,11 +11,12 @@ from minibert.corpus.pipeline import build_pretraining_data
 from minibert.data import Masking
 from minibert.data.dataset import PretrainingBatches
 from minibert.data.examples import Examples, build_examples
-from minibert.corpus.stored_examples import build_static_masks
+from minibert.corpus.stored_examples import build_static_masks, load_examples, write_examples
 
 # Every value build_pretraining_data needs: it keeps no defaults of its own for them.
 DATA = dict(vocab_size=400, seq_len=32, layout="sop", masking="dynamic", dupe_factor=1, mask_prob=0.15,
-            replace_probs=(0.8, 0.1, 0.1), whole_word=False, max_span=1, short_seq_prob=0.1, batch_size=2, seed=0)
+            replace_probs=(0.8, 0.1, 0.1), whole_word=False, max_span=1, short_seq_prob=0.1, batch_size=2, seed=0,
+            mask_count="bernoulli", max_predictions=None, mask_smoothing=0.0)
 
 SHAPE = [[(d * 7 + s * 3) % 20 + 3 for s in range(12)] for d in range(10)]
 
@@ -24,16 +25,22 @@ SHAPE = [[(d * 7 + s * 3) % 20 + 3 for s in range(12)] for d in range(10)]
 def parts(tmp_path_factory):
     directory = tmp_path_factory.mktemp("store")
     store, tokenizer = numbered_store(SHAPE, directory), PositionTokenizer()
-    spans = build_examples(store, "sop", max_length=32, short_seq_prob=0.1, seed=0, specials=(2, 3))
+    spans = build_examples(store, **CUT)
     masking = Masking.for_tokenizer(tokenizer, mask_prob=0.15, replace_probs=(0.8, 0.1, 0.1), max_span=1, whole_word=False)
     return store, Examples.from_spans(store, spans, tokenizer, 32), tokenizer, masking, directory
+
+
+CUT = dict(layout="sop", max_length=32, short_seq_prob=0.1, seed=0, specials=(2, 3))
 
 
 def batches(parts, masking="dynamic", copies=1, **options):
     store, examples, tokenizer, recipe, directory = parts
     static = None
-    if masking == "static":
-        static = build_static_masks(examples, recipe, directory / f"masks-{copies}", copies=copies, seed=0)
+    if masking == "static":  # BERT's copies: the corpus cut `copies` times, each copy masked once
+        folder = directory / f"examples-{copies}"
+        examples = load_examples(folder) if folder.is_dir() else write_examples(store, tokenizer, range(store.n_documents),
+                                                                                 CUT, folder, copies=copies)
+        static = build_static_masks(examples, recipe, directory / f"masks-{copies}", seed=0)
     return PretrainingBatches(examples, recipe, static_masks=static, **{"batch_size": 8, "seed": 0, **options})
 
 
@@ -54,8 +61,7 @@ def masks_by_sequence(source, epoch):
 def test_static_masks_repeat_every_epoch_and_dynamic_masks_do_not(parts):
     static = batches(parts, "static", copies=2, batch_size=1)  # batch_size=1: no row is dropped
     first, second = masks_by_sequence(static, 0), masks_by_sequence(static, 1)
-    assert first == second and all(len(m) == 2 for m in first.values())
-    assert sum(m[0] != m[1] for m in first.values()) > 0.9 * len(first)  # the two copies differ
+    assert first == second and sum(map(len, first.values())) == static.n_copies
     dynamic = batches(parts, batch_size=1)
     first, second = masks_by_sequence(dynamic, 0), masks_by_sequence(dynamic, 1)
     assert first.keys() == second.keys() and sum(first[k] != second[k] for k in first) > 0.9 * len(first)
@@ -116,15 +122,14 @@ def test_static_masks_serve_exactly_the_stored_copies(parts):
     """A batch of static copies shows each copy's stored mask: the same ids and labels as
     masking that copy's example alone with the recipe, in the order the copies were built."""
     store, examples, tokenizer, recipe, directory = parts
-    static = build_static_masks(examples, recipe, directory / "masks-check", copies=2, seed=3)
+    static = build_static_masks(examples, recipe, directory / "masks-check", seed=3)
     generator = torch.Generator().manual_seed(3)
-    whole = torch.from_numpy(examples.input_ids.astype(np.int64))
-    masked, labels = recipe(torch.cat([whole, whole]), generator)  # copies 0..2n-1: one chunk, masked at once
+    masked, labels = recipe(torch.from_numpy(examples.input_ids.astype(np.int64)), generator)  # one chunk, masked at once
     source = PretrainingBatches(examples, recipe, static_masks=static, batch_size=5, seed=0)
-    copies = np.array([len(examples) + 1, 0, 2, len(examples) + 3, 4])
+    copies = np.array([1, 0, 2, len(examples) - 1, 4])
     batch = source.batch(0, 0, copies)
     for row, copy in enumerate(copies):
-        n = int(examples.lengths[copy % len(examples)])
+        n = int(examples.lengths[copy])
         assert torch.equal(batch["input_ids"][row, :n], masked[copy, :n])
         assert torch.equal(batch["labels"][row, :n], labels[copy, :n])
 
@@ -139,7 +144,9 @@ def write_corpus(path, n_documents=60, seed=0):
 
 @pytest.mark.parametrize(
     "layout, masking, dupe, options",
-    [("nsp", "static", 2, {}), ("sop", "dynamic", 1, {"max_span": 3, "whole_word": True}), ("full_sentences", "dynamic", 1, {"replace_probs": (0.85, 0.0, 0.15)})],
+    [("nsp", "static", 2, {}), ("sop", "dynamic", 1, {"max_span": 3, "whole_word": True}), ("full_sentences", "dynamic", 1, {"replace_probs": (0.85, 0.0, 0.15)}),
+     ("nsp", "static", 2, {"mask_count": "round", "max_predictions": 3}),  # BERT's count, stored with its copies
+     ("full_sentences", "dynamic", 1, {"mask_count": "batch", "mask_smoothing": 0.7})],  # DistilBERT's
 )
 def test_build_pretraining_data_end_to_end_and_cached(tmp_path, layout, masking, dupe, options):
     corpus, data_dir = write_corpus(tmp_path / "corpus.txt"), tmp_path / "data"
@@ -150,6 +157,7 @@ def test_build_pretraining_data_end_to_end_and_cached(tmp_path, layout, masking,
     assert batch["input_ids"].shape[0] == 4 and batch["input_ids"].shape[1] <= 48
     assert ("sentence_label" in batch) == (layout != "full_sentences")
     assert (batch["labels"] != -100).any() and int(batch["input_ids"].max()) < data.tokenizer.vocab_size
+    assert int((batch["labels"] != -100).sum(1).max()) <= options.get("max_predictions", 48)
     assert data.eval is not None and len(list(data.eval)) == len(data.eval)
     cached = sorted(p.name for p in data_dir.rglob("*"))
     again = build_pretraining_data(corpus, **settings)
@@ -177,6 +185,8 @@ def test_tokenizer_dir_is_filled_then_reused(tmp_path):
         ({"eval_fraction": 1.0}, "eval_fraction"),
         ({"rank": 2, "world_size": 2}, "rank=2"),
         ({"vocab_size": 10}, "vocab_size=10"),
+        ({"masking": "static", "dupe_factor": 2, "mask_count": "batch"}, "static masks are drawn before there are batches"),
+        ({"mask_count": "round", "max_span": 3}, "--mask-count round counts single tokens"),
     ],
 )
 def test_bad_settings_fail_before_any_work(tmp_path, settings, message):

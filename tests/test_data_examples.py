@@ -112,3 +112,32 @@ def test_bad_layouts_fail_clearly(tmp_path):
         build_examples(store, "mlm", max_length=32, **OPTIONS)
     with pytest.raises(ValueError, match="max_length=4"):
         build_examples(store, "sop", max_length=4, **OPTIONS)
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 2**31), copies=st.integers(2, 4))
+def test_bert_s_static_copies_are_each_cut_anew_with_balanced_labels(seed, copies):
+    """BERT's dupe_factor passes (create_pretraining_data.py:create_training_instances): each copy
+    of the corpus draws its own target lengths, cut points and random next segments, so the copies'
+    segment pairs differ (most pairs of one copy are in no other), while each copy's NSP labels stay
+    balanced (within 6 standard deviations of 0.5). `write_examples(copies=k)` stores exactly the k
+    copies one after the other, and copy 0 is the examples of a run without copies."""
+    from minibert.corpus.stored_examples import write_examples
+
+    shape = [[(d * 7 + s * 3) % 25 + 5 for s in range(20)] for d in range(30)]
+    with tempfile.TemporaryDirectory() as directory:
+        store = numbered_store(shape, directory)
+        options = dict(max_length=32, short_seq_prob=0.1, seed=seed, specials=(2, 3))
+        passes = [build_examples(store, "nsp", copy=copy, **options) for copy in range(copies)]
+        assert np.array_equal(passes[0], build_examples(store, "nsp", **options))
+        pairs = [set(map(tuple, spans[:, :4].tolist())) for spans in passes]
+        for copy, spans in enumerate(passes):
+            others = set().union(*(pairs[:copy] + pairs[copy + 1:]))
+            assert len(pairs[copy] & others) < 0.5 * len(pairs[copy]), copy
+            labels = spans[:, 4]
+            assert abs(labels.mean() - 0.5) <= 6 * (0.25 / len(labels)) ** 0.5, (copy, labels.mean())
+        stored = write_examples(store, PositionTokenizer(), range(len(shape)), {"layout": "nsp", **options},
+                                f"{directory}/examples", copies=copies)
+        expected = [Examples.from_spans(store, spans, PositionTokenizer(), 32) for spans in passes]
+        for name in Examples.FIELDS:
+            assert np.array_equal(getattr(stored, name), np.concatenate([getattr(e, name) for e in expected])), name

@@ -1,5 +1,9 @@
 """Properties of `minibert.data.Masking` (BERT's MLM corruption and its variants)."""
 
+import math
+import re
+
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -209,3 +213,125 @@ def test_bad_options_fail_clearly(options, message):
                   replace_probs=(0.8, 0.1, 0.1), max_span=1, word_starts=None)
     with pytest.raises(ValueError, match=message):
         Masking(**{**kwargs, **options})
+
+
+# --- the releases' count rules (`Masking.choose_count`) and DistilBERT's smoothing ---------------------
+
+PAD = 0
+
+
+def counted(count: str, **options) -> Masking:
+    return masking(count=count, pad_id=PAD, **options)
+
+
+@st.composite
+def padded_batches(draw):
+    """[CLS] ordinary and special ids [SEP], then padding: any lengths, any share of special ids."""
+    rows, width = draw(st.integers(1, 6)), draw(st.integers(2, 80))
+    seed = draw(st.integers(0, 2**31))
+    g = torch.Generator().manual_seed(seed)
+    ids, _ = random_ids((rows, width), g, draw(st.floats(0.0, 0.5)))
+    ids[ids == PAD] = 1  # a special id inside a sequence is never [PAD]
+    lengths = draw(st.lists(st.integers(2, width), min_size=rows, max_size=rows))
+    for row, length in enumerate(lengths):
+        ids[row, 0], ids[row, length - 1], ids[row, length:] = 2, 3, PAD
+    return ids, torch.tensor(lengths), seed
+
+
+@settings(max_examples=80, deadline=None)
+@given(batch=padded_batches(), mask_prob=st.floats(0.0, 1.0), count=st.sampled_from(["round", "stochastic", "batch"]),
+       cap=st.one_of(st.none(), st.integers(1, 30)), smoothing=st.sampled_from([0.0, 0.7]))
+def test_a_fixed_count_follows_its_release_s_rule_on_any_sequence(batch, mask_prob, count, cap, smoothing):
+    """The count of masked positions, for sequences of any length, special ids and padding: n real
+    tokens ([CLS] and [SEP] counted, padding not) give min(cap, max(1, round(n·p))) (BERT, ELECTRA),
+    floor(n·p) or one more (RoBERTa's probabilistic rounding), ceil(p · the batch's n) over the whole
+    batch (DistilBERT); never more than the maskable tokens; never a special or padding position."""
+    ids, lengths, seed = batch
+    cap = cap if count == "round" else None
+    counts = np.random.default_rng(seed).integers(0, 10**6, VOCAB)
+    masks = counted(count, mask_prob=mask_prob, max_predictions=cap, smoothing=smoothing,
+                    token_counts=counts if smoothing else None)
+    masked, labels = masks(ids, torch.Generator().manual_seed(seed))
+    chosen = labels != IGNORE_INDEX
+    maskable = (ids >= 5).sum(1)
+    assert not (chosen & (ids < 5)).any() and torch.equal(labels[chosen], ids[chosen])
+    assert torch.equal(masked[~chosen], ids[~chosen])
+    if count == "batch":
+        assert int(chosen.sum()) == min(int(maskable.sum()), math.ceil(mask_prob * float(lengths.sum())))
+        return
+    for row, n in enumerate(lengths.tolist()):
+        got, room = int(chosen[row].sum()), int(maskable[row])
+        if count == "round":
+            assert got == min(room, cap or n, max(1, round(n * mask_prob))), (n, got)
+        else:
+            assert got in (min(room, math.floor(n * mask_prob)), min(room, math.floor(n * mask_prob) + 1)), (n, got)
+
+
+@settings(max_examples=6, deadline=None)
+@given(seed=st.integers(0, 2**31), length=st.integers(8, 200), mask_prob=st.floats(0.05, 0.6))
+def test_probabilistic_rounding_is_right_on_average(seed, length, mask_prob):
+    """RoBERTa's floor(n·p + U): one more than floor(n·p) with chance frac(n·p), so the mean count
+    is n·p (within 6 standard deviations over 2,000 sequences); plain rounding would miss it."""
+    ids = torch.randint(5, VOCAB, (2000, length), generator=torch.Generator().manual_seed(seed))
+    _, labels = counted("stochastic", mask_prob=mask_prob)(ids, torch.Generator().manual_seed(seed))
+    extra = (labels != IGNORE_INDEX).sum(1).double() - math.floor(length * mask_prob)
+    fraction = length * mask_prob - math.floor(length * mask_prob)
+    assert set(extra.tolist()) <= {0.0, 1.0}
+    assert abs(float(extra.mean()) - fraction) <= sigmas(fraction, len(extra)) + 1e-9
+
+
+@settings(max_examples=6, deadline=None)
+@given(seed=st.integers(0, 2**31), common=st.integers(10, 10**7), rare=st.integers(0, 9), smoothing=st.floats(0.1, 1.0))
+def test_smoothing_draws_a_token_with_chance_proportional_to_count_to_the_minus_alpha(seed, common, rare, smoothing):
+    """DistilBERT's mlm_smoothing: [CLS] a b [SEP] with one position to mask, a a token seen `common`
+    times and b one seen `rare` times (at least once, as max(count, 1)): b is chosen with chance
+    w_b / (w_a + w_b), w = count^-α, within 6 standard deviations over 10,000 sequences; at α = 0
+    the choice is even. A rule that ignored the weights, or inverted them, fails it."""
+    counts = np.full(VOCAB, 1000)
+    counts[10], counts[11] = common, rare
+    ids = torch.tensor([[2, 10, 11, 3]]).repeat(10000, 1)
+    for alpha in (smoothing, 0.0):
+        options = dict(mask_prob=0.25, smoothing=alpha, token_counts=counts if alpha else None)
+        _, labels = counted("round", **options)(ids, torch.Generator().manual_seed(seed))
+        chosen = labels != IGNORE_INDEX
+        assert torch.equal(chosen.sum(1), torch.ones(len(ids), dtype=torch.long))
+        w_common, w_rare = common ** -alpha, max(rare, 1) ** -alpha
+        expected = w_rare / (w_common + w_rare)
+        assert abs(float(chosen[:, 2].float().mean()) - expected) <= sigmas(expected, len(ids)) + 1e-9
+
+
+def test_smoothing_favours_rare_tokens_in_a_corpus_like_draw():
+    """Zipf-like counts, one fixed seed: under α = 0.7 the rarer half of the vocabulary takes a clearly
+    larger share of the masked positions than under α = 0 (here 0.37 of them against 0.14, its share of the text)."""
+    counts = (1e7 / np.arange(1, VOCAB + 1)).astype(np.int64)  # id k seen about 1e7 / k times
+    g = torch.Generator().manual_seed(0)
+    ids = torch.multinomial(torch.from_numpy(counts[5:] / counts[5:].sum()).float(), 256 * 128, replacement=True,
+                            generator=g).view(256, 128) + 5
+    rare = ids >= VOCAB // 2
+    shares = []
+    for alpha in (0.0, 0.7):
+        masks = counted("batch", mask_prob=0.15, smoothing=alpha, token_counts=counts if alpha else None)
+        chosen = masks(ids, torch.Generator().manual_seed(1))[1] != IGNORE_INDEX
+        shares.append(float((chosen & rare).sum() / chosen.sum()))
+    assert shares[1] > shares[0] + 0.15, shares
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"count": "round", "max_span": 3}, "--mask-count round counts single tokens"),
+    ({"count": "batch", "whole_word": True}, "drop --max-span and --whole-word"),
+    ({"count": "bernoulli", "max_predictions": 20}, "--max-predictions 20 caps the count of --mask-count round"),
+    ({"count": "bernoulli", "smoothing": 0.7, "token_counts": np.ones(VOCAB)}, "--mask-smoothing 0.7 weights"),
+    ({"count": "batch", "smoothing": 0.7}, "pass token_counts"),
+    ({"count": "fixed"}, "--mask-count must be one of"),
+])
+def test_a_count_rule_that_cannot_apply_is_refused(options, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        masking(**options)
+
+
+def test_the_command_line_refuses_a_fixed_count_with_spans_in_one_line(capsys):
+    from minibert.runs.cli import main
+
+    assert main(["--variant", "albert", "--mask-count", "round", "--plan"]) == 2  # albert masks spans of whole words
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--mask-count round counts single tokens" in err

@@ -57,3 +57,19 @@ def test_separators_mark_document_starts_inside_a_span(tmp_path):
     store = numbered_store([[2], [3], [2]], tmp_path)  # tokens 5 6 | 7 8 9 | 10 11
     assert store.tokens_between(0, 7, separator_id=3).tolist() == [5, 6, 3, 7, 8, 9, 3, 10, 11]
     assert store.tokens_between(2, 5, separator_id=3).tolist() == [7, 8, 9]  # starts at a document: no separator
+
+
+@settings(max_examples=20, deadline=None)
+@given(corpus_shapes)
+def test_token_counts_count_the_named_documents_only(shape):
+    """DistilBERT's smoothing weighs tokens by their training counts: the counts of documents
+    first..stop-1 are those of exactly their tokens, read in pieces (COUNT_TOKENS) or not."""
+    with tempfile.TemporaryDirectory() as directory:
+        store = numbered_store(shape, directory)
+        stop = max(1, len(shape) - 1)  # the last document held out
+        end = int(store.document_token_offsets[stop])
+        expected = np.bincount(store.tokens[:end], minlength=store.vocab_size)
+        assert np.array_equal(store.token_counts(range(0, stop)), expected)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr("minibert.corpus.storage.COUNT_TOKENS", 3)
+            assert np.array_equal(store.token_counts(range(0, stop)), expected)

@@ -102,3 +102,17 @@ def test_uniform_shape_is_a_full_batch():
 def test_unknown_objective_is_a_one_line_error():
     with pytest.raises(ValueError, match="objective must be one of mlm, rtd"):
         training_flops(tiny(), BatchShape.uniform(1, 4), "nsp")
+
+
+def test_a_distillation_plan_counts_every_token_s_projection_with_kd_all_tokens():
+    """--kd-all-tokens takes the soft targets at every real token: the plan counts the student's and the
+    teacher's vocabulary projections there, the same as a step predicting every token."""
+    from minibert.runs.plan import step_flops
+    from minibert.variants import VARIANTS
+
+    variant, teacher = VARIANTS["distilbert"], ModelConfig(num_layers=2, hidden_size=64, num_heads=2, intermediate_size=128)
+    student = teacher.replace(num_layers=1)
+    masked = variant.default_settings(seq_len=32, batch_size=4, mask_prob=0.15)
+    every = masked.replace(kd_all_tokens=True)
+    assert step_flops(variant, every, student, teacher) == pytest.approx(step_flops(variant, masked.replace(mask_prob=1.0), student, teacher))
+    assert step_flops(variant, every, student, teacher) > step_flops(variant, masked, student, teacher)

@@ -135,6 +135,25 @@ def test_generator_is_a_quarter_and_shares_embeddings():
     assert (wide.embedding_size, wide.hidden_size) == (64, 16)
 
 
+@settings(max_examples=60, deadline=None)
+@given(heads=st.integers(1, 16), head_width=st.sampled_from([16, 32, 64, 96]), fraction=st.sampled_from([0.25, 1 / 3, 0.5, 1.0]))
+def test_the_generator_heads_follow_their_rule_at_any_size(heads, head_width, fraction):
+    """--generator-heads: "scaled" keeps the discriminator's head count times the fraction,
+    "64-wide" is ELECTRA's get_generator_config, max(1, hidden // 64); either way the heads divide
+    the generator's width, which stays within a head of round(H · fraction). At ELECTRA's published
+    sizes (small 256/4 at 1/4, base 768/12 at 1/3, large 1024/16 at 1/4) the two rules agree."""
+    config = ModelConfig(hidden_size=heads * head_width, num_heads=heads, intermediate_size=4 * heads * head_width)
+    width = round(config.hidden_size * fraction)
+    for rule, expected in (("scaled", max(1, round(heads * fraction))), ("64-wide", max(1, width // 64))):
+        generator = generator_config(config, fraction, rule)
+        assert generator.num_heads == expected and generator.hidden_size % generator.num_heads == 0
+        assert width - generator.num_heads < generator.hidden_size <= max(width, generator.num_heads)
+    for hidden, heads, fraction in ((256, 4, 0.25), (768, 12, 1 / 3), (1024, 16, 0.25)):
+        config = ModelConfig(hidden_size=hidden, num_heads=heads)
+        assert generator_config(config, fraction, "scaled") == generator_config(config, fraction, "64-wide")
+    assert generator_config(ModelConfig(hidden_size=384, num_heads=12), 0.25, "64-wide").num_heads == 1  # scaled: 3
+
+
 def test_no_discriminator_gradient_reaches_the_generator_through_the_sample():
     torch.manual_seed(0)
     discriminator = ReplacedTokenDetector(tiny(embedding_size=8))
@@ -276,6 +295,22 @@ def test_kd_is_zero_when_the_student_is_the_teacher(all_tokens):
     assert not kd.teacher.training  # .train() never turns the teacher's dropout on
     loss.backward()
     assert all(p.grad is None for p in teacher.parameters())
+
+
+def test_kd_soft_targets_read_every_real_token_or_the_masked_ones():
+    """--kd-all-tokens (DistilBERT's release, restrict_ce_to_mask off): the soft-target loss is the mean
+    KL over every real token; without it, over the masked ones only. Padding never counts."""
+    torch.manual_seed(0)
+    teacher, student = MaskedLM(tiny()), MaskedLM(tiny(type_vocab_size=0, pooler=False, num_layers=1))
+    batch = make_batch(pair=False)
+    output = student.encoder(batch["input_ids"], batch["attention_mask"])
+    with torch.no_grad():
+        hidden = teacher.encoder(batch["input_ids"], batch["attention_mask"]).last_hidden_state
+    kl = soft_target_kl(student.predict(output.last_hidden_state).flatten(0, 1), teacher.predict(hidden).flatten(0, 1),
+                        2.0, per_row=True).view(batch["input_ids"].shape)  # [B, T]
+    for all_tokens, where in ((True, batch["attention_mask"].bool()), (False, batch["labels"] != IGNORE_INDEX)):
+        _, metrics = KnowledgeDistillation(teacher, **{**KD, "all_tokens": all_tokens})(student, batch, output)
+        torch.testing.assert_close(metrics["kd_soft_loss"], kl[where].mean())
 
 
 # --- variants ---------------------------------------------------------------------------------

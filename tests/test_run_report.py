@@ -109,7 +109,8 @@ def test_which_runs_are_held_against_the_default_band(stored_band, changes, over
 
 def test_the_held_out_batches_do_not_depend_on_the_seed_or_the_batch_size(corpus, tmp_path):
     common = dict(vocab_size=400, seq_len=32, layout="sop", masking="dynamic", dupe_factor=1, mask_prob=0.4,
-                  replace_probs=(0.8, 0.1, 0.1), whole_word=False, max_span=1, short_seq_prob=0.1, data_dir=corpus[1])
+                  replace_probs=(0.8, 0.1, 0.1), whole_word=False, max_span=1, short_seq_prob=0.1, data_dir=corpus[1],
+                  mask_count="bernoulli", max_predictions=None, mask_smoothing=0.0)
     first = build_pretraining_data(corpus[0], **common, batch_size=8, seed=0)
     second = build_pretraining_data(corpus[0], **common, batch_size=4, seed=7)
     assert not torch.equal(next(iter(first.train))["input_ids"][:4], next(iter(second.train))["input_ids"])

@@ -70,7 +70,8 @@ def build_pairs(budget: Budget, runs: Path, run_out: str, layout: str) -> tuple[
                                   tokenizer_dir=REPO / run_out, vocab_size=run["config"]["vocab_size"], seq_len=budget.seq_len,
                                   layout=layout, masking="dynamic", dupe_factor=1, mask_prob=0.15,
                                   replace_probs=(0.8, 0.1, 0.1), whole_word=False, max_span=1, short_seq_prob=0.1,
-                                  batch_size=BATCH, seed=PAIR_SEED)
+                                  batch_size=BATCH, seed=PAIR_SEED,
+                                  mask_count="bernoulli", max_predictions=None, mask_smoothing=0.0)
     train = iter(data.train)
     training = [unmasked(next(train)) for _ in range(PROBE_PAIRS // BATCH)]
     return training, [unmasked(batch) for batch in data.eval]

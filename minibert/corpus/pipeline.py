@@ -33,7 +33,7 @@ from .fingerprint import corpus_key, full_hash
 from ..data.dataset import MASKINGS, PretrainingBatches
 from .default_corpus import default_corpus_path
 from ..data.examples import LAYOUTS, Examples
-from ..data.masking import Masking, check_mask_options
+from ..data.masking import Masking, check_count_options, check_mask_options, default_max_predictions
 from ..tokenizers import SentencePieceTokenizer, Tokenizer, has_tokenizer, load_tokenizer
 from .vocabulary import MAX_SENTENCES, MIN_VOCAB_SIZE, MODEL_TYPES, tokenizer_path, train_tokenizer
 from .stored_examples import build_static_masks, load_examples, open_static_masks, write_examples
@@ -47,6 +47,7 @@ EVAL_MASK_PROB = 0.15
 EVAL_SEED, EVAL_BATCH_SIZE = 0, 32
 PARALLEL_FROM_BYTES = 32 << 20  # below this, starting worker processes costs more than it saves
 EXAMPLES_VERSION = 3  # part of the examples' cache key: bump when their files change
+STATIC_MASKS_VERSION = 2  # part of the static masks' key: one mask per example, the copies rebuilt as examples
 
 
 @dataclass
@@ -80,6 +81,9 @@ def build_pretraining_data(
     short_seq_prob: float,
     batch_size: int,
     seed: int,
+    mask_count: str,
+    max_predictions: int | None,
+    mask_smoothing: float,
     data_dir: str | Path = DEFAULT_DATA_DIR,
     tokenizer_dir: str | Path | None = None,
     tokenizer_model: str = "unigram",
@@ -101,10 +105,15 @@ def build_pretraining_data(
     vocab_size, tokenizer_model ("unigram" | "bpe")   SentencePiece training settings.
     seq_len          maximum example length in tokens, special tokens included.
     layout           "nsp" (BERT) | "sop" (ALBERT) | "full_sentences" (RoBERTa).
-    masking          "static" (BERT: `dupe_factor` stored copies, each with its own mask)
+    masking          "static" (BERT: `dupe_factor` stored copies of the examples, each cut
+                     anew and masked once)
                      | "dynamic" (RoBERTa: a new mask every time; needs dupe_factor=1).
     mask_prob, replace_probs, whole_word, max_span   MLM options, see `masking.py`
                      (held-out batches always mask EVAL_MASK_PROB = 15% of tokens).
+    mask_count, max_predictions, mask_smoothing   how many tokens a training mask chooses and
+                     which (`masking.MASK_COUNTS`; the cap defaults to `default_max_predictions`;
+                     the smoothing reads the training documents' token counts). Held-out
+                     batches always choose token by token, uniformly, so that runs compare.
     short_seq_prob   chance that an example targets a shorter random length (BERT 0.1).
     batch_size       sequences per training batch per rank; eval_batch_size: per held-out
                      batch (EVAL_BATCH_SIZE unless given).
@@ -128,11 +137,14 @@ def build_pretraining_data(
         eval_fraction=eval_fraction, seed=seed, rank=rank, world_size=world_size,
     )
     check_mask_options(mask_prob, replace_probs, max_span)
+    check_count_options(mask_count, max_predictions, mask_smoothing, max_span, whole_word)
+    if mask_count == "batch" and masking == "static":
+        raise ValueError("--mask-count batch draws one count per training batch, but static masks are drawn before there "
+                         "are batches; use --masking dynamic (DistilBERT's) or another --mask-count")
     data_dir, replace_probs = Path(data_dir), tuple(replace_probs)
     files = [default_corpus_path(data_dir)] if paths is None else corpus_files(paths)
     tokenizer = _tokenizer(files, tokenizer_dir, vocab_size, tokenizer_model, data_dir, text_field, tokenizer_sentences)
     masks = dict(replace_probs=replace_probs, max_span=max_span, whole_word=whole_word)
-    train_masking = Masking.for_tokenizer(tokenizer, mask_prob=mask_prob, **masks)
     if workers is None and sum(f.stat().st_size for f in files) < PARALLEL_FROM_BYTES:
         workers = 1
     store = _token_store(files, tokenizer, data_dir, workers, text_field)
@@ -142,13 +154,21 @@ def build_pretraining_data(
     if n_eval >= store.n_documents:
         raise ValueError(f"the corpus has {store.n_documents} document(s): too few to hold out {eval_fraction:.0%} of them for evaluation; a blank line ends a document in a .txt corpus, so separate documents with blank lines or add text (in Python, eval_fraction=0 holds none out)")
     split = store.n_documents - n_eval
+    counting = {} if mask_count == "bernoulli" else dict(
+        count=mask_count, smoothing=mask_smoothing, token_counts=store.token_counts(range(0, split)) if mask_smoothing else None,
+        max_predictions=max_predictions or default_max_predictions(seq_len, mask_prob) if mask_count == "round" else None)
+    train_masking = Masking.for_tokenizer(tokenizer, mask_prob=mask_prob, **masks, **counting)
     settings = dict(layout=layout, max_length=seq_len, short_seq_prob=short_seq_prob, seed=seed,
                     specials=(tokenizer.num_special(pair=False), tokenizer.num_special(pair=True)))
-    train_examples = _examples(store, tokenizer, range(0, split), settings, workers)
+    # static masking: BERT's `dupe_factor` copies, each cut anew (its own pairs) and then masked once
+    copies = dupe_factor if masking == "static" else 1
+    train_examples = _examples(store, tokenizer, range(0, split), settings, workers, copies)
     static = None
     if masking == "static":
-        directory = store.directory / f"masks-{fingerprint(settings, split, mask_prob, replace_probs, max_span, whole_word, dupe_factor)}"
-        build = lambda d: build_static_masks(train_examples, train_masking, d, copies=dupe_factor, seed=seed)  # noqa: E731
+        key = (settings, split, mask_prob, replace_probs, max_span, whole_word, dupe_factor, STATIC_MASKS_VERSION)
+        key += (mask_count, counting["max_predictions"], mask_smoothing) if counting else ()
+        directory = store.directory / f"masks-{fingerprint(*key)}"
+        build = lambda d: build_static_masks(train_examples, train_masking, d, seed=seed)  # noqa: E731
         static = _cached_dir(directory, build, lambda d: open_static_masks(d, store.tokens.dtype))
     shard = dict(seed=seed, rank=rank, world_size=world_size)
     train = PretrainingBatches(train_examples, train_masking, batch_size=batch_size, static_masks=static, **shard)
@@ -230,10 +250,13 @@ def _token_store(files, tokenizer, data_dir, workers, text_field) -> TokenStore:
     return _cached_dir(_token_store_dir(files, tokenizer, data_dir, text_field), build, TokenStore)
 
 
-def _examples(store: TokenStore, tokenizer: Tokenizer, documents: range, settings: dict, workers: int | None) -> Examples:
-    """The examples of these documents, cut and laid out once (cached beside the token arrays)."""
-    directory = store.directory / f"examples-{fingerprint(settings, documents.start, documents.stop, EXAMPLES_VERSION)}"
-    build = lambda d: write_examples(store, tokenizer, documents, settings, d, workers)  # noqa: E731
+def _examples(store: TokenStore, tokenizer: Tokenizer, documents: range, settings: dict, workers: int | None,
+              copies: int = 1) -> Examples:
+    """The examples of these documents, `copies` passes of them, cut and laid out once (cached
+    beside the token arrays)."""
+    key = (settings, documents.start, documents.stop, EXAMPLES_VERSION) + ((copies,) if copies > 1 else ())
+    directory = store.directory / f"examples-{fingerprint(*key)}"
+    build = lambda d: write_examples(store, tokenizer, documents, settings, d, workers, copies)  # noqa: E731
     return _cached_dir(directory, build, load_examples)
 
 

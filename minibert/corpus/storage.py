@@ -34,6 +34,7 @@ from ..tokenizers.base import Tokenizer
 
 CHUNK_CHARACTERS = 1 << 20  # documents are sent to workers in chunks of about 1 MB of text
 FORMAT_VERSION = 1  # part of the cache key: bump when the files below change
+COUNT_TOKENS = 1 << 24  # token_counts reads the corpus 16M tokens at a time
 
 
 class ArrayWriter:
@@ -76,6 +77,17 @@ class TokenStore:
     @property
     def n_documents(self) -> int:
         return len(self.document_offsets) - 1
+
+    def token_counts(self, documents: range) -> np.ndarray:
+        """How often each id occurs in `documents` [vocab_size], int64: the counts DistilBERT's
+        frequency-smoothed masking weighs tokens by (its scripts/token_counts.py counts its
+        training data the same way). One pass over the memory-mapped tokens, COUNT_TOKENS at a
+        time, so memory stays flat whatever the corpus size."""
+        start, stop = (int(self.document_token_offsets[d]) for d in (documents.start, documents.stop))
+        counts = np.zeros(self.vocab_size, dtype=np.int64)
+        for first in range(start, stop, COUNT_TOKENS):
+            counts += np.bincount(self.tokens[first:min(first + COUNT_TOKENS, stop)], minlength=self.vocab_size)
+        return counts
 
     def tokens_between(self, start: int, end: int, separator_id: int) -> np.ndarray:
         """tokens[start:end], with `separator_id` inserted where a new document begins inside.

@@ -79,16 +79,18 @@ def example_blocks(store: TokenStore, documents: range, block_tokens: int | None
 
 
 def write_examples(store: TokenStore, tokenizer: Tokenizer, documents: range, settings: dict, directory: Path,
-                   workers: int = 1) -> Examples:
-    """Cut and lay out the examples of `documents`, block by block, into `directory`'s files.
+                   workers: int = 1, copies: int = 1) -> Examples:
+    """Cut and lay out the examples of `documents`, block by block, into `directory`'s files;
+    `copies` times over (BERT's static copies), one copy after the other.
 
-    Each block is cut with its own generator (`build_examples`' `block`) and laid out in a worker
-    process; the main process appends the blocks in order. A corpus of less than one block gives
-    exactly what one `build_examples` call gives."""
+    Each block of each copy is cut with its own generator (`build_examples`' `block` and `copy`)
+    and laid out in a worker process; the main process appends them in order, so memory holds a
+    few blocks however many copies there are. A corpus of less than one block gives exactly what
+    one `build_examples` call gives."""
     directory = Path(directory)
     labelled = settings["layout"] != "full_sentences"
     writers = ExampleWriters(directory, store.tokens.dtype, settings["max_length"], labelled)
-    blocks = [(i, block) for i, block in enumerate(example_blocks(store, documents))]
+    blocks = [(copy, i, block) for copy in range(copies) for i, block in enumerate(example_blocks(store, documents))]
     job = (store.directory, tokenizer, settings, documents)
     for examples in in_workers(_examples_of_block, job, blocks, workers):
         writers.append(examples)
@@ -101,8 +103,8 @@ def write_examples(store: TokenStore, tokenizer: Tokenizer, documents: range, se
 def _examples_of_block(job, item) -> Examples:
     store_dir, tokenizer, settings, documents = job
     store = _open_store(store_dir)
-    number, block = item
-    spans = build_examples(store, documents=block, others=documents, block=number, allow_empty=True, **settings)
+    copy, number, block = item
+    spans = build_examples(store, documents=block, others=documents, block=number, copy=copy, allow_empty=True, **settings)
     return Examples.from_spans(store, spans, tokenizer, settings["max_length"])
 
 
@@ -123,15 +125,15 @@ def open_static_masks(directory: str | Path, id_dtype: np.dtype) -> StaticMasks:
                        ids=open_array(directory / "mask_ids.bin", id_dtype))
 
 
-def build_static_masks(examples: Examples, masking: Masking, directory: str | Path, *, copies: int, seed: int) -> StaticMasks:
-    """Draw `copies` masks of every example (`draw_static_masks`) and store them in `directory`."""
+def build_static_masks(examples: Examples, masking: Masking, directory: str | Path, *, seed: int) -> StaticMasks:
+    """Draw one mask for every example (`draw_static_masks`) and store them in `directory`."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     offsets = ArrayWriter(directory / "mask_offsets.bin", np.int64)
     positions = ArrayWriter(directory / "mask_positions.bin", np.uint16)
     ids = ArrayWriter(directory / "mask_ids.bin", examples.input_ids.dtype)
     offsets.append([0])
-    for counts, chunk_positions, chunk_ids in draw_static_masks(examples, masking, copies=copies, seed=seed):
+    for counts, chunk_positions, chunk_ids in draw_static_masks(examples, masking, seed=seed):
         offsets.append(positions.length + np.cumsum(counts))
         positions.append(chunk_positions)
         ids.append(chunk_ids)

@@ -2,9 +2,9 @@
 
 `PretrainingBatches` is what the training loop iterates. It owns four decisions:
 
-* **order** — each epoch visits every example copy once (an example, or under static
-  masking one of its `dupe_factor` differently-masked copies), in a permutation drawn
-  from (seed, epoch): the same seed always gives the same sequence of batches.
+* **order** — each epoch visits every example once (under static masking the examples are
+  BERT's `dupe_factor` copies of the corpus, each cut and masked on its own), in a permutation
+  drawn from (seed, epoch): the same seed always gives the same sequence of batches.
 * **sharding** — under DDP, rank k of n takes every n-th copy of that permutation, so the
   ranks' shards are disjoint and equally long (no rank waits at the end of an epoch).
 * **masking** — *static* (BERT): each copy carries the mask stored for it when the
@@ -51,7 +51,9 @@ class PretrainingBatches:
             raise ValueError(f"rank={rank} must be in [0, world_size={world_size})")
         self.examples, self.masking, self.static_masks = examples, masking, static_masks
         self.n_examples = len(examples)
-        self.n_copies = len(examples) if static_masks is None else static_masks.n_copies
+        self.n_copies = len(examples)
+        if static_masks is not None and static_masks.n_copies != len(examples):
+            raise ValueError(f"{static_masks.n_copies} static masks for {len(examples)} examples: build them from these examples")
         self.batch_size, self.seed, self.rank, self.world_size, self.repeat = batch_size, seed, rank, world_size, repeat
         self.copies_per_rank = self.n_copies // world_size
         if self.copies_per_rank == 0 or (repeat and self.copies_per_rank < batch_size):
@@ -86,7 +88,7 @@ class PretrainingBatches:
 
     def batch(self, epoch: int, position: int, copies: np.ndarray) -> dict[str, torch.Tensor]:
         """Batch number `position` of `epoch`, of these example copies [B]: cut to the longest, masked."""
-        rows, examples = copies % self.n_examples, self.examples  # copy c is example c % n
+        rows, examples = copies, self.examples  # under static masking too: each copy is an example of its own
         lengths = torch.from_numpy(examples.lengths[rows].astype(np.int64))  # [B]
         longest = int(lengths.max())
         batch = {"input_ids": torch.from_numpy(examples.input_ids[rows, :longest].astype(np.int64)),  # [B, T]

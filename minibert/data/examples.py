@@ -50,6 +50,7 @@ def build_examples(
     documents: range | None = None,
     others: range | None = None,
     block: int = 0,
+    copy: int = 0,
     allow_empty: bool = False,
 ) -> np.ndarray:
     """Cut the documents in `documents` (default: all) into examples -> int64 [n, 5], one example per row.
@@ -57,7 +58,10 @@ def build_examples(
     `specials`: how many special tokens the tokenizer's `join` adds to one segment and to a pair
     (BERT: 2 and 3; RoBERTa's <s> A </s></s> B </s>: 2 and 4), so that every example fits `max_length`.
     `others`: where NSP's random segments come from (default: `documents`); `block`: which block of
-    `write_examples` this is (block 0 draws from `seed` itself, block i from (seed, i)).
+    `write_examples` this is; `copy`: which of BERT's `dupe_factor` passes over the corpus. Each
+    (block, copy) has its own generator: block 0 of copy 0 draws from `seed` itself, block i of
+    copy 0 from (seed, i), of copy c from (seed, i, c). So each copy draws its own target lengths,
+    A/B cut points and random next segments, as create_pretraining_data.py's passes do.
     """
     if layout not in LAYOUTS:
         raise ValueError(f"layout={layout!r} is not one of {LAYOUTS}")
@@ -65,7 +69,7 @@ def build_examples(
         raise ValueError(f"max_length={max_length} is too short for [CLS] A [SEP] B [SEP]; use at least 8")
     documents = range(store.n_documents) if documents is None else documents
     others = documents if others is None else others
-    rng = np.random.default_rng(seed if block == 0 else [seed, block])
+    rng = np.random.default_rng(seed if block == copy == 0 else [seed, block] if copy == 0 else [seed, block, copy])
     if layout == "full_sentences":
         examples = _packed_examples(store, documents, max_length - specials[0], short_seq_prob, rng)
     else:

@@ -12,6 +12,13 @@ MLM hides some input tokens and asks the model to recover them. Two decisions de
    (`max_span` > 1) of tokens or of whole words (all pieces of a word together, BERT's later
    "whole word masking", which removes the easy cue of guessing a piece from the rest of its
    own word). A span never reaches past a special token: it stays inside its segment.
+   *How many* (`count`): each maskable token on its own with chance `mask_prob` ("bernoulli",
+   the default), or a fixed count per sequence as each release computes it (`MASK_COUNTS`:
+   BERT's and ELECTRA's rounding with a cap, RoBERTa's probabilistic rounding, DistilBERT's
+   count per batch), drawn without replacement (`Masking.choose_count`). DistilBERT also
+   weights the draw toward rare tokens, a chance ∝ count^−α of the corpus's counts
+   (`smoothing` α, `token_weights`). Spans and whole words are drawn unit by unit: a fixed
+   count is refused with them (`check_count_options`).
 2. *What the model sees* at those positions (`Masking.replace`): BERT's 80/10/10 rule.
 
 Every random draw comes from the `generator` passed in, so the same seed gives the same masks.
@@ -19,11 +26,24 @@ Every random draw comes from the `generator` passed in, so the same seed gives t
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
+import numpy as np
 import torch
 
 IGNORE_INDEX = -100  # label of positions the loss skips (torch's cross_entropy default)
+# How many positions are masked (`Masking.choose_count`); n = a sequence's real tokens, [CLS] and
+# [SEP] counted, as all three releases count them:
+#   bernoulli   each maskable token on its own, with chance mask_prob (minibert's default)
+#   round       min(max_predictions, max(1, round(n · mask_prob))) per sequence: google-research/bert
+#               and google-research/albert create_pretraining_data.py:create_masked_lm_predictions,
+#               google-research/electra pretrain/pretrain_helpers.py:mask
+#   stochastic  floor(n · mask_prob + U), U uniform in [0, 1), per sequence: fairseq
+#               fairseq/data/mask_tokens_dataset.py:MaskTokensDataset.__getitem__ (RoBERTa)
+#   batch       ceil(mask_prob · the batch's real tokens), drawn over the whole batch: transformers
+#               examples/research_projects/distillation/distiller.py:Distiller.prepare_batch_mlm
+MASK_COUNTS = ("bernoulli", "round", "stochastic", "batch")
 
 
 class Masking:
@@ -32,17 +52,27 @@ class Masking:
     never_masked    ids never chosen for prediction ([CLS], [SEP], [PAD], [MASK])
     never_drawn     ids never drawn as a random replacement (those, and [UNK])
     word_starts     bool [V], True where a token begins a word: whole-word units; None = token units
+    count           how many positions: one of MASK_COUNTS; max_predictions caps "round" (None: no cap)
+    smoothing       α of DistilBERT's frequency-smoothed choice (0 = off), over `token_counts` [V]
+    pad_id          the [PAD] id, so that a fixed count counts the real tokens (None: no padding)
     """
 
     def __init__(self, *, vocab_size: int, mask_id: int, never_masked: Sequence[int], never_drawn: Sequence[int],
-                 mask_prob: float, replace_probs: Sequence[float], max_span: int, word_starts: torch.Tensor | None):
+                 mask_prob: float, replace_probs: Sequence[float], max_span: int, word_starts: torch.Tensor | None,
+                 count: str = "bernoulli", max_predictions: int | None = None, smoothing: float = 0.0,
+                 token_counts: np.ndarray | None = None, pad_id: int | None = None):
         check_mask_options(mask_prob, replace_probs, max_span)
+        check_count_options(count, max_predictions, smoothing, max_span, word_starts is not None)
+        if smoothing and (token_counts is None or len(token_counts) != vocab_size):
+            raise ValueError(f"smoothing={smoothing} weights tokens by their corpus counts: pass token_counts, one per id of the {vocab_size}")
         if not 0 <= mask_id < vocab_size:
             raise ValueError(f"mask_id={mask_id} is outside the vocabulary of size {vocab_size}")
         self.mask_id, self.mask_prob, self.max_span = mask_id, mask_prob, max_span
+        self.count, self.max_predictions, self.pad_id = count, max_predictions, pad_id
         self.replace_probs = tuple(replace_probs)
         self.special = torch.zeros(vocab_size, dtype=torch.bool)  # [V]
         self.special[list(never_masked)] = True
+        self.weights = token_weights(token_counts, smoothing, self.special) if smoothing else None  # [V] or None
         drawn = torch.ones(vocab_size, dtype=torch.bool)
         drawn[[*never_drawn, mask_id]] = False
         self.ordinary_ids = drawn.nonzero().squeeze(1)  # the ids a random replacement is drawn from
@@ -59,13 +89,15 @@ class Masking:
 
     @classmethod
     def for_tokenizer(cls, tokenizer, *, mask_prob: float, replace_probs: Sequence[float], max_span: int,
-                      whole_word: bool) -> "Masking":
+                      whole_word: bool, **counting) -> "Masking":
+        """`counting`: count, max_predictions, smoothing and token_counts, as the constructor takes them."""
         if whole_word and not hasattr(tokenizer, "word_starts"):
             raise ValueError(f"whole-word masking needs to know where words start, which {type(tokenizer).__name__} "
                              f"does not provide; drop --whole-word")
         return cls(vocab_size=tokenizer.vocab_size, mask_id=tokenizer.mask_id, never_masked=sorted(tokenizer.special_ids),
                    never_drawn=sorted(tokenizer.special_ids | {tokenizer.unk_id}), mask_prob=mask_prob,
-                   replace_probs=replace_probs, max_span=max_span, word_starts=tokenizer.word_starts if whole_word else None)
+                   replace_probs=replace_probs, max_span=max_span, word_starts=tokenizer.word_starts if whole_word else None,
+                   pad_id=tokenizer.pad_id, **counting)
 
     def __call__(self, input_ids: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """input ids [B, T] -> (what the model sees [B, T], labels [B, T]: the original id at
@@ -78,15 +110,41 @@ class Masking:
     def choose(self, input_ids: torch.Tensor, can_mask: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """The masked positions, the ones to predict [B, T] bool: `mask_prob` of the maskable tokens on average.
 
-        BERT "masks 15% of all WordPiece tokens in each sequence at random" (§3.1): here each
-        maskable token is chosen on its own, with chance `mask_prob`. (BERT's data script picks
-        a fixed count per sequence instead, the share rounded and capped at
-        max_predictions_per_seq: the same rate on average, varying less between sequences.)
-        Spans and whole words are ALBERT's n-gram masking: `choose_spans`.
+        BERT "masks 15% of all WordPiece tokens in each sequence at random" (§3.1): by default
+        each maskable token is chosen on its own, with chance `mask_prob`. The releases' data
+        code picks a fixed count per sequence instead (`choose_count`): the same rate on
+        average, varying less between sequences. Spans and whole words are ALBERT's n-gram
+        masking: `choose_spans`.
         """
         if self.max_span > 1 or self.word_starts is not None:
             return self.choose_spans(input_ids, can_mask, generator)
+        if self.count != "bernoulli":
+            return self.choose_count(input_ids, can_mask, generator)
         return can_mask & (torch.rand(can_mask.shape, generator=generator) < self.mask_prob)
+
+    def choose_count(self, input_ids: torch.Tensor, can_mask: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """The masked positions [B, T] bool as the releases choose them: a fixed count of them
+        (`MASK_COUNTS`), never more than there are maskable tokens, drawn without replacement.
+
+        Each maskable position gets a key log(U) / w, U uniform and w its token's weight (1, or
+        DistilBERT's count^−α); the positions with the largest keys are a draw without
+        replacement with chances ∝ w (Efraimidis and Spirakis), the draw DistilBERT's
+        torch.multinomial(replacement=False) makes. Rounding is half to even, as Python 3's
+        round and tf.round do.
+        """
+        real = torch.ones_like(can_mask) if self.pad_id is None else input_ids != self.pad_id  # [B, T]
+        n = real.sum(1, dtype=torch.float64)  # [B] real tokens, [CLS] and [SEP] included
+        if self.count == "round":
+            counts = torch.round(n * self.mask_prob).clamp(1, self.max_predictions)
+        elif self.count == "stochastic":
+            counts = torch.floor(n * self.mask_prob + torch.rand(n.shape, generator=generator, dtype=torch.float64))
+        else:  # "batch": one count for the whole batch, its positions drawn from all of its rows
+            counts = torch.tensor([math.ceil(self.mask_prob * float(n.sum()))], dtype=torch.float64)
+        weights = can_mask.float() if self.weights is None else self.weights[input_ids] * can_mask  # [B, T]
+        keys = torch.rand(can_mask.shape, generator=generator).log() / weights  # [B, T]; -inf where w = 0
+        keys = keys.masked_fill(~can_mask, -math.inf).view(len(counts), -1)  # [rows, positions]: B rows, or one
+        rank = keys.argsort(dim=1, descending=True, stable=True).argsort(dim=1)  # each position's place in the draw
+        return can_mask & (rank < counts[:, None]).view_as(can_mask)
 
     def choose_spans(self, input_ids: torch.Tensor, can_mask: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """The masked positions as spans of 1..max_span units covering `mask_prob` of the maskable
@@ -149,6 +207,40 @@ def begin_probability(mask_prob: float, span_probs: torch.Tensor) -> float:
             uncovered *= 1 - q * p
         low, high = (q, high) if 1 - uncovered < mask_prob else (low, q)
     return (low + high) / 2
+
+
+def token_weights(token_counts: np.ndarray, smoothing: float, special: torch.Tensor) -> torch.Tensor:
+    """DistilBERT's frequency-smoothed choice [V]: weight max(count, 1)^−α, 0 for special ids.
+
+    The released distillation script (transformers examples/research_projects/distillation/
+    train.py, `--mlm_smoothing 0.7`, "to emphasize more rare tokens", after XLM and word2vec)
+    draws the masked tokens with these weights: a frequent token such as "the" would else
+    take a large share of the predictions while teaching little. α = 0 is the uniform choice."""
+    weights = torch.from_numpy(np.maximum(np.asarray(token_counts, dtype=np.float64), 1.0) ** -smoothing).float()
+    return weights.masked_fill(special, 0.0)
+
+
+def check_count_options(count: str, max_predictions: int | None, smoothing: float, max_span: int, whole_word: bool) -> None:
+    """Fail early on a count rule that cannot apply, spelled as the flags that set it."""
+    if count not in MASK_COUNTS:
+        raise ValueError(f"--mask-count must be one of {', '.join(MASK_COUNTS)}; got {count!r}")
+    if count != "bernoulli" and (max_span > 1 or whole_word):
+        raise ValueError(f"--mask-count {count} counts single tokens, but spans and whole words are drawn unit by unit; "
+                         f"drop --max-span and --whole-word (--no-whole-word --max-span 1) or use --mask-count bernoulli")
+    if max_predictions is not None and (count != "round" or max_predictions < 1):
+        raise ValueError(f"--max-predictions {max_predictions} caps the count of --mask-count round: give a positive "
+                         f"number with --mask-count round, or drop it")
+    if smoothing < 0 or (smoothing and count == "bernoulli"):
+        raise ValueError(f"--mask-smoothing {smoothing} weights which tokens a fixed count draws: give α >= 0 with "
+                         f"--mask-count round, stochastic or batch (DistilBERT's: batch), or drop it")
+
+
+def default_max_predictions(seq_len: int, mask_prob: float) -> int:
+    """The cap of --mask-count round when none is given: google-research/bert's README pairs
+    max_seq_length 128 with max_predictions_per_seq 20 at 15% ("around max_seq_length *
+    masked_lm_prob": a little above the 19.2 the rate asks for), NVIDIA's BERT recipe 512 with 80;
+    the same headroom at any --seq-len and --mask-prob."""
+    return math.ceil(seq_len * mask_prob * 20 / (128 * 0.15) - 1e-9)
 
 
 def check_mask_options(mask_prob: float, replace_probs: Sequence[float], max_span: int) -> None:

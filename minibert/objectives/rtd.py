@@ -32,27 +32,37 @@ from torch import nn
 from ..config import ModelConfig
 from ..data.masking import IGNORE_INDEX
 from ..heads import MaskedLM, ReplacedTokenDetector, detection_loss
-from ..training.settings import RTD_TOKENS
+from ..training.settings import GENERATOR_HEADS, RTD_TOKENS
 from .mlm import mlm_metrics
 
 
-def generator_config(config: ModelConfig, fraction: float) -> ModelConfig:
+# How many attention heads the generator has (`generator_config`): "scaled" keeps the discriminator's
+# head width (round(heads · fraction)); "64-wide" is ELECTRA's rule, max(1, hidden // 64) heads of
+# about 64 dimensions (google-research/electra run_pretraining.py:get_generator_config). The two agree
+# at ELECTRA's published sizes and the default run's.
+
+
+def generator_config(config: ModelConfig, fraction: float, heads: str = "scaled") -> ModelConfig:
     """The discriminator's config scaled to `fraction` of its width (hidden, heads, FFN);
     same depth, the same `embedding_size` E (the tables are shared), written out where the
     discriminator's is None (E = its H). E may exceed the generator's width: its projection
-    then maps E down to H, as in ELECTRA-base (E = 768, H = 256)."""
-    heads = max(1, round(config.num_heads * fraction))
-    hidden = max(heads, round(config.hidden_size * fraction) // heads * heads)
+    then maps E down to H, as in ELECTRA-base (E = 768, H = 256). `heads`: GENERATOR_HEADS."""
+    if heads not in GENERATOR_HEADS:
+        raise ValueError(f"--generator-heads must be one of {', '.join(GENERATOR_HEADS)}; got {heads!r}")
+    width = round(config.hidden_size * fraction)
+    heads = max(1, round(config.num_heads * fraction)) if heads == "scaled" else max(1, width // 64)
+    hidden = max(heads, width // heads * heads)
     return config.replace(
         hidden_size=hidden, num_heads=heads, intermediate_size=max(1, round(config.intermediate_size * fraction)),
         embedding_size=config.embedding_size or config.hidden_size, pooler=False,
     )
 
 
-def build_generator(discriminator: ReplacedTokenDetector, fraction: float, generator: MaskedLM | None = None) -> MaskedLM:
+def build_generator(discriminator: ReplacedTokenDetector, fraction: float, generator: MaskedLM | None = None,
+                    heads: str = "scaled") -> MaskedLM:
     """A small MaskedLM whose embeddings ARE the discriminator's (one module, shared);
     `generator`: a pretrained one to use instead (its own embedding tables are dropped)."""
-    generator = generator or MaskedLM(generator_config(discriminator.config, fraction))
+    generator = generator or MaskedLM(generator_config(discriminator.config, fraction, heads))
     generator.encoder.embeddings = discriminator.encoder.embeddings
     return generator
 
@@ -80,11 +90,11 @@ class ReplacedTokenDetection(nn.Module):
     reads_pooler = False
 
     def __init__(self, discriminator: ReplacedTokenDetector, generator_fraction: float, mlm_weight: float,
-                 rtd_weight: float, generator: MaskedLM | None, tokens: str):
+                 rtd_weight: float, generator: MaskedLM | None, tokens: str, generator_heads: str = "scaled"):
         super().__init__()
         if tokens not in RTD_TOKENS:
             raise ValueError(f"tokens must be one of {', '.join(RTD_TOKENS)}; got {tokens!r}")
-        self.generator = build_generator(discriminator, generator_fraction, generator)
+        self.generator = build_generator(discriminator, generator_fraction, generator, generator_heads)
         self.mlm_weight, self.rtd_weight, self.tokens = mlm_weight, rtd_weight, tokens
 
     def needed_positions(self, batch):

@@ -30,7 +30,9 @@ CARD_NAMES = (("H100 PCIe", 756), ("H100", 989), ("H200", 989), ("A100", 312), (
 
 def step_flops(variant: Variant, settings: Settings, config: ModelConfig, teacher: ModelConfig | None = None) -> float:
     """Training FLOPs of one optimizer step of this run."""
-    shape = BatchShape.uniform(settings.batch_size, settings.seq_len, settings.mask_prob)
+    # the vocabulary projections: at the masked tokens, or at every token for --kd-all-tokens' soft targets
+    predicted = 1.0 if teacher is not None and settings.kd_all_tokens else settings.mask_prob
+    shape = BatchShape.uniform(settings.batch_size, settings.seq_len, predicted)
     if "rtd" in run_objectives(variant, settings):
         return training_flops(config, shape, "rtd", settings.generator_fraction)
     flops = training_flops(config, shape)

@@ -29,7 +29,7 @@ LAYERS = ("flag", "variant", "tokenizer", "--seq-len", "teacher", "--init", "def
 # Settings that only one kind of objective reads: shown only for the variants that have it.
 ONLY_FOR = {
     "kd": ("teacher", "kd_temperature", "kd_soft_weight", "kd_mlm_weight", "kd_cosine_weight", "kd_all_tokens"),
-    "rtd": ("rtd_weight", "generator_fraction", "rtd_tokens", "init_generator"),
+    "rtd": ("rtd_weight", "generator_fraction", "generator_heads", "rtd_tokens", "init_generator"),
 }
 WIDTH = 100
 

@@ -264,7 +264,8 @@ def build_batches(settings: Settings, dist: Distributed, tokenizer_dir: Path, vo
         tokenizer_dir=tokenizer_dir, vocab_size=vocab_size, data_dir=cache_dir(settings),
         seq_len=settings.seq_len, layout=settings.layout, masking=settings.masking, dupe_factor=dupe_factor(settings),
         mask_prob=settings.mask_prob, replace_probs=tuple(settings.replace_probs), whole_word=settings.whole_word,
-        max_span=settings.max_span, short_seq_prob=settings.short_seq_prob, seed=settings.seed,
+        max_span=settings.max_span, short_seq_prob=settings.short_seq_prob, seed=settings.seed, mask_count=settings.mask_count,
+        max_predictions=settings.max_predictions, mask_smoothing=settings.mask_smoothing,
         batch_size=settings.batch_size // streams_total, text_field=settings.text_field,
         tokenizer_sentences=settings.tokenizer_sentences,
     )

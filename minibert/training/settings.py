@@ -24,11 +24,12 @@ from dataclasses import dataclass, field
 
 from ..data.dataset import MASKINGS
 from ..data.examples import LAYOUTS
-from ..data.masking import check_replace_probs
+from ..data.masking import MASK_COUNTS, check_count_options, check_replace_probs
 from ..data.static_masks import STATIC_DUPE_FACTOR
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # operations/precision.py: what each name runs
+GENERATOR_HEADS = ("scaled", "64-wide")  # the generator's attention heads (objectives/rtd.py:generator_config)
 RTD_TOKENS = ("all", "masked")  # which tokens ELECTRA's detection loss reads (objectives/rtd.py): all, or "ELECTRA 15%"'s
 # Settings that say how a run is carried out, not what it computes: they may change between a run
 # and its --resume, and they are no difference from a variant's default run.
@@ -59,6 +60,9 @@ class Settings:
     replace_probs: list[float] = option((0.8, 0.1, 0.1), "what a masked position shows: [MASK], a random token, its own", group="data")
     max_span: int = option(1, "mask spans of up to N units: words with --whole-word, else tokens (ALBERT's n-gram masking: 3 words)", group="data")
     whole_word: bool = option(False, "a masking unit is a whole word (all its pieces together), not a single token", group="data")
+    mask_count: str = option("bernoulli", "how many tokens are masked: each on its own with chance --mask-prob (bernoulli), or a fixed count per sequence of its n tokens as a release counts it: round = min(--max-predictions, max(1, round(n x p))) (BERT, ALBERT, ELECTRA), stochastic = floor(n x p + U(0,1)) (RoBERTa's fairseq), batch = ceil(p x the batch's tokens) (DistilBERT)", MASK_COUNTS, "data")
+    max_predictions: int | None = option(None, "--mask-count round: at most N masked tokens per sequence (BERT's max_predictions_per_seq; none = 20 per 128 tokens at 15%, scaled to --seq-len and --mask-prob)", group="data", metavar="N")
+    mask_smoothing: float = option(0.0, "with a fixed --mask-count: draw the masked tokens with chance proportional to count^-A, their counts in the training corpus (DistilBERT: 0.7, to emphasize rare tokens; 0 = uniform)", group="data", metavar="A")
     cache_dir: str | None = option(None, "where tokenizers and tokenized corpora are cached (none = the repository's data/ folder)", group="data", metavar="DIR")
     text_field: str = option("text", "the JSONL field or Parquet/Arrow column that holds a document's text", group="data", metavar="NAME")
     tokenizer: str | None = option(None, "pretrain with this existing tokenizer (a minibert run's OUT, a folder with vocab.txt, spiece.model, vocab.json + merges.txt or tokenizer.json) instead of training one on the corpus; the model's vocabulary follows it", group="data", metavar="DIR")
@@ -71,6 +75,7 @@ class Settings:
     # rtd_weight: only electra has the loss, and its variant's entry the weight (50) with the reason
     rtd_weight: float | None = option(None, "ELECTRA: weight of the replaced-token-detection loss", group="objectives")
     generator_fraction: float = option(0.25, "ELECTRA: generator width as a fraction of the discriminator's", group="objectives")
+    generator_heads: str = option("scaled", "ELECTRA: the generator's attention heads: scaled = round(--num-heads x --generator-fraction), the discriminator's head width; 64-wide = max(1, generator width // 64), ELECTRA's get_generator_config (the two agree at ELECTRA's published sizes)", GENERATOR_HEADS, "objectives")
     rtd_tokens: str = option("all", "ELECTRA: the tokens the discriminator's loss reads: all of them (ELECTRA) or only the masked ones (the paper's 'ELECTRA 15%' diagnostic)", RTD_TOKENS, "objectives")
     teacher: str | None = option(None, "DistilBERT: the teacher, a minibert or Hugging Face BERT checkpoint directory", group="objectives", metavar="DIR")
     kd_temperature: float = option(2.0, "DistilBERT: softmax temperature T of the soft targets", group="objectives")
@@ -152,13 +157,14 @@ class Settings:
             if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise ValueError(f"--{flag(name)} must not be negative, got {getattr(self, name)}")
         for name, choices in (("layout", LAYOUTS), ("masking", MASKINGS), ("device", DEVICES), ("precision", PRECISIONS),
-                              ("rtd_tokens", RTD_TOKENS)):
+                              ("rtd_tokens", RTD_TOKENS), ("generator_heads", GENERATOR_HEADS)):
             if getattr(self, name) not in choices and not (name == "layout" and self.layout is None):
                 raise ValueError(f"--{flag(name)} must be one of {', '.join(choices)}; got {getattr(self, name)!r}")
         if self.budget is not None:
             parse_duration(self.budget)
         self.check_at_scale()
         check_replace_probs(self.replace_probs, name="--replace-probs")
+        check_count_options(self.mask_count, self.max_predictions, self.mask_smoothing, self.max_span, self.whole_word)
 
 
     def check_at_scale(self) -> None:
