@@ -31,6 +31,7 @@ from typing import Sequence
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 IGNORE_INDEX = -100  # label of positions the loss skips (torch's cross_entropy default)
 # How many positions are masked (`Masking.choose_count`); n = a sequence's real tokens, [CLS] and
@@ -104,8 +105,7 @@ class Masking:
         the masked positions, IGNORE_INDEX elsewhere)."""
         can_mask = ~self.special[input_ids]  # [B, T]
         masked = self.choose(input_ids, can_mask, generator)
-        labels = torch.where(masked, input_ids, IGNORE_INDEX)
-        return self.replace(input_ids, masked, generator), labels
+        return self.replace(input_ids, masked, generator), torch.where(masked, input_ids, IGNORE_INDEX)
 
     def choose(self, input_ids: torch.Tensor, can_mask: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """The masked positions, the ones to predict [B, T] bool: `mask_prob` of the maskable tokens on average.
@@ -156,21 +156,18 @@ class Masking:
         with P(n) ∝ 1/n; spans may overlap, which `begin_prob` accounts for, and a span
         stops where its segment ends ([SEP]).
         """
-        batch, length = input_ids.shape
-        starts = can_mask.new_ones(batch, length) if self.word_starts is None else self.word_starts[input_ids] | ~can_mask
-        starts[:, 1:] |= ~can_mask[:, :-1]  # the token after a special one begins a unit too
-        starts[:, 0] = True
+        starts = can_mask.new_ones(input_ids.shape) if self.word_starts is None else self.word_starts[input_ids] | ~can_mask
+        starts |= F.pad(~can_mask[:, :-1], (1, 0), value=True)  # the first token, and the one after a special one, begin units too
         unit = starts.cumsum(1) - 1  # [B, T]: which unit each token belongs to
         segment = (~can_mask).cumsum(1)  # [B, T]: special tokens up to here; a span stays within one segment
         begins = starts & can_mask & (torch.rand(starts.shape, generator=generator) < self.begin_prob)
         lengths = 1 + torch.multinomial(self.span_probs, begins.numel(), replacement=True, generator=generator).view_as(begins)
-        unit_segment = segment.new_full((batch, length + self.max_span), -1).scatter_(1, unit, segment)  # [B, units]
-        covered = torch.zeros(batch, length + self.max_span, dtype=torch.bool)  # [B, units]
-        for step in range(self.max_span):  # a span of n units covers its first unit and the n - 1 after it
-            rows, cols = (begins & (lengths > step)).nonzero(as_tuple=True)
-            units = unit[rows, cols] + step
-            inside = unit_segment[rows, units] == segment[rows, cols]
-            covered[rows[inside], units[inside]] = True
+        units = input_ids.shape[1] + self.max_span  # room for a span to run past the last unit
+        unit_segment = segment.new_full((len(unit), units), -1).scatter_(1, unit, segment)  # [B, units]
+        span = torch.zeros_like(unit_segment).scatter_reduce_(1, unit, lengths * begins, "amax")  # [B, units]: 0 = none begins
+        covered = torch.zeros_like(span, dtype=torch.bool)  # [B, units]
+        for k in range(self.max_span):  # covered: a span begins k units before, is longer than k, in the same segment
+            covered[:, k:] |= (span[:, :units - k] > k) & (unit_segment[:, :units - k] == unit_segment[:, k:])
         return can_mask & covered.gather(1, unit)  # [B, units] -> [B, T]
 
     def replace(self, input_ids: torch.Tensor, masked: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
