@@ -8,13 +8,12 @@
 
 BERT, RoBERTa, ALBERT, DistilBERT and ELECTRA are all this encoder with different
 `ModelConfig` values. `Encoder.forward` reads as that recipe, with two speed tricks beside it,
-each an `if` a reader can skip: with `needed`, the last layer runs only at the positions a
-loss reads (`last_layer_at`: at the default albert run's 40% masking about a fifth of the
-encoder's matmuls is saved, 15% faster steps measured), and a batch that is mostly padding
-runs on its real tokens only (`should_unpad`, kernels/unpad.py). Looking inside (every layer's states
-and attention probabilities) runs the same forward, on the padded grid, without either.
-`ModelConfig.reference` (`python train.py --reference`) turns both off, with the naive
-attention: the reference path, for reading and debugging, tested equal to the fast one.
+each a step a reader can skip: with `needed`, the last layer runs only at the positions a
+loss reads (`last_layer_at`), and a batch that is mostly padding runs on its real tokens only
+(`Encoder.layout`, kernels/unpad.py); docs/speed.md measures both. Looking inside (every
+layer's states and attention probabilities) runs the same forward, on the padded grid,
+without either. `ModelConfig.reference` (`python train.py --reference`) turns both off, with
+the naive attention: the reference path, for reading and debugging, tested equal to the fast one.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
@@ -160,20 +158,13 @@ def build_layers(config: ModelConfig) -> tuple[nn.ModuleList, nn.ModuleList]:
     return attention, feed_forward
 
 
-def apply_layer(attention: Sublayer, feed_forward: Sublayer, x: torch.Tensor, *args) -> torch.Tensor:
-    """One layer, as a function of its sublayers (what --checkpoint-activations recomputes in the backward)."""
-    return feed_forward(attention(x, *args))
-
-
 class Encoder(nn.Module):
     """The backbone. forward() -> ModelOutput: last_hidden_state [B, T, H] and pooler_output [B, H]
     (with a pooler); with `needed` on the fast path, needed_hidden_state [B, T, H] instead of
     last_hidden_state (None)."""
 
-    # Unpad (kernels/unpad.py) from this share of padding in a batch on. Measured side by side
-    # (bench/unpad_threshold.py, docs/speed.md): the two are even near 7% padding, unpadding is 6–8% faster at 20%
-    # and 30–40% at 45%; the default albert run's batches (7% padding on average, 18% at most)
-    # stay on the simpler padded grid.
+    # Unpad (kernels/unpad.py) from this share of padding in a batch on: below it the padded grid,
+    # the simpler path, is as fast (bench/unpad_threshold.py; docs/speed.md, where unpadding starts to pay).
     UNPAD_FROM = 0.2
 
     def __init__(self, config: ModelConfig):
@@ -182,10 +173,10 @@ class Encoder(nn.Module):
         self.embeddings = Embeddings(config)
         H = config.hidden_size
         E = config.embedding_size or H
-        self.embedding_projection = nn.Linear(E, H) if E != H else None
+        self.embedding_projection = nn.Linear(E, H) if E != H else nn.Identity()  # ALBERT's E -> H
         self.rotary = Rotary(config.head_dim) if config.position_encoding == "rotary" else None
         self.attention, self.feed_forward = build_layers(config)
-        self.final_norm = nn.LayerNorm(H, eps=config.layer_norm_eps) if config.norm == "pre" else None
+        self.final_norm = nn.LayerNorm(H, eps=config.layer_norm_eps) if config.norm == "pre" else nn.Identity()
         self.pooler = nn.Linear(H, H) if config.pooler else None
         # The speed tricks, each switched off by --reference (the reference path, to read and debug with)
         self.sparse_last_layer = not config.reference
@@ -202,74 +193,84 @@ class Encoder(nn.Module):
                 output_hidden_states: bool = False, output_attentions: bool = False) -> ModelOutput:
         """input ids [B, T] -> ModelOutput: last_hidden_state [B, T, H] (None with `needed`, below), pooler_output [B, H].
 
-        The recipe: embeddings, the projection E → H, the layers, the final LayerNorm
-        (pre-LN), the pooler. Two speed tricks sit beside it, each behind an `if` to skip
-        when reading: unpadding (`should_unpad`, `pack`: the layers run on the real tokens
-        only) and, with `needed`, the last layer at the needed positions only.
+        The recipe, a step a line: the embeddings (projected E → H), the layers, the final
+        LayerNorm (pre-LN), the states back on the [B, T] grid, the pooler. Two speed tricks
+        sit beside it, each a step to skip when reading: unpadding (`layout`: the layers run on
+        the real tokens only) and, with `needed`, the last layer at the needed positions only.
 
         `needed` (optional, [B, T] bool): the positions whose final hidden state the caller
         will read — the positions a loss reads, e.g. the masked ones for MLM. The last layer
         then runs there only (`last_layer_at`), and the result is `needed_hidden_state` (zero
         elsewhere; last_hidden_state is None). `output_hidden_states` / `output_attentions`
-        also return every layer's states / attention probabilities, as transformers does;
-        looking inside computes every position on the padded grid (no speed trick).
+        also return every layer's states / attention probabilities, as transformers does
+        (`look_inside`: every position, on the padded grid, no speed trick).
         """
-        batch, seq_len = input_ids.shape
-        if seq_len > self.max_length:
-            raise ValueError(f"sequence length {seq_len} exceeds the {self.max_length} positions this model has; "
-                             f"truncate inputs to {self.max_length} tokens")
-        looking_inside = output_hidden_states or output_attentions
-        sparse = needed is not None and self.sparse_last_layer and not looking_inside  # the last layer where needed only
-        positions = self.config.position_offset + torch.arange(seq_len, device=input_ids.device)  # [T]
+        if output_hidden_states or output_attentions:
+            return self.look_inside(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions)
+        sparse = needed is not None and self.sparse_last_layer  # the last layer at the needed positions only
+        x, key_mask, rotary, packed = self.embed(input_ids, attention_mask, token_type_ids, unpad=True)
+        for depth in range(self.config.num_layers - 1 if sparse else self.config.num_layers):
+            x = self.apply_layer(depth, x, key_mask, rotary, packed)  # [B, T, H], or [tokens, H] unpadded
+        rows = self.needed_rows(needed, packed) if sparse else None
+        x = self.last_layer_at(rows, x, key_mask, rotary, packed) if sparse else x  # [needed, H]
+        x = self.on_grid(self.final_norm(x), input_ids.shape, rows, packed)  # [B, T, H]
+        return ModelOutput(last_hidden_state=None if sparse else x, needed_hidden_state=x, pooler_output=self.pool(x))
+
+    def look_inside(self, input_ids, attention_mask, token_type_ids, output_hidden_states: bool,
+                    output_attentions: bool) -> ModelOutput:
+        """`forward` with every layer's states and attention probabilities: the same layers, at
+        every position on the padded grid. The probabilities are computed apart, because the
+        fused attention kernels never hold them."""
+        x, key_mask, rotary, _ = self.embed(input_ids, attention_mask, token_type_ids, unpad=False)
+        hidden_states, attentions = [x], []  # the embeddings, then each layer's output; each layer's attention
+        for depth in range(self.config.num_layers):
+            if output_attentions:
+                attention = self.layer(depth)[0]
+                attentions.append(attention.fn.probabilities(attention.branch_input(x), key_mask, rotary))
+            x = self.apply_layer(depth, x, key_mask, rotary, None)
+            hidden_states.append(x)
+        x = self.final_norm(x)
+        return ModelOutput(last_hidden_state=x, needed_hidden_state=x, pooler_output=self.pool(x),
+                           hidden_states=tuple(hidden_states) if output_hidden_states else None,
+                           attentions=tuple(attentions) if output_attentions else None)
+
+    def pool(self, x: torch.Tensor) -> torch.Tensor | None:
+        """The pooler: tanh(Linear) of the first position [B, T, H] -> [B, H]; None without one."""
+        return torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None
+
+    def embed(self, input_ids, attention_mask, token_type_ids, unpad: bool):
+        """The first step: ids [B, T] -> x [B, T, H] on the padded grid (or [tokens, H], the real
+        tokens alone, when `layout` unpads the batch), and what every layer reads beside it: the
+        key mask [B, T] (None when every token is real, or unpadded), the rotary angles, the
+        unpadded layout (None on the grid)."""
+        if input_ids.shape[1] > self.max_length:
+            raise ValueError(f"sequence length {input_ids.shape[1]} exceeds the {self.max_length} positions this model "
+                             f"has; truncate inputs to {self.max_length} tokens")
+        positions = self.config.position_offset + torch.arange(input_ids.shape[1], device=input_ids.device)  # [T]
         token_type_ids = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
         key_mask = None if attention_mask is None or attention_mask.all() else attention_mask.bool()  # [B, T], True = real
-        packed = None  # unpadding: where the real tokens sit, when the layers run on them alone
-        if not looking_inside and self.should_unpad(key_mask):  # [B, T] -> [tokens]
-            packed, input_ids, positions, token_type_ids = self.pack(input_ids, positions, token_type_ids, key_mask)
-            key_mask = None  # the packed layout knows which tokens form a sequence
+        packed = self.layout(input_ids, key_mask) if unpad else None
+        if packed is not None:  # [B, T] -> [tokens]: the packed layout knows which tokens form a sequence
+            input_ids, positions, token_type_ids = map(packed.pack, (input_ids, positions.expand(len(input_ids), -1), token_type_ids))
+            key_mask = None
+        x = self.embedding_projection(self.embeddings(input_ids, positions, token_type_ids))  # [B, T, E] -> [B, T, H]
+        return x, key_mask, self.rotary(positions) if self.rotary is not None else None, packed
 
-        x = self.embeddings(input_ids, positions, token_type_ids)  # [B, T, E], or [tokens, E] packed
-        if self.embedding_projection is not None:
-            x = self.embedding_projection(x)  # E -> H
-        rotary = self.rotary(positions) if self.rotary is not None else None  # the same angles at every depth
-        hidden_states, attentions = [x], []  # looking inside: the embeddings, then each layer's output; its attention
-        for depth in range(self.config.num_layers - sparse):
-            attention, feed_forward = self.layer(depth)
-            if output_attentions:  # computed apart: the fused kernels never hold the probabilities
-                attentions.append(attention.fn.probabilities(attention.branch_input(x), key_mask, rotary))
-            if self.checkpoint_activations:  # --checkpoint-activations: recomputed in the backward instead of kept
-                x = checkpoint(apply_layer, attention, feed_forward, x, key_mask, rotary, packed, use_reentrant=False)
-            else:
-                x = feed_forward(attention(x, key_mask, rotary, packed))  # [B, T, H], or [tokens, H] packed
-            if output_hidden_states:
-                hidden_states.append(x)
-        if sparse:  # the last layer at the needed positions only
-            rows, grid_rows = self.needed_rows(needed, packed)
-            x = self.last_layer_at(rows, x, key_mask, rotary, packed)  # [needed, H]
-        if self.final_norm is not None:
-            x = self.final_norm(x)
-
-        if sparse:  # [needed, H] -> [B, T, H], zeros elsewhere (unpad.scatter_rows' index_copy, written out)
-            x = x.new_zeros(batch * seq_len, x.shape[-1]).index_copy(0, grid_rows, x).view(batch, seq_len, -1)
-        elif packed is not None:  # unpadding undone: [tokens, H] -> [B, T, H], zeros at padding
-            x = packed.unpack(x)
-        pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None
-        return ModelOutput(None if sparse else x, pooled, x, tuple(hidden_states) if output_hidden_states else None,
-                           tuple(attentions) if output_attentions else None)
-
-    def should_unpad(self, key_mask: torch.Tensor | None) -> bool:
-        """Whether this batch runs on its real tokens only (kernels/unpad.py): always for the Triton
-        kernel, which reads packed tokens; otherwise when unpadding is on and at least
-        UNPAD_FROM of the batch is padding."""
+    def layout(self, input_ids: torch.Tensor, key_mask: torch.Tensor | None) -> TokenLayout | None:
+        """Where the real tokens sit, when this batch runs on them alone (kernels/unpad.py): always
+        for the Triton kernel, which reads packed tokens; otherwise when unpadding is on and at
+        least UNPAD_FROM of the batch is padding. None: the padded grid."""
         mostly_padding = key_mask is not None and 1 - key_mask.float().mean() >= self.UNPAD_FROM
-        return self.packs_always or (self.unpad and mostly_padding)
+        unpad = self.packs_always or (self.unpad and mostly_padding)
+        return TokenLayout.from_mask(torch.ones_like(input_ids) if key_mask is None else key_mask) if unpad else None
 
-    @staticmethod
-    def pack(input_ids, positions, token_type_ids, key_mask) -> tuple[TokenLayout, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The inputs of the real tokens only, back to back: ids [B, T] and positions [T] -> the
-        layout (kernels/unpad.py), then input ids, positions and token types, each [tokens]."""
-        packed = TokenLayout.from_mask(torch.ones_like(input_ids) if key_mask is None else key_mask)
-        return packed, *map(packed.pack, (input_ids, positions.expand(input_ids.shape[0], -1), token_type_ids))
+    def apply_layer(self, depth: int, x: torch.Tensor, key_mask, rotary, packed) -> torch.Tensor:
+        """The layer at `depth`: attention, then feed-forward. Under --checkpoint-activations its
+        activations are recomputed in the backward instead of kept."""
+        attention, feed_forward = self.layer(depth)
+        if self.checkpoint_activations:
+            return checkpoint(lambda x: feed_forward(attention(x, key_mask, rotary, packed)), x, use_reentrant=False)
+        return feed_forward(attention(x, key_mask, rotary, packed))
 
     def last_layer_at(self, rows: torch.Tensor, x: torch.Tensor, key_mask, rotary, packed) -> torch.Tensor:
         """The last layer, computed for the given rows of x only: [B, T, H] (or [tokens, H]) -> [needed, H].
@@ -286,13 +287,21 @@ class Encoder(nn.Module):
         x = attention.add(x.flatten(0, -2).index_select(0, rows), attention.fn.out(needed))
         return feed_forward(x)
 
-    def needed_rows(self, needed: torch.Tensor, packed) -> tuple[torch.Tensor, torch.Tensor]:
-        """The needed positions as row indices: among the layers' rows (the flattened grid, or
-        the packed tokens) and in the flattened [B * T] grid. Position 0 with a pooler: it reads it."""
+    def needed_rows(self, needed: torch.Tensor, packed) -> torch.Tensor:
+        """The needed positions as indices of the layers' rows (the flattened grid, or the packed
+        tokens). Position 0 with a pooler: it reads it."""
         if self.pooler is not None:
             needed = needed | first_position(needed)
-        rows = (needed.flatten() if packed is None else packed.pack(needed)).nonzero().squeeze(1)  # in the layers' row order
-        return rows, (rows if packed is None else packed.grid_index.index_select(0, rows))
+        return (needed.flatten() if packed is None else packed.pack(needed)).nonzero().squeeze(1)
+
+    @staticmethod
+    def on_grid(x: torch.Tensor, shape: torch.Size, rows: torch.Tensor | None, packed) -> torch.Tensor:
+        """The layers' rows back on the [B, T] grid, zeros where nothing was computed: the needed
+        `rows` only (the sparse last layer), or the real tokens (unpadded), or x itself."""
+        if rows is not None:  # [needed, H] -> [B, T, H] (unpad.scatter_rows' index_copy, written out)
+            grid_rows = rows if packed is None else packed.grid_index.index_select(0, rows)
+            return x.new_zeros(shape.numel(), x.shape[-1]).index_copy(0, grid_rows, x).view(*shape, -1)
+        return x if packed is None else packed.unpack(x)  # [tokens, H] -> [B, T, H]
 
 
 def init_weights(module: nn.Module, config: ModelConfig) -> None:
