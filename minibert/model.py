@@ -10,7 +10,7 @@ BERT, RoBERTa, ALBERT, DistilBERT and ELECTRA are all this encoder with differen
 `ModelConfig` values. `Encoder.forward` reads as that recipe, with two speed tricks beside it,
 each a step a reader can skip: with `needed`, the last layer runs only at the positions a
 loss reads (`last_layer_at`), and a batch that is mostly padding runs on its real tokens only
-(`Encoder.layout`, kernels/unpad.py); docs/speed.md measures both. Looking inside (every
+(kernels/unpad.py); docs/speed.md measures both. Looking inside (every
 layer's states and attention probabilities) runs the same forward, on the padded grid,
 without either. `ModelConfig.reference` (`python train.py --reference`) turns both off, with
 the naive attention: the reference path, for reading and debugging, tested equal to the fast one.
@@ -195,7 +195,7 @@ class Encoder(nn.Module):
 
         The recipe, a step a line: the embeddings (projected E → H), the layers, the final
         LayerNorm (pre-LN), the states back on the [B, T] grid, the pooler. Two speed tricks
-        sit beside it, each a step to skip when reading: unpadding (`layout`: the layers run on
+        sit beside it, each a step to skip when reading: unpadding (in `embed`: the layers run on
         the real tokens only) and, with `needed`, the last layer at the needed positions only.
 
         `needed` (optional, [B, T] bool): the positions whose final hidden state the caller
@@ -240,7 +240,7 @@ class Encoder(nn.Module):
 
     def embed(self, input_ids, attention_mask, token_type_ids, unpad: bool):
         """The first step: ids [B, T] -> x [B, T, H] on the padded grid (or [tokens, H], the real
-        tokens alone, when `layout` unpads the batch), and what every layer reads beside it: the
+        tokens alone, when the batch is unpadded), and what every layer reads beside it: the
         key mask [B, T] (None when every token is real, or unpadded), the rotary angles, the
         unpadded layout (None on the grid)."""
         if input_ids.shape[1] > self.max_length:
@@ -249,20 +249,14 @@ class Encoder(nn.Module):
         positions = self.config.position_offset + torch.arange(input_ids.shape[1], device=input_ids.device)  # [T]
         token_type_ids = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
         key_mask = None if attention_mask is None or attention_mask.all() else attention_mask.bool()  # [B, T], True = real
-        packed = self.layout(input_ids, key_mask) if unpad else None
-        if packed is not None:  # [B, T] -> [tokens]: the packed layout knows which tokens form a sequence
+        mostly_padding = key_mask is not None and 1 - key_mask.float().mean() >= self.UNPAD_FROM
+        packed = None  # the padded grid; unpadded, where the real tokens sit (kernels/unpad.py)
+        if unpad and (self.packs_always or (self.unpad and mostly_padding)):  # the Triton kernel reads packed tokens only
+            packed = TokenLayout.from_mask(torch.ones_like(input_ids) if key_mask is None else key_mask)
             input_ids, positions, token_type_ids = map(packed.pack, (input_ids, positions.expand(len(input_ids), -1), token_type_ids))
-            key_mask = None
+            key_mask = None  # [B, T] -> [tokens]: the packed layout knows which tokens form a sequence
         x = self.embedding_projection(self.embeddings(input_ids, positions, token_type_ids))  # [B, T, E] -> [B, T, H]
         return x, key_mask, self.rotary(positions) if self.rotary is not None else None, packed
-
-    def layout(self, input_ids: torch.Tensor, key_mask: torch.Tensor | None) -> TokenLayout | None:
-        """Where the real tokens sit, when this batch runs on them alone (kernels/unpad.py): always
-        for the Triton kernel, which reads packed tokens; otherwise when unpadding is on and at
-        least UNPAD_FROM of the batch is padding. None: the padded grid."""
-        mostly_padding = key_mask is not None and 1 - key_mask.float().mean() >= self.UNPAD_FROM
-        unpad = self.packs_always or (self.unpad and mostly_padding)
-        return TokenLayout.from_mask(torch.ones_like(input_ids) if key_mask is None else key_mask) if unpad else None
 
     def apply_layer(self, depth: int, x: torch.Tensor, key_mask, rotary, packed) -> torch.Tensor:
         """The layer at `depth`: attention, then feed-forward. Under --checkpoint-activations its
