@@ -228,7 +228,9 @@ def loop_syncs(device: str) -> int | None:
     from minibert.config import ModelConfig
     from minibert.heads import MaskedLM
     from minibert.operations.distributed import Distributed
-    from minibert.training.loop import LoopSettings, Progress, build_optimizer, train
+    from minibert.operations.precision import Precision
+    from minibert.training.loop import LoopSettings, Progress, train
+    from minibert.training.optimizer import build_optimizer
     from minibert.runs.metrics import MetricsLog
 
     class Objective(torch.nn.Module):
@@ -243,14 +245,15 @@ def loop_syncs(device: str) -> int | None:
     ids = torch.randint(5, 1000, (8, 64))
     batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": torch.where(torch.rand(ids.shape) < 0.15, ids, -100)}
     module = Objective().cuda()
-    loop = LoopSettings(steps=6, lr=1e-4, warmup=0.1, weight_decay=0.01, clip=1.0, seed=0, precision="bf16", log_every=100,
+    loop = LoopSettings(steps=6, lr=1e-4, warmup=0.1, weight_decay=0.01, clip=1.0, seed=0, log_every=100,
                         eval_every=100, save_every=100)
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         torch.cuda.set_sync_debug_mode("warn")
         try:
             train(module, build_optimizer(module, lr=1e-4, weight_decay=0.01), [iter([batch] * 6)], None, loop, Progress(),
-                  dist=Distributed(), device=torch.device("cuda"), log=MetricsLog(Path(tmp) / "metrics.jsonl"))
+                  dist=Distributed(), device=torch.device("cuda"), amp=Precision("bf16", torch.device("cuda")),
+                  log=MetricsLog(Path(tmp) / "metrics.jsonl"))
         finally:
             torch.cuda.set_sync_debug_mode(0)
     return sum(1 for w in caught if w.filename.endswith(str(Path("training", "loop.py"))))

@@ -30,7 +30,7 @@ from .config import ModelConfig
 from .heads import MaskedLM, ReplacedTokenDetector
 from .objectives.kd import KnowledgeDistillation, init_student_from_teacher, student_config
 from .objectives.mlm import MaskedLanguageModeling
-from .objectives.pretrainer import Pretrainer
+from .training.loop import Pretrainer
 from .objectives.rtd import ReplacedTokenDetection
 from .objectives.sentence import SENTENCE_TASKS, SentencePairTask
 from .training.settings import Settings

@@ -59,7 +59,7 @@ def test_ddp_looks_for_unused_parameters_only_where_there_are_some(variant, unus
     """A pooler that no sentence task reads gets no gradient (RoBERTa's recipe): DDP must look
     for unused parameters there, or its second step fails; elsewhere (BERT's NSP reads the
     pooler) the search would cost a pass over the graph every step, and DDP warns about it."""
-    from minibert.objectives.pretrainer import Pretrainer
+    from minibert.training.loop import Pretrainer
     from minibert.variants import VARIANTS, build_pretrainer, run_architecture, with_layout
 
     settings = with_layout(VARIANTS[variant], VARIANTS[variant].default_settings(seq_len=16))

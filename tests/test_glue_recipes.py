@@ -29,7 +29,8 @@ from minibert.operations.distributed import Distributed
 from minibert.operations.precision import Precision
 from minibert.operations.state import seed_everything
 from minibert.tokenizers.wordpiece import WordPieceTokenizer
-from minibert.training.loop import LoopSettings, Progress, build_optimizer, train
+from minibert.training.loop import LoopSettings, Progress, train
+from minibert.training.optimizer import build_optimizer
 from minibert.runs.metrics import MetricsLog
 from minibert.training.settings import Settings
 from minibert.variants import VARIANTS, build_pretrainer
@@ -129,10 +130,11 @@ def test_layer_decay_trains_each_layer_at_its_own_lr_and_a_shared_layer_at_the_t
     optimizer = build_optimizer(objective, lr=lr, weight_decay=0.01, lr_scales=scales)
     batch = {"input_ids": torch.randint(5, len(VOCAB), (2, 6)), "attention_mask": torch.ones(2, 6, dtype=torch.long),
              "labels": torch.tensor([0, 1])}
-    loop = LoopSettings(steps=1, lr=lr, warmup=0.0, weight_decay=0.01, clip=1.0, seed=0, precision="fp32", log_every=1,
-                        eval_every=1, save_every=1)
-    train(objective, optimizer, [iter([batch])], None, loop, Progress(), dist=Distributed(), device=torch.device("cpu"),
-          log=MetricsLog(tmp_path / "metrics.jsonl"))  # the loop sets each group's lr from the schedule
+    loop = LoopSettings(steps=1, lr=lr, warmup=0.0, weight_decay=0.01, clip=1.0, seed=0, log_every=1, eval_every=1,
+                        save_every=1)
+    cpu = torch.device("cpu")
+    train(objective, optimizer, [iter([batch])], None, loop, Progress(), dist=Distributed(), device=cpu,
+          amp=Precision.of("fp32", cpu), log=MetricsLog(tmp_path / "metrics.jsonl"))  # the loop sets each group's lr from the schedule
     trained_at = {id(p): group["lr"] for group in optimizer.param_groups for p in group["params"]}
 
     def at(module, expected: float) -> bool:

@@ -17,10 +17,12 @@ from torch import nn
 from minibert.config import ModelConfig
 from minibert.heads import IGNORE_INDEX, MaskedLM
 from minibert.operations.distributed import Distributed
+from minibert.operations.precision import Precision
 from minibert.runs.cli import main
 from minibert.training.lamb import Lamb
 from minibert.runs.levers import use_levers
-from minibert.training.loop import LoopSettings, Progress, build_optimizer, learning_rate, train
+from minibert.training.loop import LoopSettings, Progress, learning_rate, train
+from minibert.training.optimizer import build_optimizer
 from minibert.runs.metrics import MetricsLog
 from tiny_run import REPO, tiny_args, write_corpus
 
@@ -166,10 +168,11 @@ def loop_reads(monkeypatch, tmp_path, steps: int, **settings) -> int:
     torch.manual_seed(0)
     module = TinyObjective()
     batches = ({k: v.as_subclass(OnHost) for k, v in tiny_batch(i).items()} for i in range(steps))
-    loop = LoopSettings(steps=steps, lr=1e-3, warmup=0.1, weight_decay=0.01, clip=1.0, seed=0, precision="fp32",
+    loop = LoopSettings(steps=steps, lr=1e-3, warmup=0.1, weight_decay=0.01, clip=1.0, seed=0,
                         log_every=1000, eval_every=1000, save_every=1000, **settings)
+    cpu = torch.device("cpu")
     train(module, build_optimizer(module, lr=1e-3, weight_decay=0.01), [batches], None, loop, Progress(),
-          dist=Distributed(), device=torch.device("cpu"), log=MetricsLog(tmp_path / "metrics.jsonl"))
+          dist=Distributed(), device=cpu, amp=Precision.of("fp32", cpu), log=MetricsLog(tmp_path / "metrics.jsonl"))
     return len(reads)
 
 

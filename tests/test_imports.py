@@ -306,22 +306,18 @@ MACHINERY = ("minibert.corpus", "minibert.runs", "minibert.operations", "miniber
 # Neither: minibert.kernels (speed; the chapter takes it at its one `if`), the tokenizers beside
 # base.py, and the package's own __init__ and __main__.
 
-# TEMPORARY, delete at merge: training/loop.py still imports operations, runs and corpus; its
-# rewrite without them is on another branch. No other module may be added here.
-PENDING = {"minibert.training.loop"}
 
-
-def chapter_reaching_machinery(root: Path, chapter=CHAPTER, machinery=MACHINERY, pending=frozenset()) -> list[str]:
+def chapter_reaching_machinery(root: Path, chapter=CHAPTER, machinery=MACHINERY) -> list[str]:
     """Each chapter module from which a chain of imports (through any module that is not
-    machinery itself) reaches machinery: the chain. A chain through a `pending` module is let pass."""
+    machinery itself) reaches machinery: the chain."""
     graph = imports_within(root)
     problems = []
-    for module in sorted(m for m in graph if is_core(m, chapter) and m not in pending):
+    for module in sorted(m for m in graph if is_core(m, chapter)):
         seen, frontier = {module: [module]}, [module]
         while frontier:
             current = frontier.pop()
             for used in sorted(graph[current]):
-                if used not in seen and used not in pending:
+                if used not in seen:
                     seen[used] = seen[current] + [used]
                     if not is_core(used, machinery):
                         frontier.append(used)
@@ -335,9 +331,9 @@ def test_no_chapter_module_imports_machinery():
     """What `python train.py` runs and a learner reads imports nothing that only keeps a run
     going: machinery imports the chapter, never the other way (directly or through kernels)."""
     modules = imports_within(PACKAGE)
-    for name in (*CHAPTER, *MACHINERY, *PENDING):  # every name still stands for something
+    for name in (*CHAPTER, *MACHINERY):  # every name still stands for something
         assert any(is_core(module, (name,)) for module in modules), name
-    assert chapter_reaching_machinery(PACKAGE, pending=PENDING) == []
+    assert chapter_reaching_machinery(PACKAGE) == []
 
 
 @pytest.mark.parametrize("planted", [
@@ -357,11 +353,3 @@ def test_a_chapter_import_of_machinery_is_caught(tmp_path, planted):
     clean = package(tmp_path / "clean", {**modules, "runs/run.py": "from ..training import settings\n",  # machinery may read the chapter
                                          "tokenizers/wordpiece.py": "from ..operations import files\n"})  # beside the chapter
     assert chapter_reaching_machinery(clean) == []
-
-
-def test_only_a_pending_module_is_let_pass(tmp_path):
-    root = package(tmp_path, {"training/loop.py": "from ..runs import metrics\n", "training/lamb.py": "from . import loop\n",
-                              "runs/metrics.py": ""})
-    assert chapter_reaching_machinery(root) == ["minibert.training.lamb -> minibert.training.loop -> minibert.runs.metrics",
-                                                "minibert.training.loop -> minibert.runs.metrics"]
-    assert chapter_reaching_machinery(root, pending=PENDING) == []

@@ -13,7 +13,7 @@ from minibert.objectives import Objective
 from minibert.objectives.kd import (KnowledgeDistillation, init_student_from_teacher, soft_target_kl, student_config,
                                     teacher_layers)
 from minibert.objectives.mlm import MaskedLanguageModeling
-from minibert.objectives.pretrainer import Pretrainer
+from minibert.training.loop import Pretrainer
 from minibert.objectives.rtd import ReplacedTokenDetection, generator_config, gumbel_max_sample, replace_masked
 from minibert.objectives.sentence import SentencePairTask
 from minibert.operations.state import trainable_state

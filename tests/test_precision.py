@@ -74,23 +74,24 @@ def step(amp, x, clip=1.0):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     window = Window()
     batch = {"x": x, "attention_mask": torch.ones(1, 4)}
-    metrics = train_step(model, optimizer, [iter([batch])], Settings(clip=clip), Distributed(), amp, window)
-    return metrics, model.w.detach(), window
+    step = train_step(model, optimizer, [iter([batch])], 0.1, Settings(clip=clip), Distributed(), amp, window)
+    return step, model.w.detach(), window
 
 
 def test_fp16_gradients_are_unscaled_before_clipping():
     amp = Precision("fp16", CPU)
-    metrics, w, window = step(amp, torch.tensor([3.0, 4.0, 0.0, 0.0]))  # gradient norm 5, scaled by 65536
-    assert metrics
-    assert float(metrics["grad_norm"]) == pytest.approx(5.0)  # the true norm, not 5 * scale
+    taken, w, window = step(amp, torch.tensor([3.0, 4.0, 0.0, 0.0]))  # gradient norm 5, scaled by 65536
+    assert taken.taken and window.metrics == [taken.metrics]
+    assert float(taken.metrics["grad_norm"]) == pytest.approx(5.0)  # the true norm, not 5 * scale
     torch.testing.assert_close(w, torch.tensor([1 - 0.1 * 0.6, 1 - 0.1 * 0.8, 1.0, 1.0]))  # clipped to norm 1
-    assert float(metrics["loss_scale"]) == 65536.0 and window.tokens == 4
+    assert float(taken.metrics["loss_scale"]) == 65536.0 and window.tokens == 4
 
 
 def test_fp16_overflow_is_skipped_by_the_scaler_not_reported_as_nan():
     amp = Precision("fp16", CPU)
-    metrics, w, window = step(amp, torch.tensor([1e35, 0.0, 0.0, 0.0]))  # finite loss, scaled gradient overflows
-    assert metrics == {}  # taken (not a NaN fault), and nothing to average into the log
+    overflowed, w, window = step(amp, torch.tensor([1e35, 0.0, 0.0, 0.0]))  # finite loss, scaled gradient overflows
+    assert overflowed.taken and overflowed.metrics == {}  # taken (not a NaN fault), and nothing to average into the log
+    assert window.metrics == []
     assert torch.equal(w, torch.ones(4))  # no update
     assert amp.scaler.get_scale() == 32768.0  # the scaler backed off
 
@@ -100,7 +101,7 @@ def test_the_fp16_loss_scale_is_saved_with_a_checkpoint_and_restored(tmp_path):
     from minibert.operations.checkpoint import Checkpoints
     from minibert.operations.state import rng_state
     from minibert.training.loop import Progress
-    from minibert.runs.run import restore, training_state
+    from minibert.runs.resume import restore, training_state
 
     amp = Precision("fp16", CPU)  # built directly: resolve() refuses fp16 on a CPU
     for _ in range(2):  # two overflows: 65536 -> 32768 -> 16384
@@ -124,14 +125,14 @@ def test_a_nonfinite_loss_is_a_fault_in_every_format():
     """fp16 decides at once (the scaler must, before its update); fp32 keeps the step's NaN/Inf
     flags on the device, and the next look at the window names the step (`train` then stops the
     run before any record or checkpoint: tests/test_training.py, tests/test_reliability.py)."""
-    metrics, w, _ = step(Precision("fp16", CPU), torch.tensor([float("inf"), 0.0, 0.0, 0.0]))
-    assert metrics is None and torch.equal(w, torch.ones(4))
+    faulty, w, window = step(Precision("fp16", CPU), torch.tensor([float("inf"), 0.0, 0.0, 0.0]))
+    assert not faulty.taken and torch.equal(w, torch.ones(4)) and window.metrics == []
     for x, clip in ((torch.tensor([float("inf"), 0.0, 0.0, 0.0]), 1.0),
                     (torch.tensor([1e35, 1e35, 0.0, 0.0]), 0)):  # an infinite loss; an infinite gradient norm
         _, _, window = step(Precision.of("fp32", CPU), x, clip=clip)
-        assert window.first_nonfinite(step=7) == 7
+        assert window.first_nonfinite(7, Distributed()) == 7
     _, _, window = step(Precision.of("fp32", CPU), torch.tensor([1.0, 2.0, 0.0, 0.0]))
-    assert window.first_nonfinite(step=7) is None
+    assert window.first_nonfinite(7, Distributed()) is None
 
 
 # --- the command line ---------------------------------------------------------------------------
@@ -154,7 +155,7 @@ def test_pretraining_runs_in_bf16_and_fp32_on_the_cpu(fmt, corpus, tmp_path):
 
 
 def test_a_run_from_before_precision_existed_resumes_as_auto(tmp_path):
-    from minibert.runs.run import check_same_run
+    from minibert.runs.resume import check_same_run
 
     record = {"settings": Settings().to_dict(), "config": {}}
     older = {"settings": {k: v for k, v in record["settings"].items() if k != "precision"}, "config": {}}

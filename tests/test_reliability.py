@@ -15,7 +15,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from minibert.objectives.pretrainer import Pretrainer
+from minibert.training.loop import Pretrainer
 from minibert.runs.cli import main
 from minibert.operations.outdir import OutputDir
 from minibert.runs.metrics import MetricsLog

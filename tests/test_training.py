@@ -18,7 +18,8 @@ from minibert.runs.cli import main, parse
 from minibert.runs.errors import TrainingError
 from minibert.runs.report import BehindWarning
 from minibert.runs.metrics import MetricsLog
-from minibert.training.loop import build_optimizer, learning_rate
+from minibert.training.loop import learning_rate
+from minibert.training.optimizer import build_optimizer
 from minibert.training.settings import Settings
 from minibert.operations.state import decode, encode, rng_state, set_rng_state
 from minibert.variants import VARIANTS
@@ -237,7 +238,7 @@ def test_every_variant_learns_and_leaves_a_loadable_model(variant, corpus, bert_
 
 def test_a_run_saved_before_the_attention_backend_rename_still_resumes(tmp_path):
     from minibert.config import ModelConfig
-    from minibert.runs.run import check_same_run
+    from minibert.runs.resume import check_same_run
 
     config = ModelConfig(vocab_size=50, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32)
     record = {"settings": Settings().to_dict(), "config": config.to_dict()}
@@ -252,7 +253,7 @@ def test_a_run_saved_when_every_variant_held_rtd_weight_50_still_resumes(tmp_pat
     """rtd_weight was 50 for every variant before only electra's entry set it: a run.json of
     then resumes, and electra's own weight still counts."""
     from minibert.config import ModelConfig
-    from minibert.runs.run import check_same_run
+    from minibert.runs.resume import check_same_run
     from minibert.variants import VARIANTS
 
     config = ModelConfig(vocab_size=50, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32)

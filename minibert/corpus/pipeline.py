@@ -34,6 +34,7 @@ from ..data.dataset import MASKINGS, PretrainingBatches
 from .default_corpus import default_corpus_path
 from ..data.examples import LAYOUTS, Examples
 from ..data.masking import Masking, check_count_options, check_mask_options, default_max_predictions
+from ..training.evaluate import EVAL_SEED
 from ..tokenizers import SentencePieceTokenizer, Tokenizer, has_tokenizer, load_tokenizer
 from .vocabulary import MAX_SENTENCES, MIN_VOCAB_SIZE, MODEL_TYPES, tokenizer_path, train_tokenizer
 from .stored_examples import build_static_masks, load_examples, open_static_masks, write_examples
@@ -43,8 +44,9 @@ from .storage import FORMAT_VERSION, TokenStore, build_token_store
 # accuracies of runs with different --mask-prob are measured on the same kind of task.
 EVAL_MASK_PROB = 0.15
 # The held-out batches are cut, masked and batched the same way whatever --seed and --batch-size
-# a run trains with, so that its curve can be held against another run's (runs/report.py).
-EVAL_SEED, EVAL_BATCH_SIZE = 0, 32
+# a run trains with (EVAL_SEED: training/evaluate.py, which seeds evaluation's own draws with it too),
+# so that its curve can be held against another run's (runs/report.py).
+EVAL_BATCH_SIZE = 32
 PARALLEL_FROM_BYTES = 32 << 20  # below this, starting worker processes costs more than it saves
 EXAMPLES_VERSION = 3  # part of the examples' cache key: bump when their files change
 STATIC_MASKS_VERSION = 2  # part of the static masks' key: one mask per example, the copies rebuilt as examples

@@ -34,7 +34,8 @@ from ..pretrained import from_pretrained
 from ..operations.files import write_atomic, write_json
 from ..operations.tensor_files import CONFIG_FILE, read_json
 from ..operations.distributed import Distributed
-from ..training.loop import LoopSettings, Progress, build_optimizer, train
+from ..training.loop import LoopSettings, Progress, train
+from ..training.optimizer import build_optimizer
 from ..runs.metrics import MetricsLog
 from ..operations.precision import Precision
 from .checkpoint import Classifier, is_classifier, load_classifier, save_classifier
@@ -84,8 +85,7 @@ def finetune(args: argparse.Namespace, files: TaskFiles, backbone: tuple[Encoder
         config = config.replace(reference=True)
     steps = args.steps or math.ceil((args.epochs or DEFAULT_EPOCHS) * math.ceil(len(train_data) / args.batch_size))
     loop = LoopSettings(steps=steps, lr=args.lr, warmup=args.warmup, weight_decay=args.weight_decay, clip=CLIP, seed=args.seed,
-                        precision=amp.name, log_every=max(1, steps // 10), eval_every=steps, save_every=steps,
-                        skip_nonfinite=args.skip_nonfinite)
+                        log_every=max(1, steps // 10), eval_every=steps, save_every=steps, skip_nonfinite=args.skip_nonfinite)
 
     torch.manual_seed(args.seed)  # the head's initialisation and dropout
     outputs = 1 if labels is None else len(labels)  # regression: one output, the score
@@ -99,7 +99,7 @@ def finetune(args: argparse.Namespace, files: TaskFiles, backbone: tuple[Encoder
     model.to(device)
     started = time.perf_counter()
     objective = TaskLoss(model) if teacher_logits is None else TaskDistillation(model, args.alpha, args.temperature)
-    train_loss = train_task(objective, tokenizer, train_data, train_targets, loop, args.batch_size, max_len, device, files.out,
+    train_loss = train_task(objective, tokenizer, train_data, train_targets, loop, args.batch_size, max_len, amp, files.out,
                             teacher_logits, args.layer_decay)
     predicted = predict(model, tokenizer, dev, args.batch_size, max_len, device, amp)
 
@@ -299,7 +299,7 @@ class TaskLoss(nn.Module):
 
 
 def train_task(objective: TaskLoss | TaskDistillation, tokenizer, data: TaskData | TaggedData, targets: list,
-               loop: LoopSettings, batch_size: int, max_len: int, device: torch.device, out: Path,
+               loop: LoopSettings, batch_size: int, max_len: int, amp: Precision, out: Path,
                teacher_logits: torch.Tensor | None = None, layer_decay: float | None = None) -> float:
     """`loop.steps` steps of the pretraining loop (training/loop.py: schedule, clipping, NaN
     policy, precision, progress bar, OUT/metrics.jsonl) on shuffled batches, a new order each
@@ -313,8 +313,8 @@ def train_task(objective: TaskLoss | TaskDistillation, tokenizer, data: TaskData
     (out / METRICS_FILE).unlink(missing_ok=True)  # a new run: its own log
     scales = None if layer_decay is None else layer_lr_scales(objective, objective.model.encoder, layer_decay)
     optimizer = build_optimizer(objective, lr=loop.lr, weight_decay=loop.weight_decay, lr_scales=scales)
-    record = train(objective, optimizer, [batches], None, loop, Progress(), dist=Distributed(),
-                   device=device, log=MetricsLog(out / METRICS_FILE))
+    record = train(objective, optimizer, [batches], None, loop, Progress(), dist=Distributed(), device=amp.device, amp=amp,
+                   log=MetricsLog(out / METRICS_FILE))
     return record.get("loss", math.nan)  # NaN if every step of the last window was skipped
 
 

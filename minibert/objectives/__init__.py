@@ -6,7 +6,9 @@
     sentence.py     NSP (BERT) and SOP (ALBERT): one 2-way head on [CLS]
     rtd.py          replaced token detection (ELECTRA): generator, sampling, corrupted batch
     kd.py           distillation from a teacher (DistilBERT): soft targets + MLM + hidden-state cosine
-    pretrainer.py   `Pretrainer`: the kept model and its objectives, summed over one encoder pass
+
+The training loop composes them: its `Pretrainer` (training/loop.py) is the kept model and its
+objectives, summed over one encoder pass.
 
 Fine-tuning has its own distillation loss, Hinton et al.'s soft targets from a fine-tuned
 teacher (`train.py finetune --teacher`): minibert/finetune/soft_targets.py.
@@ -26,7 +28,7 @@ import torch
 
 @runtime_checkable
 class Objective(Protocol):
-    """What `Pretrainer` (pretrainer.py) asks of an objective. Each is an `nn.Module`, so that
+    """What `Pretrainer` (training/loop.py) asks of an objective. Each is an `nn.Module`, so that
     its own parts (a head, ELECTRA's generator, DistilBERT's teacher) move, train and save with
     the model; objectives do not subclass this: they have its members."""
 

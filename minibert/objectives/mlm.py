@@ -6,7 +6,7 @@ there (data/masking.py); their original ids are the `labels` (-100 elsewhere). T
 cross-entropy of the model's guess at those positions only.
 
     MaskedLanguageModeling   the pretraining objective: reads the encoder pass it shares with
-                             NSP/SOP (objectives/pretrainer.py) and takes the kept model's
+                             NSP/SOP (training/loop.py's Pretrainer) and takes the kept model's
                              masked-LM loss there (`MaskedLM.masked_lm_loss`)
     mlm_metrics              what a run logs of it: mlm_loss and mlm_accuracy
 

@@ -43,14 +43,16 @@ class Distributed:
         torch.cuda.set_device(self.local_rank)
         return torch.device("cuda", self.local_rank)
 
-    def wrap(self, model: nn.Module, device: torch.device, find_unused_parameters: bool) -> nn.Module:
-        """DDP around `model` (the model itself in one process). `find_unused_parameters`: some
-        parameter gets no gradient (a pooler that no sentence task reads, RoBERTa's recipe), so
-        DDP must look for it — a pass over the graph every step, asked for only then."""
+    def wrap(self, model: nn.Module, device: torch.device) -> nn.Module:
+        """DDP around `model` (the model itself in one process). A model whose `unused_parameters`
+        is True has a parameter that gets no gradient (a pooler that no sentence task reads,
+        RoBERTa's recipe), so DDP must look for it — a pass over the graph every step, asked for
+        only then."""
         if not self.enabled:
             return model
         ids = [device.index] if device.type == "cuda" else None
-        return DistributedDataParallel(model, device_ids=ids, find_unused_parameters=find_unused_parameters)
+        unused = getattr(model, "unused_parameters", False)
+        return DistributedDataParallel(model, device_ids=ids, find_unused_parameters=unused)
 
     def sum(self, tensor: torch.Tensor) -> torch.Tensor:
         if self.enabled:

@@ -4,11 +4,13 @@
     run.py         a run from settings to a saved model, step by step
     resolved.py    the start-up block: each value and the layer it came from
     plan.py        --plan: a run's FLOPs and wall time, before it starts
+    resume.py      --resume: what a checkpoint holds, and the run put back where it was
     phases.py      --stop-at and --continue-from: a recipe in two phases
     init_from.py   --init: a run that starts from a saved model
-    levers.py      --compile and --checkpoint-activations, switched on once before the loop
+    levers.py      --compile and --checkpoint-activations, switched on before the loop
     metrics.py     OUT/metrics.jsonl
     report.py      what a run prints about itself, and its checks against the default band
+                   (what the loop is handed as its `report`)
     curves.py      training curves drawn from metrics.jsonl
     tensorboard.py --report-to tensorboard
     errors.py      one-line errors

@@ -20,7 +20,7 @@ from typing import Callable
 from ..corpus.formats import CORPUS_FORMATS
 from ..config import ACTIVATION_CHOICES, ATTENTION_CHOICES, NORM_CHOICES, POSITION_CHOICES, SHARE_CHOICES, ModelConfig
 from ..variants import CLASSIC, VARIANTS, with_layout
-from .errors import EXIT_USER_ERROR, USER_ERRORS, TrainingError
+from .errors import EXIT_USER_ERROR, RUN_ERRORS, USER_ERRORS
 from ..training.settings import Settings, flag
 
 MODEL_HELP = {
@@ -161,11 +161,11 @@ def one_line(error: BaseException) -> str:
 
 def report_errors(prog: str, argv: list[str], command: Callable[[], object]) -> int:
     """Run `command` (parsing included) as every minibert command line does: a problem the
-    user can fix (USER_ERRORS, TrainingError) is one line on stderr and exit status 2, never a
+    user can fix (USER_ERRORS, RUN_ERRORS) is one line on stderr and exit status 2, never a
     traceback — unless `--debug` is in `argv`. Returns the exit status."""
     try:
         command()
-    except (*USER_ERRORS, TrainingError) as error:
+    except (*USER_ERRORS, *RUN_ERRORS) as error:
         if "--debug" in argv:
             raise
         print(f"{prog}: error: {one_line(error)}", file=sys.stderr)

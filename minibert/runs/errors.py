@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import sys
 
+from ..training.loop import NonFiniteLoss  # the loop's own (a run that diverged), reported here in one line
+
 USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, FileExistsError, PermissionError)
 EXIT_USER_ERROR = 2
 
 
 class TrainingError(RuntimeError):
-    """A run that cannot go on (diverged, locked, nothing intact to resume), with the way out."""
+    """A run that cannot go on (locked, nothing intact to resume, the disk full), with the way out."""
 
 
-class NonFiniteLoss(TrainingError):
-    pass
+RUN_ERRORS = (TrainingError, NonFiniteLoss)  # a run that cannot go on, the loop's included
 
 
 def warn(message: str) -> None:

@@ -7,6 +7,7 @@
     BehindWarning     one warning per run that falls behind: below its variant's band at two
                       evaluations in a row (naming what it changed), or — without a band — still
                       at the unigram plateau late in the run
+    HeldOutReport     both, as the loop is handed them (training/loop.py's `report`)
 
 The loop calls these at evaluations only, never per step; curves.py draws the same data.
 """
@@ -177,3 +178,17 @@ class BehindWarning:
                  f"for the second evaluation in a row ({low:.3f} to {mean + (mean - low):.3f}, mean {mean:.3f}; "
                  f"{mean - value:.3f} behind); {what}")
         self.behind_before = behind
+
+
+class HeldOutReport:
+    """What the loop shows and checks at each held-out evaluation: its line beside the
+    baselines' (`evaluation_line`), and whether the run falls behind (`BehindWarning`)."""
+
+    def __init__(self, baselines: dict, band: Band | None = None, changed: list[str] | None = None):
+        self.baselines, self.behind = baselines, BehindWarning(baselines, band, changed)
+
+    def line(self, record: dict) -> str:
+        return evaluation_line(record, self.baselines)
+
+    def check(self, record: dict, fraction: float) -> None:
+        self.behind.check(record, fraction)

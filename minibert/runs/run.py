@@ -23,7 +23,6 @@ import os
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from ..corpus.pipeline import build_pretraining_data
@@ -33,15 +32,16 @@ from ..corpus.cache import DEFAULT_DATA_DIR
 from ..corpus.cost import size
 from ..corpus.pipeline import plan_corpus
 from ..data.static_masks import STATIC_DUPE_FACTOR
-from ..operations.files import read_json_object, write_atomic
-from ..pretrained import from_pretrained, save_pretrained, stored_config
+from ..operations.files import write_atomic
+from ..pretrained import from_pretrained, save_pretrained
 from ..variants import Variant, build_pretrainer, get_variant, run_architecture, with_layout
 from ..operations import distributed
 from ..operations.checkpoint import Checkpoints
 from ..operations.distributed import Distributed
 from .errors import TrainingError, warn
 from .init_from import Start, load_start
-from ..training.loop import LoopSettings, Progress, build_optimizer, train
+from ..training.loop import LoopSettings, Progress, train
+from ..training.optimizer import build_optimizer
 from .metrics import MetricsLog
 from .phases import continue_run
 from .plan import describe_plan
@@ -50,15 +50,16 @@ from .tensorboard import check_installed, report_to
 from ..operations.outdir import GENERATOR_DIR, OutputDir
 from ..operations.precision import Precision, resolve as resolve_precision
 from .curves import RunPicture
-from .report import BehindWarning, band_for, differences
-from .resolved import describe_run, unread_settings
-from ..training.settings import OPERATIONAL, Settings
-from ..operations.state import load_trainable_state, rng_state, seed_everything, set_rng_state, trainable_state
+from .levers import use_levers
+from .report import HeldOutReport, band_for, differences
+from .resolved import describe_run
+from .resume import check_same_run, restore, training_state
+from ..training.settings import Settings
+from ..operations.state import rng_state, seed_everything
 from ..corpus import fingerprint
 from ..tokenizers import has_tokenizer
 from ..tokenizers.load import tokenizer_file_names
 
-RESPLIT = ("grad_accum",)  # may change on --resume: the data are re-split (`resplit`)
 TEACHER_HINT = "train one first with `python train.py --variant bert --out checkpoints/bert`, then pass --teacher checkpoints/bert"
 
 
@@ -203,8 +204,9 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
 
     streams = [iter(shard) for shard in shards]
     log = report_to(settings.report_to, log, out, progress.step) if dist.is_main else log  # --report-to tensorboard
-    last = train(pretrainer, optimizer, streams, eval_batches, loop, progress, dist=dist, device=device, save=save, log=log,
-                 baselines=baselines, amp=amp, behind=BehindWarning(baselines, band, changed))
+    use_levers(pretrainer, compile=settings.compile, checkpoint_activations=settings.checkpoint_activations)
+    last = train(pretrainer, optimizer, streams, eval_batches, loop, progress, dist=dist, device=device, amp=amp, log=log,
+                 report=HeldOutReport(baselines, band, changed), save=save)
     if dist.is_main:
         scores = ", ".join(f"{k} {v:.3f}" for k, v in {**last, **baselines}.items()
                            if k.startswith(("eval_", "baseline_")) and k.endswith(("accuracy", "auc")))
@@ -312,89 +314,6 @@ def disk_full_is_one_line(progress: Progress, checkpoints: Checkpoints, pretrain
 
 def folder_bytes(folder: Path) -> int:
     return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
-
-
-def training_state(progress: Progress, pretrainer, optimizer, amp: Precision, ranks: list) -> dict:
-    """What a checkpoint holds to resume exactly: the step and time spent, the weights, the
-    optimizer's moments, the fp16 loss scale (empty in other formats), and each process's
-    random generators and data position (`ranks`)."""
-    return {"step": progress.step, "skipped_steps": progress.skipped_steps, "elapsed": progress.elapsed,
-            "model": trainable_state(pretrainer), "optimizer": optimizer.state_dict(), "scaler": amp.scaler.state_dict(),
-            "ranks": ranks}
-
-
-def restore(state: dict, pretrainer, optimizer, amp: Precision, shards, dist: Distributed) -> Progress:
-    """Put the run back where the checkpoint was taken: exactly on the same number of processes;
-    on another, by the rule of `resplit`."""
-    ranks = state["ranks"]
-    load_trainable_state(pretrainer, state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    if state.get("scaler"):  # fp16: the loss scale the run had found (a checkpoint without one starts it afresh)
-        amp.scaler.load_state_dict(state["scaler"])
-    positions, exact = resplit(ranks, shards, dist)
-    for shard, position in zip(shards, positions, strict=True):
-        shard.load_state_dict(position)
-    if exact:
-        set_rng_state(ranks[dist.rank]["rng"])  # last: nothing after this may draw a random number
-    else:
-        seed_everything(int(np.random.SeedSequence([shards[0].seed, state["step"], dist.rank]).generate_state(1)[0]))
-    return Progress(step=state["step"], skipped_steps=state["skipped_steps"], saved_step=state["step"],
-                    elapsed=state.get("elapsed", 0.0))
-
-
-def resplit(ranks: list, shards, dist: Distributed) -> tuple[list, bool]:
-    """Each of this process's streams' data position, and whether the random generators can be
-    restored as saved (the same number of processes).
-
-    The run's data are world_size × grad_accum streams; stream k serves every k-th example of
-    the epoch's order, so global batch p is examples p·B .. (p+1)·B-1 of that order however many
-    streams split it. With as many streams as before, each continues from its own position: the
-    same batches. With another number, every stream continues from the position reached in the
-    same epoch (each global batch holds the same examples, split otherwise; dynamic masks,
-    drawn per stream, differ, and the epoch may end one batch sooner or later); the optimizer
-    and the step continue, and the random generators are re-seeded from (--seed, step, rank).
-    That is not bit-identical to an uninterrupted run, and the run says so once."""
-    saved = [position for rank in ranks for position in rank["data"]]
-    streams = dist.world_size * len(shards)
-    exact = len(ranks) == dist.world_size and len(saved) == streams  # the same processes × accumulation steps
-    if len(saved) == streams:
-        mine = saved[dist.rank * len(shards):(dist.rank + 1) * len(shards)]
-        positions = [{**position, "world_size": shard.world_size} for shard, position in zip(shards, mine)]
-    else:
-        positions = []
-        for shard in shards:
-            position = {**saved[0], "world_size": shard.world_size}
-            if position["position"] >= len(shard):  # this split's epoch has ended already
-                position.update(epoch=position["epoch"] + 1, position=0)
-            positions.append(position)
-    if dist.is_main and not exact:
-        batches = "the same batches" if len(saved) == streams else \
-            "the same examples in each global batch from the position reached, split otherwise (dynamic masks differ)"
-        print(f"resuming a run of {len(ranks)} process(es) × {len(saved) // len(ranks)} accumulation step(s) on "
-              f"{dist.world_size} × {len(shards)}: {batches}; the optimizer and the step count continue, and the random "
-              f"generators are re-seeded from --seed and the step, so the run is not bit-identical to one that was not "
-              f"interrupted (docs/scale.md, Many processes)", flush=True)
-    return positions, exact
-
-
-def check_same_run(path: Path, record: dict) -> None:
-    """--resume continues the run in OUT: refuse settings that would make it another run."""
-    try:
-        saved = read_json_object(path, "start over with --overwrite")
-    except (OSError, ValueError):
-        raise ValueError(f"{path} is missing or damaged, so this run's settings are unknown; start over with --overwrite") from None
-    now = json.loads(json.dumps(record))
-    before = {**json.loads(json.dumps(Settings().to_dict())), **saved["settings"]}  # a field newer than the run: its default
-    # unread: the settings no objective of this variant reads, such as an rtd_weight in a bert run's run.json
-    unread = unread_settings(get_variant(now["settings"]["variant"]))
-    changed = [f"--{name.replace('_', '-')} {before.get(name)!r} -> {value!r}" for name, value in now["settings"].items()
-               if name not in (*OPERATIONAL, *RESPLIT) and name not in unread and before.get(name) != value]
-    saved_config = stored_config(saved["config"]).to_dict()  # in today's field names
-    changed += [f"--{name.replace('_', '-')} {saved_config.get(name)!r} -> {value!r}"
-                for name, value in now["config"].items() if saved_config.get(name) != value]
-    if changed:
-        raise ValueError(f"--resume continues the run in {path.parent}, but these settings differ from it: {'; '.join(changed)}; "
-                         f"rerun with the original flags (see {path}) or start a new --out")
 
 
 def load_teacher(path: str, seq_len: int):
