@@ -1,18 +1,19 @@
-"""The one training loop — every variant, one process or many, CPU or GPU — with its optimizer.
+"""The one training loop — every variant, one process or many, CPU or GPU — and what it trains.
 
     for each optimizer step, until --steps are done (or the --budget deadline is reached):
         lr ← warm-up, then linear decay (of the step, or of the seconds spent)
         for each of the grad_accum micro-batches:
             loss, metrics = module(batch)         # the objectives of the variant, summed
             backward(loss / grad_accum)
-        clip the gradient norm
-        AdamW step
-        now and then: a line in metrics.jsonl, held-out evaluation, a checkpoint
+        clip the gradient norm; a NaN/Inf loss or gradient stops the run (or skips the step)
+        AdamW step (optimizer.py)
+        now and then: a line in metrics.jsonl, held-out evaluation (evaluate.py), a checkpoint
 
 `module` is whatever is trained: anything that maps a batch to (loss, metrics) — a
 `Pretrainer` (below: the kept model and its objectives, summed), or a task model's loss
-(minibert/finetune); nothing here knows, or asks, which variant or task it trains. What the loop reads of a run is
-`LoopSettings`: pretraining fills it from its `Settings`, fine-tuning from its flags.
+(minibert/finetune); nothing here knows, or asks, which variant or task it trains. What the
+loop reads of a run is `LoopSettings`: pretraining fills it from its `Settings`, fine-tuning
+from its flags.
 
 The loop is handed, and never builds, what surrounds the step: the processes it runs in
 (`dist`: one, or DDP under torchrun), the number format (`amp`: an autocast context, and the
@@ -290,8 +291,8 @@ def train_step(model, optimizer, streams, lr: float, settings: LoopSettings, dis
 
 
 def sync_gradients(model, dist: Processes, now: bool) -> None:
-    """DDP averages the gradients during backward; with gradient accumulation, on the last
-    micro-step only: the others add to each process's own gradients, with no communication."""
+    """DDP averages the gradients during backward; with gradient accumulation, on the last micro-step
+    only (`now`): the others add to each process's own gradients, with no communication."""
     if dist.enabled:
         model.require_backward_grad_sync = now
 
@@ -393,6 +394,5 @@ def nonfinite_loss(step: int, progress: Progress, settings: LoopSettings, resuma
 
 
 def postfix(record: dict) -> dict[str, str]:
-    """The progress bar's numbers: the training loss and throughput (held-out evaluations
-    print a line of their own above the bar)."""
+    """The progress bar's numbers: the training loss and throughput (evaluations get a line of their own)."""
     return {"loss": f"{record.get('loss', math.nan):.3f}", "tok_s": f"{record['tokens_per_s']:.0f}"}
