@@ -9,7 +9,8 @@
 BERT, RoBERTa, ALBERT, DistilBERT and ELECTRA are all this encoder with different
 `ModelConfig` values. `Encoder.forward` reads as that recipe, with two speed tricks beside it,
 each a step a reader can skip: with `needed`, the last layer runs only at the positions a
-loss reads (`last_layer_at`), and a batch that is mostly padding runs on its real tokens only
+loss reads (`last_layer_at`: at the default albert run's 40% masking, about a fifth of the
+encoder's matmuls are skipped), and a batch that is mostly padding runs on its real tokens only
 (kernels/unpad.py); docs/speed.md measures both. Looking inside (every
 layer's states and attention probabilities) runs the same forward, on the padded grid,
 without either. `ModelConfig.reference` (`python train.py --reference`) turns both off, with
