@@ -29,7 +29,6 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -61,7 +60,7 @@ class Masking:
     def __init__(self, *, vocab_size: int, mask_id: int, never_masked: Sequence[int], never_drawn: Sequence[int],
                  mask_prob: float, replace_probs: Sequence[float], max_span: int, word_starts: torch.Tensor | None,
                  count: str = "bernoulli", max_predictions: int | None = None, smoothing: float = 0.0,
-                 token_counts: np.ndarray | None = None, pad_id: int | None = None):
+                 token_counts: torch.Tensor | None = None, pad_id: int | None = None):
         check_mask_options(mask_prob, replace_probs, max_span)
         check_count_options(count, max_predictions, smoothing, max_span, word_starts is not None)
         if smoothing and (token_counts is None or len(token_counts) != vocab_size):
@@ -206,14 +205,14 @@ def begin_probability(mask_prob: float, span_probs: torch.Tensor) -> float:
     return (low + high) / 2
 
 
-def token_weights(token_counts: np.ndarray, smoothing: float, special: torch.Tensor) -> torch.Tensor:
+def token_weights(token_counts: torch.Tensor, smoothing: float, special: torch.Tensor) -> torch.Tensor:
     """DistilBERT's frequency-smoothed choice [V]: weight max(count, 1)^−α, 0 for special ids.
 
     The released distillation script (transformers examples/research_projects/distillation/
     train.py, `--mlm_smoothing 0.7`, "to emphasize more rare tokens", after XLM and word2vec)
     draws the masked tokens with these weights: a frequent token such as "the" would else
     take a large share of the predictions while teaching little. α = 0 is the uniform choice."""
-    weights = torch.from_numpy(np.maximum(np.asarray(token_counts, dtype=np.float64), 1.0) ** -smoothing).float()
+    weights = (torch.as_tensor(token_counts, dtype=torch.float64).clamp(min=1.0) ** -smoothing).float()
     return weights.masked_fill(special, 0.0)
 
 
