@@ -44,7 +44,7 @@ from ..training.loop import LoopSettings, Progress, train
 from ..training.optimizer import build_optimizer
 from .metrics import MetricsLog
 from .phases import continue_run
-from .plan import describe_plan
+from .plan import describe_plan, device_peak, time_step
 from .tensorboard import check_installed, report_to
 
 from ..operations.outdir import GENERATOR_DIR, OutputDir
@@ -122,7 +122,19 @@ def print_plan(settings: Settings, model_overrides: dict) -> None:
     """`--plan`: what the run would cost, printed before anything is built, written or locked."""
     variant, settings = get_variant(settings.variant), with_default_out(settings)
     settings.check()
-    print(describe_plan(variant, with_layout(variant, settings), model_overrides))
+    settings = with_layout(variant, settings)
+    timed, build_seconds = None, 0.0
+    if device_peak(settings.plan_for, settings.device)[1] is None and not (variant.needs_teacher or settings.init):
+        config = run_architecture(variant, settings, model_overrides)  # no peak to divide by: time a step here
+        threads = settings.threads or default_threads(config)
+        timed = time_step(variant, settings, config, threads), threads
+        if settings.data:
+            cost = plan_corpus(settings.data, vocab_size=config.vocab_size, masking=settings.masking,
+                               dupe_factor=dupe_factor(settings), mask_prob=settings.mask_prob, data_dir=cache_dir(settings),
+                               tokenizer_dir=tokenizer_source(variant, settings, None), text_field=settings.text_field,
+                               tokenizer_sentences=settings.tokenizer_sentences)
+            build_seconds = 0.0 if cost.cached else cost.seconds
+    print(describe_plan(variant, settings, model_overrides, timed=timed, build_seconds=build_seconds))
 
 
 def print_config(settings: Settings, model_overrides: dict) -> None:
