@@ -231,8 +231,12 @@ def disagreements(path: Path, rules: list[Rule]) -> list[str]:
     return wrong
 
 
+# The project's own recipes, aimed at no release: what each buys is measured instead (its page).
+OWN = {"learners-hour": "docs/glue-gain.md (python bench/glue_gain.py)"}
+
+
 def test_every_recipe_has_a_table():
-    assert set(RELEASES) == {path.stem for path in RECIPES.glob("*.txt")}
+    assert set(RELEASES) | set(OWN) == {path.stem for path in RECIPES.glob("*.txt")} and not set(RELEASES) & set(OWN)
 
 
 @pytest.mark.parametrize("name", sorted(RELEASES))
