@@ -93,6 +93,8 @@ def time_step(variant: Variant, settings: Settings, config: ModelConfig, threads
 
 def duration(seconds: float) -> str:
     hours = seconds / 3600
+    if seconds < 60:
+        return f"{seconds:.0f} s"
     return f"{seconds / 60:.0f} min" if hours < 1 else f"{hours:.1f} h" if hours < 48 else f"{hours / 24:.1f} days"
 
 
