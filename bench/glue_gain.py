@@ -206,12 +206,18 @@ def page(args, steps) -> str:
     missing = [label for label, folder in rows if not gains_of(folder)]
     if missing:
         lines += [f"Not measured yet: {'; '.join(missing)} (the same command runs them).", ""]
-    levers = [(lever, [*flags, *sweep_flags], gains_of(out / "glue" / f"lever{n}"))
+    levers = [(lever, [*(f.format(wikitext="WIKITEXT2/train.txt", quarter=recipe_steps() // 4) for f in flags), *sweep_flags],
+               gains_of(out / "glue" / f"lever{n}"))
               for n, (lever, flags, sweep_flags) in enumerate(ABLATION, 1)]
+    first = hour["checkpoints"].get(f"hour-seed{args.pretrain_seeds[0]}") if hour and "checkpoints" in hour else hour
+    spread = f"{max(per_seed(hour, None)) - min(per_seed(hour, None)):.1f}" if hour and "checkpoints" in hour else "unknown"
     lines += ["## One lever at a time", "", "The recipe's first pretraining seed with one thing changed, beside its own "
-              "untrained twin; a row without pretraining flags fine-tunes that same checkpoint another way.", ""]
+              "untrained twin (a row without pretraining flags fine-tunes that same checkpoint another way), one pretraining "
+              f"and one fine-tuning seed each: read them against the first row, and against the recipe's own seeds, whose "
+              f"gains on the average lie {spread} points apart.", ""]
     if any(result for *_, result in levers):
         lines += [head.replace("| model |", "| the recipe, with |"),
+                  *([row("nothing changed (its first seed)", first)] if first else []),
                   *(row(f"{lever} (`{' '.join(flags)}`)", result) for lever, flags, result in levers if result), ""]
     if not all(result for *_, result in levers):
         lines += [f"Not measured yet: {'; '.join(lever for lever, _, result in levers if not result)}.", ""]
