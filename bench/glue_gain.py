@@ -92,7 +92,7 @@ def plan(args) -> list[tuple[str, str, list[str], Path | None]]:
                                                                "--resume"), None))
         steps.append(("defaults", variant, *sweep(args, variant, [run], ft_seeds)))
     steps.append(("minilm", "minilm", *sweep(args, "minilm", [Path(minilm_folder())], ft_seeds)))
-    wikitext = args.wikitext or Path(args.glue).parent / "wikitext-2" / "train.txt"
+    wikitext = wikitext_file(args)
     for number, (lever, flags, sweep_flags) in enumerate(ABLATION, 1):
         if args.levers and number not in args.levers:
             continue
@@ -110,6 +110,10 @@ def plan(args) -> list[tuple[str, str, list[str], Path | None]]:
 
 def training_text(args) -> Path:
     return Path(args.text or Path(args.out) / "glue-train.txt")
+
+
+def wikitext_file(args) -> Path:
+    return Path(args.wikitext or Path(args.glue).parent / "wikitext-2" / "train.txt")
 
 
 def minilm_folder() -> str:
@@ -201,9 +205,9 @@ def page(args, steps) -> str:
     seeds = len(hour["checkpoints"]) if hour and "checkpoints" in hour else 1
     rows = [(f"learner's hour (`recipes/{RECIPE.name}`, {seeds} pretraining seed{'s' * (seeds > 1)})", out / "glue" / "hour")]
     rows += [(f"default `{v}` run", out / "glue" / v) for v in VARIANTS] + [("all-MiniLM-L6-v2", out / "glue" / "minilm")]
-    found = [(label, result) for label, folder in rows if (result := gains_of(folder))]
-    lines += [head, *(row(label, result) for label, result in found), ""]
-    missing = [label for label, folder in rows if not gains_of(folder)]
+    results = [(label, gains_of(folder)) for label, folder in rows]
+    lines += [head, *(row(label, result) for label, result in results if result), ""]
+    missing = [label for label, result in results if not result]
     if missing:
         lines += [f"Not measured yet: {'; '.join(missing)} (the same command runs them).", ""]
     levers = [(lever, [*(f.format(wikitext="WIKITEXT2/train.txt", quarter=recipe_steps() // 4) for f in flags), *sweep_flags],
@@ -228,8 +232,7 @@ def page(args, steps) -> str:
 
 def shown(args, command: list[str]) -> str:
     """A command as the page prints it: no path of this machine."""
-    wikitext = str(args.wikitext or Path(args.glue).parent / "wikitext-2" / "train.txt")
-    places = {args.glue: "GLUE_DIR", minilm_folder(): "MINILM", wikitext: "WIKITEXT2/train.txt",
+    places = {args.glue: "GLUE_DIR", minilm_folder(): "MINILM", str(wikitext_file(args)): "WIKITEXT2/train.txt",
               str(training_text(args)): "GLUE_TRAIN_TEXT.txt"}
     out = str(Path(args.out))
     words = [places.get(word, "OUT" + word[len(out):] if word.startswith(out + "/") else word) for word in command[1:]]

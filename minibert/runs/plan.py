@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from ..config import ModelConfig
+from ..data.masking import IGNORE_INDEX
 from ..operations.checkpoint import STEP_DIR, Checkpoints
 from ..pretrained import from_pretrained
 from ..tools.flops import BatchShape, training_flops
@@ -65,7 +66,7 @@ def random_batch(variant: Variant, settings: Settings, config: ModelConfig, gene
     labelled. What a step costs depends on its shape and its labelled share, not on the text."""
     shape = (settings.batch_size, settings.seq_len)
     input_ids = torch.randint(5, config.vocab_size, shape, generator=generator)  # past the special ids
-    labels = torch.where(torch.rand(shape, generator=generator) < settings.mask_prob, input_ids, -100)
+    labels = torch.where(torch.rand(shape, generator=generator) < settings.mask_prob, input_ids, IGNORE_INDEX)
     batch = {"input_ids": input_ids, "attention_mask": torch.ones(shape, dtype=torch.long),
              "token_type_ids": torch.zeros(shape, dtype=torch.long), "labels": labels}
     if any(task in run_objectives(variant, settings) for task in SENTENCE_TASKS):

@@ -94,10 +94,7 @@ def pretrain(settings: Settings, model_overrides: dict | None = None, *, resume:
         device = dist.device(settings.device)
         resolve_precision(settings.precision, device)  # fp16 on a CPU fails now, before the data is built
         if settings.data:  # a corpus of one's own: what it will cost, before anything is written
-            plan = plan_corpus(settings.data, vocab_size=model_overrides.get("vocab_size", variant.model["vocab_size"]),
-                               masking=settings.masking, dupe_factor=dupe_factor(settings), mask_prob=settings.mask_prob,
-                               data_dir=cache_dir(settings), tokenizer_dir=tokenizer_source(variant, settings, start),
-                               text_field=settings.text_field, tokenizer_sentences=settings.tokenizer_sentences)
+            plan = corpus_cost(variant, settings, model_overrides, start)
             if dist.is_main:
                 print(plan.line(), flush=True)
             plan.check_room(cache_dir(settings))
@@ -111,6 +108,14 @@ def pretrain(settings: Settings, model_overrides: dict | None = None, *, resume:
             return result
     finally:
         dist.close()
+
+
+def corpus_cost(variant: Variant, settings: Settings, model_overrides: dict, start: Start | None):
+    """What building --data's corpus will cost, and whether it is cached (corpus/cost.py); reads, writes nothing."""
+    return plan_corpus(settings.data, vocab_size=model_overrides.get("vocab_size", variant.model["vocab_size"]),
+                       masking=settings.masking, dupe_factor=dupe_factor(settings), mask_prob=settings.mask_prob,
+                       data_dir=cache_dir(settings), tokenizer_dir=tokenizer_source(variant, settings, start),
+                       text_field=settings.text_field, tokenizer_sentences=settings.tokenizer_sentences)
 
 
 def with_default_out(settings: Settings) -> Settings:
@@ -129,10 +134,7 @@ def print_plan(settings: Settings, model_overrides: dict) -> None:
         threads = settings.threads or default_threads(config)
         timed = time_step(variant, settings, config, threads), threads
         if settings.data:
-            cost = plan_corpus(settings.data, vocab_size=config.vocab_size, masking=settings.masking,
-                               dupe_factor=dupe_factor(settings), mask_prob=settings.mask_prob, data_dir=cache_dir(settings),
-                               tokenizer_dir=tokenizer_source(variant, settings, None), text_field=settings.text_field,
-                               tokenizer_sentences=settings.tokenizer_sentences)
+            cost = corpus_cost(variant, settings, model_overrides, None)
             build_seconds = 0.0 if cost.cached else cost.seconds
     print(describe_plan(variant, settings, model_overrides, timed=timed, build_seconds=build_seconds))
 
