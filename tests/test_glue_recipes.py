@@ -17,6 +17,7 @@ import torch
 from minibert import Encoder, ModelConfig, save_pretrained
 from minibert.corpus.documents import read_documents
 from minibert.finetune import job, main
+from minibert.finetune.checkpoint import load_classifier
 from minibert.finetune.cli import build_parser
 from minibert.finetune.glue import GLUE_TASKS, Side, choose_lr, training_text
 from minibert.finetune.job import TaskLoss, load_backbone
@@ -85,6 +86,7 @@ def test_the_electra_recipe_takes_the_row_of_the_encoders_width_and_bert_stays_a
     for task in GLUE_TASKS:
         values = electra.values(task)
         assert (values["lr"], values["layer_decay"], values["weight_decay"], values["batch_size"]) == (lr, decay, 0.0, 32)
+        assert values["dropout"] == 0.1  # ELECTRA's table; BERT's and the miniatures' configs alike
         assert values["epochs"] == (10.0 if task in ("RTE", "STS-B") else 3.0)
     bert = recipe_for("bert", config).values("SST-2")
     assert (bert["lr"], bert["layer_decay"], bert["weight_decay"], bert["epochs"]) == (2e-5, None, 0.01, 3.0)
@@ -100,8 +102,10 @@ def test_the_sweep_says_its_recipe_in_one_line_records_it_and_every_flag_overrid
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("recipe ")]
     assert len(lines) == 1 and "ELECTRA-Small" in lines[0] and "lr 0.0003" in lines[0] and "layer-wise lr decay 0.8" in lines[0]
     assert "Clark et al. 2020" in lines[0] and "appendix" in lines[0] and "overridden by --batch-size" in lines[0]
+    assert "dropout 0.1" in lines[0]
     report = eval_json(tmp_path / "electra" / "RTE" / "seed-0")
     assert (report["args"]["lr"], report["args"]["layer_decay"], report["args"]["weight_decay"]) == (3e-4, 0.8, 0.0)
+    assert report["args"]["dropout"] == 0.1 and load_classifier(tmp_path / "electra" / "RTE" / "seed-0").model.config.hidden_dropout == 0.1
     assert report["steps"] == 10 and report["recipe"]["name"] == "electra"  # RTE: 10 epochs of one batch
     glue_json = json.loads((tmp_path / "electra" / "glue.json").read_text())
     assert glue_json["recipe"] == report["recipe"] and glue_json["tasks"]["RTE"]["recipe"]["layer_decay"] == 0.8
@@ -109,11 +113,12 @@ def test_the_sweep_says_its_recipe_in_one_line_records_it_and_every_flag_overrid
     assert main([*base, "--steps", "1", "--glue-recipe", "bert", "--out", str(tmp_path / "bert")]) == 0
     report = eval_json(tmp_path / "bert" / "RTE" / "seed-0")
     assert (report["args"]["lr"], report["args"]["layer_decay"], report["args"]["weight_decay"]) == (2e-5, None, 0.01)
-    assert main([*base, "--steps", "1", "--lr", "1e-3", "--layer-decay", "0.5", "--weight-decay", "0.1",
+    assert main([*base, "--steps", "1", "--lr", "1e-3", "--layer-decay", "0.5", "--weight-decay", "0.1", "--dropout", "0",
                  "--out", str(tmp_path / "given")]) == 0
-    assert "overridden by --lr, --layer-decay, --weight-decay, --batch-size, --steps" in capsys.readouterr().out
+    assert "overridden by --lr, --layer-decay, --weight-decay, --dropout, --batch-size, --steps" in capsys.readouterr().out
     report = eval_json(tmp_path / "given" / "RTE" / "seed-0")
     assert (report["args"]["lr"], report["args"]["layer_decay"], report["args"]["weight_decay"]) == (1e-3, 0.5, 0.1)
+    assert report["args"]["dropout"] == 0.0
 
 
 # --- layer-wise lr decay ---------------------------------------------------------------------------

@@ -336,7 +336,7 @@ def score_mismatched(task: GlueTask, glue_dir: Path, files: TaskFiles, report: d
     return report
 
 
-RECORDED = ("lr", "layer_decay", "weight_decay", "batch_size", "epochs", "steps", "max_len")  # a task's settings in glue.json
+RECORDED = ("lr", "layer_decay", "weight_decay", "dropout", "batch_size", "epochs", "steps", "max_len")  # a task's settings in glue.json
 
 
 def summary(task: GlueTask, scores: dict[int, dict], run_args: argparse.Namespace) -> dict:
