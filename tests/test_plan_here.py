@@ -25,7 +25,7 @@ def planned_minutes(printed: str) -> float:
 
 def test_the_cpu_plan_is_the_steps_at_the_timed_rate_plus_the_evaluations(monkeypatch, tmp_path, capsys):
     """The plan times the run's own model (its width, its threads) and adds the held-out evaluations
-    (every --eval-every steps and at both ends, a third of a step per batch)."""
+    (at step 0, every --eval-every steps and at the last, a third of a step per batch)."""
     seen = []
 
     def fake_time_step(variant, settings, config, threads):
@@ -37,8 +37,10 @@ def test_the_cpu_plan_is_the_steps_at_the_timed_rate_plus_the_evaluations(monkey
     assert main(["--variant", "electra", *flags, "--plan"]) == 0
     printed = capsys.readouterr().out
     assert seen == [("electra", 32, 1)]
-    # 3000 × 0.5 s = 25 min of steps; 5 evaluations × 6 batches × 0.5 s / 3 = 5 s
-    assert "25 min of steps at 0.500 s a step" in printed and "5 held-out evaluations" in printed
+    # 3000 × 0.5 s = 25 min of steps; 4 evaluations (steps 0, 1000, 2000, 3000) × 6 batches × 0.5 s / 3 = 4 s
+    assert "25 min of steps at 0.500 s a step" in printed and "4 held-out evaluations" in printed
+    assert main(["--variant", "electra", *flags[:-2], "--steps", "2500", "--out", str(tmp_path / "o"), "--plan"]) == 0
+    assert "4 held-out evaluations" in capsys.readouterr().out  # steps 0, 1000, 2000 and the last, 2500
     assert planned_minutes(printed) == 25 and not (tmp_path / "o").exists()
     assert main(["--variant", "electra", *flags[:-2], "--steps", "6000", "--out", str(tmp_path / "o"), "--plan"]) == 0
     assert planned_minutes(capsys.readouterr().out) == 50  # twice the steps, twice the time

@@ -148,13 +148,13 @@ def describe_plan(variant: Variant, settings: Settings, overrides: dict, *, time
 
 def cpu_wall_time(settings: Settings, steps: int, step_seconds: float, threads: int, build_seconds: float) -> str:
     """The plan's wall time on this CPU: the steps at the timed rate, the held-out evaluations
-    (one every --eval-every steps, one at each end, --eval-batches forward passes each) and the
-    corpus build."""
+    (at step 0, every --eval-every steps and at the last step, --eval-batches forward passes
+    each, as training/loop.py:due has them) and the corpus build."""
     build = f", {duration(build_seconds)} building the corpus" if build_seconds else ""
     rate = f"{step_seconds:.3f} s a step, timed now on random batches of this shape with {threads} thread(s)"
     if settings.budget is not None:
         return f"  wall time here: the --budget, {duration(settings.budget_seconds)}, plus its evaluations{build} ({rate})"
-    evaluations = steps // settings.eval_every + 2
+    evaluations = 1 + steps // settings.eval_every + (steps % settings.eval_every != 0)  # step 0 too
     training = steps * step_seconds
     evaluating = evaluations * settings.eval_batches * step_seconds * EVAL_SHARE
     return (f"  wall time here: about {duration(training + evaluating + build_seconds)}: {duration(training)} of steps at "
