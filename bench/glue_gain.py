@@ -218,7 +218,8 @@ def page(args, steps) -> str:
     lines += ["## One lever at a time", "", "The recipe's first pretraining seed with one thing changed, beside its own "
               "untrained twin (a row without pretraining flags fine-tunes that same checkpoint another way), one pretraining "
               f"and one fine-tuning seed each: read them against the first row, and against the recipe's own seeds, whose "
-              f"gains on the average lie {spread} points apart.", ""]
+              f"gains on the average lie {spread} points apart. A lever of fine-tuning changes the twin too: where the "
+              f"twin's average falls, the gain grows though the pretrained side gained nothing, so read both averages.", ""]
     if any(result for *_, result in levers):
         lines += [head.replace("| model |", "| the recipe, with |"),
                   *([row("nothing changed (its first seed)", first)] if first else []),
