@@ -1,11 +1,17 @@
 """The SentencePiece tokenizer: fixed special ids, byte fallback, caching, saving and loading."""
 
+import hashlib
 import pickle
 import random
+import subprocess
+import sys
+from collections import Counter
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from minibert.corpus.vocabulary import train_tokenizer
+from minibert.corpus.vocabulary import sample_sentences, train_tokenizer
 from minibert.tokenizers import SPECIAL_TOKENS, SentencePieceTokenizer, load_tokenizer
 
 WORDS = "the a model learns to predict hidden words from their context while reading many sentences of plain text".split()
@@ -80,3 +86,33 @@ def test_bad_settings_and_missing_files_fail_clearly(corpus, tmp_path):
         train_tokenizer(corpus, vocab_size=400, model_type="word", cache_dir=tmp_path)
     with pytest.raises(FileNotFoundError, match="no tokenizer in"):
         load_tokenizer(tmp_path)
+
+
+@given(st.integers(0, 60), st.integers(1, 20), st.integers(0, 3))
+def test_the_sample_is_every_sentence_of_a_small_corpus_and_a_seeded_draw_of_a_large_one(count, size, seed):
+    sentences = [f"sentence {i}" for i in range(count)]
+    sample = sample_sentences(iter(sentences), size, seed)
+    assert sample == sample_sentences(iter(sentences), size, seed)
+    if count <= size:
+        assert sample == sentences
+    else:
+        assert len(sample) == size and len(set(sample)) == size and set(sample) <= set(sentences)
+
+
+def test_every_sentence_is_equally_likely_to_be_sampled():
+    counts = Counter(s for seed in range(2000) for s in sample_sentences(iter(range(10)), 5, seed))
+    assert all(850 < counts[i] < 1150 for i in range(10)), counts  # each about half the draws, 1000
+
+
+def test_a_sampled_vocabulary_is_the_same_in_every_process(tmp_path):
+    """More sentences than --tokenizer-sentences: a new process with the same corpus and seed
+    learns the same vocabulary (SentencePiece's own sample differed from process to process)."""
+    rng = random.Random(1)
+    corpus = tmp_path / "large.txt"
+    corpus.write_text("\n".join(" ".join(rng.choices(WORDS, k=rng.randint(4, 14))) for _ in range(3000)) + "\n", encoding="utf-8")
+    learn = ("import hashlib, sys; from minibert.corpus.vocabulary import train_tokenizer; "
+             "print(hashlib.sha256(train_tokenizer(sys.argv[1], vocab_size=400, cache_dir=sys.argv[2], "
+             "max_sentences=1000).model_proto).hexdigest())")
+    digests = {subprocess.run([sys.executable, "-c", learn, str(corpus), str(tmp_path / f"cache{i}")], capture_output=True,
+                              text=True, check=True).stdout for i in range(2)}
+    assert len(digests) == 1

@@ -5,17 +5,18 @@ the five special tokens at ids 0-4, byte fallback) from the corpus a run pretrai
 
 Training is cached: the model file is named by a hash of the corpus bytes and every
 setting, so a second run with the same inputs reuses it in milliseconds. Training reads
-a random sample of at most `max_sentences` sentences (SentencePiece's own reservoir
-sample, seeded): 50k sentences — a few MB of text — are plenty for a vocabulary of a
-few thousand pieces, and keep training to seconds and memory bounded for any corpus.
+a random sample of at most `max_sentences` sentences (`sample_sentences`, drawn by the
+run's seed): 50k sentences — a few MB of text — are plenty for a vocabulary of a few
+thousand pieces, and keep training to seconds and memory bounded for any corpus.
 """
 
 from __future__ import annotations
 
 import io
 import os
+import random
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import sentencepiece as spm
 
@@ -29,6 +30,7 @@ MODEL_TYPES = ("unigram", "bpe")
 MIN_VOCAB_SIZE = len(SPECIAL_TOKENS) + 256 + 64  # specials + byte pieces + room for characters
 MAX_SENTENCES = 50_000  # the sentences SentencePiece trains on (--tokenizer-sentences)
 MIN_SENTENCES = 1000
+SAMPLER = "reservoir"  # in the cache key: tokenizers cached before the sample was drawn here are not reused
 
 
 def train_tokenizer(
@@ -63,8 +65,22 @@ def tokenizer_path(files: list[Path], vocab_size: int, model_type: str = "unigra
                    max_sentences: int = MAX_SENTENCES, seed: int = 0, text_field: str = "text") -> Path:
     """Where the vocabulary learned from these files is cached (it may not exist yet)."""
     corpus = corpus_key(files, text_field)
-    key = fingerprint(corpus, vocab_size, model_type, max_sentences, seed, spm.__version__)
+    key = fingerprint(corpus, vocab_size, model_type, max_sentences, seed, spm.__version__, SAMPLER)
     return Path(cache_dir) / f"spm-{model_type}-{vocab_size}-{key}.model"
+
+
+def sample_sentences(sentences: Iterable[str], size: int, seed: int) -> list[str]:
+    """A uniform random sample of `size` sentences in one pass (reservoir sampling), the same for
+    the same sentences and seed in every process; all of them, in order, when there are fewer.
+    Drawn here rather than by SentencePiece, whose own sample of a corpus larger than `size`
+    differs from one process to the next whatever the seed, and with it the vocabulary."""
+    rng, sample = random.Random(seed), []
+    for seen, sentence in enumerate(sentences):
+        if seen < size:
+            sample.append(sentence)
+        elif (slot := rng.randrange(seen + 1)) < size:
+            sample[slot] = sentence
+    return sample
 
 
 def _train_model_proto(files: list[Path], vocab_size: int, model_type: str, max_sentences: int, seed: int,
@@ -81,7 +97,7 @@ def _train_model_proto(files: list[Path], vocab_size: int, model_type: str, max_
             raise
     try:
         spm.SentencePieceTrainer.train(
-            sentence_iterator=sentences(),
+            sentence_iterator=iter(sample_sentences(sentences(), max_sentences, seed)),
             model_writer=model,
             vocab_size=vocab_size,
             model_type=model_type,
@@ -91,7 +107,7 @@ def _train_model_proto(files: list[Path], vocab_size: int, model_type: str, max_
             user_defined_symbols=list(SPECIAL_TOKENS[2:]),  # [CLS] [SEP] [MASK] -> ids 2, 3, 4
             byte_fallback=True,
             input_sentence_size=max_sentences,
-            shuffle_input_sentence=True,
+            shuffle_input_sentence=True,  # of the sample drawn above: SentencePiece's shuffle is seeded
             num_threads=os.cpu_count() or 1,
             minloglevel=2,
         )
