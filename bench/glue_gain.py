@@ -68,6 +68,11 @@ def sweep(args, name: str, inits: list[Path], seeds: list[str], flags: list[str]
                   "--seeds", *seeds, "--out", str(out)), out
 
 
+def lever_flags(flags: list[str], wikitext) -> list[str]:
+    """A lever's pretraining flags with their placeholders filled: WikiText-2's file, a quarter of the recipe's steps."""
+    return [flag.format(wikitext=wikitext, quarter=recipe_steps() // 4) for flag in flags]
+
+
 def recipe_steps() -> int:
     words = RECIPE.read_text().split()
     return int(words[words.index("--steps") + 1])
@@ -98,7 +103,7 @@ def plan(args) -> list[tuple[str, str, list[str], Path | None]]:
             continue
         run = hour[0]
         if flags:
-            flags = [f.format(wikitext=wikitext, quarter=recipe_steps() // 4) for f in flags]
+            flags = lever_flags(flags, wikitext)
             data = [] if "--data" in flags else ["--data", str(text)]
             run = out / "ablation" / f"lever{number}"
             steps.append(("ablation", f"lever{number}", python("train.py", f"@{RECIPE.relative_to(REPO)}", *data, *flags,
@@ -202,7 +207,8 @@ def page(args, steps) -> str:
               f"(unless a row says otherwise), fine-tuning seed(s) {', '.join(map(str, args.seeds))}. Averages are ELECTRA's dev "
               f"average over the five tasks, in points; a gain is pretrained − twin: the median over pretraining seeds "
               f"(their range in brackets, and a 95% t-interval where there are several).", ""]
-    seeds = len(hour["checkpoints"]) if hour and "checkpoints" in hour else 1
+    several = bool(hour) and "checkpoints" in hour  # one sweep of several pretraining seeds
+    seeds = len(hour["checkpoints"]) if several else 1
     rows = [(f"learner's hour (`recipes/{RECIPE.name}`, {seeds} pretraining seed{'s' * (seeds > 1)})", out / "glue" / "hour")]
     rows += [(f"default `{v}` run", out / "glue" / v) for v in VARIANTS] + [("all-MiniLM-L6-v2", out / "glue" / "minilm")]
     results = [(label, gains_of(folder)) for label, folder in rows]
@@ -210,11 +216,11 @@ def page(args, steps) -> str:
     missing = [label for label, result in results if not result]
     if missing:
         lines += [f"Not measured yet: {'; '.join(missing)} (the same command runs them).", ""]
-    levers = [(lever, [*(f.format(wikitext="WIKITEXT2/train.txt", quarter=recipe_steps() // 4) for f in flags), *sweep_flags],
+    levers = [(lever, [*lever_flags(flags, "WIKITEXT2/train.txt"), *sweep_flags],
                gains_of(out / "glue" / f"lever{n}"))
               for n, (lever, flags, sweep_flags) in enumerate(ABLATION, 1)]
-    first = hour["checkpoints"].get(f"hour-seed{args.pretrain_seeds[0]}") if hour and "checkpoints" in hour else hour
-    spread = f"{max(per_seed(hour, None)) - min(per_seed(hour, None)):.1f}" if hour and "checkpoints" in hour else "unknown"
+    first = hour["checkpoints"].get(f"hour-seed{args.pretrain_seeds[0]}") if several else hour
+    spread = f"{max(per_seed(hour, None)) - min(per_seed(hour, None)):.1f}" if several else "unknown"
     lines += ["## One lever at a time", "", "The recipe's first pretraining seed with one thing changed, beside its own "
               "untrained twin (a row without pretraining flags fine-tunes that same checkpoint another way), one pretraining "
               f"and one fine-tuning seed each: read them against the first row, and against the recipe's own seeds, whose "

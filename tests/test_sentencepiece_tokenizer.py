@@ -1,6 +1,5 @@
 """The SentencePiece tokenizer: fixed special ids, byte fallback, caching, saving and loading."""
 
-import hashlib
 import pickle
 import random
 import subprocess

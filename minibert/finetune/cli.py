@@ -88,8 +88,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                         help=f"tokens per example, specials included (default {DEFAULT_MAX_LEN} or the model's limit; "
                              "rotary models may go beyond it)")
     parser.add_argument("--dropout", type=float, metavar="P",
-                        help="dropout on hidden states and attention while fine-tuning (default: the checkpoint's; --glue: the recipe's 0.1; "
-                             "BERT fine-tuned with 0.1, this project's pretraining recipe uses 0)")
+                        help="dropout on hidden states and attention while fine-tuning (default: the checkpoint's, 0 for this "
+                             "project's pretraining; --glue: the recipe's, 0.1 as BERT and ELECTRA fine-tuned)")
     parser.add_argument("--reference", action="store_true",
                         help="the reference path, to read and debug with: padded batches, naive attention, every layer at "
                              "every position (same results, slower; see ModelConfig.reference)")

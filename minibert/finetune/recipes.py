@@ -3,8 +3,9 @@
     electra  (the default) the row of ELECTRA's fine-tuning table for the encoder's width
              (Clark et al., 2020, appendix): Small (H = 256) lr 3e-4, Base (768) 1e-4, Large
              (1024) 5e-5; layer-wise lr decay 0.8 (Large 0.9); no weight decay; batch 32;
-             dropout 0.1 on hidden states and attention; 3 epochs, 10 for RTE and STS-B. A width takes the row of the widest size not
-             wider than it, so minibert's default runs (H = 128) take Small's.
+             dropout 0.1 on hidden states and attention; 3 epochs, 10 for RTE and STS-B. A
+             width takes the row of the widest size not wider than it, so minibert's default
+             runs (H = 128) take Small's.
     bert     BERT-base's (Devlin et al., 2019, appendix A.3): lr 2e-5, batch 32, 3 epochs (10
              for RTE and STS-B, as ELECTRA), weight decay 0.01, dropout 0.1, every layer at the
              same lr.
@@ -81,8 +82,7 @@ class Recipe:
         given = [f"--{name.replace('_', '-')}" for name in RECIPE_FLAGS if getattr(args, name) is not None]
         given += ["--steps"] if args.steps is not None else []
         return (f"recipe {self.name}, {self.row}: {lr}, {decay}, weight decay {self.weight_decay:g}, dropout {DROPOUT:g}, "
-                f"batch {BATCH_SIZE}, "
-                f"{epochs}; from {self.source}" + (f"; overridden by {', '.join(given)}" if given else ""))
+                f"batch {BATCH_SIZE}, {epochs}; from {self.source}" + (f"; overridden by {', '.join(given)}" if given else ""))
 
 
 def recipe_for(name: str, config: ModelConfig) -> Recipe:

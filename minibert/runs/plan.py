@@ -16,6 +16,7 @@ itself: `python train.py ... --plan` does; the plan a run prints as it starts do
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
@@ -154,7 +155,7 @@ def cpu_wall_time(settings: Settings, steps: int, step_seconds: float, threads: 
     rate = f"{step_seconds:.3f} s a step, timed now on random batches of this shape with {threads} thread(s)"
     if settings.budget is not None:
         return f"  wall time here: the --budget, {duration(settings.budget_seconds)}, plus its evaluations{build} ({rate})"
-    evaluations = 1 + steps // settings.eval_every + (steps % settings.eval_every != 0)  # step 0 too
+    evaluations = 1 + math.ceil(steps / settings.eval_every)  # step 0, then each --eval-every and the last
     training = steps * step_seconds
     evaluating = evaluations * settings.eval_batches * step_seconds * EVAL_SHARE
     return (f"  wall time here: about {duration(training + evaluating + build_seconds)}: {duration(training)} of steps at "
