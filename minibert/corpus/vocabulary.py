@@ -30,7 +30,7 @@ MODEL_TYPES = ("unigram", "bpe")
 MIN_VOCAB_SIZE = len(SPECIAL_TOKENS) + 256 + 64  # specials + byte pieces + room for characters
 MAX_SENTENCES = 50_000  # the sentences SentencePiece trains on (--tokenizer-sentences)
 MIN_SENTENCES = 1000
-SAMPLER = "reservoir"  # in the cache key: tokenizers cached before the sample was drawn here are not reused
+SAMPLER = "reservoir"  # in the cache key: a tokenizer trained on SentencePiece's own sample is never reused
 
 
 def train_tokenizer(

@@ -14,8 +14,8 @@
              is not searched), weight decay 0.01, dropout 0.1 (BERT's fine-tuning code).
 
 Every recipe fine-tunes with dropout 0.1, as all three sources did, whatever the checkpoint was
-pretrained with: this project pretrains without dropout (docs/training.md), and 2,000 rows of a
-task overfit a model that keeps none.
+pretrained with: this project pretrains without dropout (docs/training.md), and a task's few
+thousand rows overfit a model that keeps none.
 
 A recipe that leaves the lr open (`grid`) chooses it on the training rows alone, never on dev:
 each candidate is trained on the other 90% of the training rows and scored on a held-out 10%
