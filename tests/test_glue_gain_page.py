@@ -62,4 +62,6 @@ def test_a_row_shows_the_median_its_range_and_the_interval(tmp_path):
     row = next(line for line in text.splitlines() if line.startswith("| learner's hour"))
     assert "**+6.0** (+5.0 to +8.0); 95% interval +1.0 to +9.0" in row and "| +5.5 (+4.0 to +7.0) |" in row
     assert "| 46.0 | 40.0 |" in row  # the medians of the two sides' averages
+    glance = next(line for line in text.splitlines() if line.startswith("**At a glance.**"))
+    assert "by +6.0 (+5.0 to +8.0) points on ELECTRA's dev average (95% interval +1.0 to +9.0)" in glance
     assert "Not measured yet: default `bert` run" in text  # the parts not run are named, not left out silently
