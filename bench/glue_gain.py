@@ -42,6 +42,7 @@ VARIANTS = ("bert", "roberta", "albert", "distilbert", "electra")
 PARTS = ("hour", "defaults", "minilm", "ablation")
 BAR = 5.0  # points the learner's hour must gain, on both medians (ELECTRA's dev average and SST-2)
 SWEEP = ("--pooling", "mean")  # every sweep: the classifier on the mean of the last layer (finetune.md: masked-LM never trains [CLS])
+EVERY_ROW = "{every row}"  # a lever's sweep flag: no --max-train-examples, each task's whole train.tsv
 # One lever changed per row: (the lever, flags after the recipe's in pretraining, flags after SWEEP in the sweep).
 # A row without pretraining flags fine-tunes the recipe's first seed another way.
 ABLATION = (
@@ -57,6 +58,7 @@ ABLATION = (
     # dozen tokens each: 128 of them a step hold about four fifths of the tokens of the recipe's 32 packed sequences.
     ("BERT's next sentence prediction on the tasks' own sentence pairs, 128 pairs a step",
      ["--variant", "bert", "--masking", "dynamic", "--batch-size", "128"], []),
+    ("every training row of each task, GLUE's own protocol, not 2,000", [], [EVERY_ROW]),
 )
 
 
@@ -66,8 +68,10 @@ def python(*args: str) -> list[str]:
 
 def sweep(args, name: str, inits: list[Path], seeds: list[str], flags: list[str] = ()) -> tuple[list[str], Path]:
     out = Path(args.out) / "glue" / name
+    rows = [] if EVERY_ROW in flags else ["--max-train-examples", str(args.max_train_examples)]
+    flags = [flag for flag in flags if flag != EVERY_ROW]
     return python("train.py", "finetune", "--init", *map(str, inits), "--glue", args.glue, "--glue-tasks", *TASKS,
-                  "--max-train-examples", str(args.max_train_examples), *([] if "--pooling" in flags else SWEEP), *flags,
+                  *rows, *([] if "--pooling" in flags else SWEEP), *flags,
                   "--against-untrained",
                   "--seeds", *seeds, "--out", str(out)), out
 
@@ -225,7 +229,7 @@ def page(args, steps) -> str:
     missing = [label for label, result in results if not result]
     if missing:
         lines += [f"Not measured yet: {'; '.join(missing)} (the same command runs them).", ""]
-    levers = [(lever, [*lever_flags(flags, "WIKITEXT2/train.txt"), *sweep_flags],
+    levers = [(lever, [*lever_flags(flags, "WIKITEXT2/train.txt"), *(flag for flag in sweep_flags if flag != EVERY_ROW)],
                gains_of(out / "glue" / f"lever{n}"))
               for n, (lever, flags, sweep_flags) in enumerate(ABLATION, 1)]
     first = hour["checkpoints"].get(f"hour-seed{args.pretrain_seeds[0]}") if several else hour
@@ -238,7 +242,8 @@ def page(args, steps) -> str:
     if any(result for *_, result in levers):
         lines += [head.replace("| model |", "| the recipe, with |"),
                   *([row("nothing changed (its first seed)", first)] if first else []),
-                  *(row(f"{lever} (`{' '.join(flags)}`)", result) for lever, flags, result in levers if result), ""]
+                  *(row(f"{lever} (`{' '.join(flags)}`)" if flags else lever, result) for lever, flags, result in levers
+                    if result), ""]
     if not all(result for *_, result in levers):
         lines += [f"Not measured yet: {'; '.join(lever for lever, _, result in levers if not result)}.", ""]
     lines += ["## The commands", "", "OUT is --out, GLUE_DIR GLUE's folder, GLUE_TRAIN_TEXT.txt its training text (written by the first command), WIKITEXT2 WikiText-2's, and MINILM the `model` folder of the "

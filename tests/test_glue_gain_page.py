@@ -65,3 +65,14 @@ def test_a_row_shows_the_median_its_range_and_the_interval(tmp_path):
     glance = next(line for line in text.splitlines() if line.startswith("**At a glance.**"))
     assert "by +6.0 (+5.0 to +8.0) points on ELECTRA's dev average (95% interval +1.0 to +9.0)" in glance
     assert "Not measured yet: default `bert` run" in text  # the parts not run are named, not left out silently
+
+
+def test_only_the_every_row_lever_fine_tunes_on_whole_training_sets(tmp_path):
+    args = argparse.Namespace(glue="GLUE", out=str(tmp_path), only=["ablation"], pretrain_seeds=[0], seeds=[0],
+                              max_train_examples=2000, text=None, wikitext=None, levers=None)
+    sweeps = {name: command for _, name, command, _ in glue_gain.plan(args) if name.endswith("-glue")}
+    every_row = {f"lever{n}-glue" for n, (*_, flags) in enumerate(glue_gain.ABLATION, 1) if glue_gain.EVERY_ROW in flags}
+    assert len(every_row) == 1 and len(sweeps) == len(glue_gain.ABLATION)
+    for name, command in sweeps.items():
+        assert glue_gain.EVERY_ROW not in command
+        assert ("--max-train-examples" in command) == (name not in every_row), name
