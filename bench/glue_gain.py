@@ -48,7 +48,7 @@ EVERY_ROW = "{every row}"  # a lever's sweep flag: no --max-train-examples, each
 ABLATION = (
     ("ELECTRA's replaced-token detection instead of masked-LM", ["--variant", "electra"], []),
     ("WikiText-2 as the corpus, not the tasks' own text", ["--data", "{wikitext}"], []),
-    ("64 tokens a sequence, not 128", ["--seq-len", "64"], []),
+    ("64 tokens a sequence, not 128, for the same steps: half the tokens", ["--seq-len", "64"], []),
     ("BERT-Mini's shape (4 layers, H = 256) for a quarter of the steps, about the same wall time",
      ["--hidden-size", "256", "--num-layers", "4", "--num-heads", "4", "--intermediate-size", "1024", "--steps", "{quarter}"], []),
     ("a quarter of the steps", ["--steps", "{quarter}"], []),
@@ -211,13 +211,15 @@ def page(args, steps) -> str:
     if hour:
         average, sst2 = per_seed(hour, None), per_seed(hour, "SST-2")
         cleared = statistics.median(average) >= BAR and statistics.median(sst2) >= BAR and min(average) > 0 and min(sst2) > 0
+        ci = f" ({interval(hour)})" if interval(hour) else ""
         lines += [f"**At a glance.** The learner's hour beats its untrained twin by {cell(average)} points on ELECTRA's "
-                  f"dev average{f' ({interval(hour)})' if interval(hour) else ''} and {cell(sst2)} on SST-2, over {len(average)} pretraining seed(s): the bar ({BAR:g} points on "
-                  f"both medians, every seed ahead) is {'cleared' if cleared else 'not cleared'}.", ""]
+                  f"dev average{ci} and {cell(sst2)} on SST-2, over {len(average)} pretraining seed(s): the bar "
+                  f"({BAR:g} points on both medians, every seed ahead) is {'cleared' if cleared else 'not cleared'}.", ""]
     lines += [f"Each model beside its untrained twin (the same architecture, tokenizer and initial weights, no training), "
-              f"both through the same sweep: the five scored GLUE tasks shipped, {args.max_train_examples:,} training rows "
-              f"each, ELECTRA's fine-tuning recipe for the encoder's width, the classifier on the mean of the last layer "
-              f"(unless a row says otherwise), fine-tuning seed(s) {', '.join(map(str, args.seeds))}. Averages are ELECTRA's dev "
+              f"both through the same sweep (unless a row says otherwise): the five scored GLUE tasks shipped, "
+              f"{args.max_train_examples:,} training rows each, ELECTRA's fine-tuning recipe for the encoder's width, the "
+              f"classifier on the mean of the last layer, fine-tuning seed(s) {', '.join(map(str, args.seeds))}. "
+              f"Averages are ELECTRA's dev "
               f"average over the five tasks, in points; a gain is pretrained − twin: the median over pretraining seeds "
               f"(their range in brackets, and a 95% t-interval where there are several).", ""]
     several = bool(hour) and "checkpoints" in hour  # one sweep of several pretraining seeds
