@@ -55,7 +55,7 @@ ABLATION = (
     ("the classifier on [CLS], not the mean", [], ["--pooling", "cls"]),
     ("BERT-base's fine-tuning recipe (lr 2e-5), not ELECTRA's for the width", [], ["--glue-recipe", "bert"]),
     # NSP's examples are single rows of the tasks (a pair's two sentences, or one sentence cut in two), a few
-    # dozen tokens each: 128 of them a step hold about four fifths of the tokens of the recipe's 32 packed sequences.
+    # dozen tokens each, not 128 packed: 128 of them a step, not 32, keep a step's tokens near the recipe's.
     ("BERT's next sentence prediction on the tasks' own sentence pairs, 128 pairs a step",
      ["--variant", "bert", "--masking", "dynamic", "--batch-size", "128"], []),
     ("every training row of each task, GLUE's own protocol, not 2,000", [], [EVERY_ROW]),
@@ -195,7 +195,8 @@ def interval(result: dict) -> str:
 
 def row(label: str, result: dict) -> str:
     tasks = " | ".join(cell(per_seed(result, task)) for task in TASKS)
-    ci = f"; {interval(result)}" if interval(result) else ""
+    ci = interval(result)
+    ci = f"; {ci}" if ci else ""
     return (f"| {label} | {average_score(result, False):.1f} | {average_score(result, True):.1f} | "
             f"{cell(per_seed(result, None), bold=True)}{ci} | {tasks} |")
 
@@ -211,7 +212,8 @@ def page(args, steps) -> str:
     if hour:
         average, sst2 = per_seed(hour, None), per_seed(hour, "SST-2")
         cleared = statistics.median(average) >= BAR and statistics.median(sst2) >= BAR and min(average) > 0 and min(sst2) > 0
-        ci = f" ({interval(hour)})" if interval(hour) else ""
+        ci = interval(hour)
+        ci = f" ({ci})" if ci else ""
         lines += [f"**At a glance.** The learner's hour beats its untrained twin by {cell(average)} points on ELECTRA's "
                   f"dev average{ci} and {cell(sst2)} on SST-2, over {len(average)} pretraining seed(s): the bar "
                   f"({BAR:g} points on both medians, every seed ahead) is {'cleared' if cleared else 'not cleared'}.", ""]
