@@ -19,7 +19,8 @@ from minibert.corpus.documents import read_documents
 from minibert.finetune import job, main
 from minibert.finetune.checkpoint import load_classifier
 from minibert.finetune.cli import build_parser
-from minibert.finetune.glue import GLUE_TASKS, Side, choose_lr, training_text
+from minibert.finetune.glue_sweep import Side, choose_lr
+from minibert.finetune.glue_tasks import GLUE_TASKS, training_text
 from minibert.finetune.job import TaskLoss, load_backbone
 from minibert.finetune.layer_decay import layer_lr_scales
 from minibert.finetune.recipes import GRID_LRS, choose, recipe_for

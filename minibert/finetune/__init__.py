@@ -19,7 +19,8 @@ first sub-token). OUT receives
     tasks.py         the task files: columns, labels, train/dev (tagged.py: a tag per word)
     cli.py           the command line, and the table of a --tasks run
     job.py           one task: data, the model, the training loop, predictions, outputs
-    glue.py          --glue: GLUE's tasks by name, seeds, the two averages, submission files
+    glue_tasks.py    GLUE's tasks by name: their files, columns, labels and metrics; training text; submission files
+    glue_sweep.py    --glue: every task per seed, the lr chosen where the recipe leaves it open, the two averages
     recipes.py       --glue-recipe: ELECTRA's by width, BERT's, or an lr grid chosen on held-out training rows
     twin.py          --against-untrained: the untrained twin and what pretraining gains over it
     layer_decay.py   --layer-decay: each layer below the top at a lower lr (ELECTRA's fine-tuning)

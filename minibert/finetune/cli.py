@@ -2,7 +2,7 @@
 
     python train.py finetune --init DIR --train train.tsv --dev dev.tsv --out OUT
     python train.py finetune --init DIR --tasks data/sst2 data/rte data/stsb --out OUT
-    python train.py finetune --init DIR --glue glue_data --seeds 0 1 2 --out OUT      (glue.py)
+    python train.py finetune --init DIR --glue glue_data --seeds 0 1 2 --out OUT      (glue_sweep.py)
     python train.py finetune --init DIR --glue glue_data --against-untrained --out OUT
     python train.py finetune --glue glue_data --write-training-text glue-train.txt
 
@@ -24,7 +24,8 @@ from ..operations.distributed import Distributed
 from ..operations.precision import Precision
 from ..training.settings import DEVICES, PRECISIONS
 from .checkpoint import check_out
-from .glue import GLUE_TASKS, run_glue, write_training_text
+from .glue_sweep import run_glue
+from .glue_tasks import GLUE_TASKS, write_training_text
 from .recipes import RECIPES
 from .job import DEFAULT_ALPHA, DEFAULT_EPOCHS, DEFAULT_MAX_LEN, DEFAULT_TEMPERATURE, TASKS, TaskFiles, finetune, load_backbone
 
