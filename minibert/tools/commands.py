@@ -29,69 +29,61 @@ PROG = "python -m minibert"
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog=PROG, description="Question a pretrained BERT-family model.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    fill = commands.add_parser(
-        "fill-mask", help="the most probable tokens at each [MASK] of a text (masked-LM checkpoints)",
-        description="Show the most probable tokens at each [MASK] (or <mask>) of each text, with their probabilities.",
-    )
+    fill = add_command(commands, "fill-mask", "the most probable tokens at each [MASK] of a text (masked-LM checkpoints)",
+                       "Show the most probable tokens at each [MASK] (or <mask>) of each text, with their probabilities.")
     fill.add_argument("--top-k", type=int, default=5, metavar="K", help="candidates per mask (default 5)")
-    detect = commands.add_parser(
-        "detect", help="which tokens of a text look replaced (ELECTRA discriminators)",
-        description="Print each token with the discriminator's probability that it was replaced; "
-                    "tokens above 0.5 are marked.",
-    )
-    info = commands.add_parser(
-        "info", help="what a checkpoint folder holds: family, architecture, parameters, tokenizer, heads",
-        description="One line per fact about a checkpoint folder, read from its config and tensor names (no weights are loaded).",
-    )
-    for command in (fill, detect, info):
-        command.add_argument("checkpoint", metavar="DIR", help="minibert checkpoint or Hugging Face directory")
-        if command is not info:
-            command.add_argument("texts", nargs="+", metavar="TEXT", help="one or more texts")
-        command.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    detect = add_command(commands, "detect", "which tokens of a text look replaced (ELECTRA discriminators)",
+                         "Print each token with the discriminator's probability that it was replaced; tokens above 0.5 are marked.")
+    for command in (fill, detect):
+        command.add_argument("texts", nargs="+", metavar="TEXT", help="one or more texts")
+    add_command(commands, "info", "what a checkpoint folder holds: family, architecture, parameters, tokenizer, heads",
+                "One line per fact about a checkpoint folder, read from its config and tensor names (no weights are loaded).")
     add_attention_command(commands)
     add_export_command(commands)
     add_curves_command(commands)
+    for command in commands.choices.values():  # last in each command's --help, as in every minibert command line
+        command.add_argument("--debug", action="store_true", help="show the traceback of an error")
     return parser
+
+
+def add_command(commands, name: str, help: str, description: str, checkpoint: bool = True) -> argparse.ArgumentParser:
+    """One COMMAND: its line in the list of commands (`help`), the first line of its own --help
+    (`description`) and, unless `checkpoint` is False, the DIR it reads first."""
+    command = commands.add_parser(name, help=help, description=description)
+    if checkpoint:
+        command.add_argument("checkpoint", metavar="DIR", help="minibert checkpoint or Hugging Face directory")
+    return command
 
 
 def add_attention_command(commands) -> None:
     """`attention`: one layer's attention probabilities as heatmaps (minibert/tools/attention_maps.py)."""
-    attention = commands.add_parser(
-        "attention", help="draw where each token attends: a heatmap per head, tokens on both axes (needs matplotlib)",
-        description="Draw one layer's attention probabilities, a heatmap per head (or one head), into a PNG.",
-    )
-    attention.add_argument("checkpoint", metavar="DIR", help="minibert checkpoint or Hugging Face directory")
+    attention = add_command(commands, "attention", "draw where each token attends: a heatmap per head, tokens on both axes "
+                            "(needs matplotlib)", "Draw one layer's attention probabilities, a heatmap per head (or one head), into a PNG.")
     attention.add_argument("text", metavar="TEXT", help="the text to look at")
     attention.add_argument("--layer", type=int, default=-1, metavar="L", help="which layer, from 0 (default: the last)")
     attention.add_argument("--head", type=int, metavar="H", help="only this head, from 0 (default: every head)")
     attention.add_argument("--out", required=True, metavar="FILE", help="the picture to write (.png)")
-    attention.add_argument("--debug", action="store_true", help="show the traceback of an error")
 
 
 def add_export_command(commands) -> None:
     """`export`: a checkpoint and its tokenizer as a Hugging Face folder, read back by transformers first."""
-    export = commands.add_parser(
-        "export", help="write a checkpoint and its tokenizer as a Hugging Face folder, checked with transformers",
-        description="Write DIR's model and tokenizer as a folder transformers loads, read it back with transformers "
-                    "(ids, weights, outputs) where it is installed, and only then move it to OUT.",
-    )
-    export.add_argument("checkpoint", metavar="DIR", help="minibert checkpoint or Hugging Face directory")
+    export = add_command(commands, "export", "write a checkpoint and its tokenizer as a Hugging Face folder, checked with transformers",
+                         "Write DIR's model and tokenizer as a folder transformers loads, read it back with transformers "
+                         "(ids, weights, outputs) where it is installed, and only then move it to OUT.")
     export.add_argument("out", metavar="OUT", help="the folder to write (must not hold a model, unless --overwrite)")
     export.add_argument("--overwrite", action="store_true", help="replace the model and tokenizer already in OUT")
-    export.add_argument("--debug", action="store_true", help="show the traceback of an error")
 
 
 def add_curves_command(commands) -> None:
     """`curves`: training runs' curves side by side, from their metrics.jsonl (minibert/runs/curves.py)."""
-    curves = commands.add_parser(
-        "curves", help="draw training runs' loss and held-out metrics side by side, with their variant's default band (needs matplotlib)",
-        description="Overlay the curves of one or more `python train.py` runs (their --out folders): training loss and "
-                    "every held-out metric against steps, the baselines, and the variant's default run where it applies.",
-    )
+    curves = add_command(commands, "curves", "draw training runs' loss and held-out metrics side by side, with their variant's "
+                         "default band (needs matplotlib)",
+                         "Overlay the curves of one or more `python train.py` runs (their --out folders): training loss and "
+                         "every held-out metric against steps, the baselines, and the variant's default run where it applies.",
+                         checkpoint=False)
     curves.add_argument("runs", nargs="+", metavar="RUN", help="a python train.py --out folder (holding metrics.jsonl)")
     curves.add_argument("--out", required=True, metavar="FILE", help="the picture to write (.png)")
     curves.add_argument("--metric", nargs="+", metavar="NAME", help="only these curves, e.g. eval_mlm_accuracy loss")
-    curves.add_argument("--debug", action="store_true", help="show the traceback of an error")
 
 
 def draw(args: argparse.Namespace) -> None:

@@ -120,26 +120,31 @@ BERT_MLM = {"transform": "cls.predictions.transform.dense", "norm": "cls.predict
 BERT_TIED = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")  # copies of the embeddings and bias
 
 
-BERT = Family(
-    model_type="bert",
-    prefix="bert.",
+def family(stem: str, **tables) -> Family:
+    """A family named as transformers names it: model_type `stem` in lower case, the backbone under
+    `<model_type>.` inside task checkpoints, the bare model `<stem>Model` and the masked LM
+    `<stem>ForMaskedLM` (`architectures` adds another head's class)."""
+    model_type = stem.lower()
+    architectures = {None: f"{stem}Model", "mlm": f"{stem}ForMaskedLM", **tables.pop("architectures", {})}
+    return Family(model_type=model_type, prefix=f"{model_type}.", architectures=architectures, **tables)
+
+
+BERT = family(
+    "Bert",
     config_keys=BERT_CONFIG,
     backbone={**BERT_EMBEDDINGS, **BERT_LAYERS, "pooler": "pooler.dense"},
     heads={"mlm": BERT_MLM},
-    architectures={None: "BertModel", "mlm": "BertForMaskedLM"},
     fixed={**LEARNED, "position_offset": 0},
     requires=BERT_REQUIRES,
     tied=BERT_TIED,
     other_heads={"cls.seq_relationship": "next-sentence prediction (NSP)"},
 )
 
-ROBERTA = Family(
-    model_type="roberta",
-    prefix="roberta.",
+ROBERTA = family(
+    "Roberta",
     config_keys=BERT_CONFIG,
     backbone={**BERT_EMBEDDINGS, **BERT_LAYERS, "pooler": "pooler.dense"},
     heads={"mlm": {"transform": "lm_head.dense", "norm": "lm_head.layer_norm", "bias": "lm_head.bias"}},
-    architectures={None: "RobertaModel", "mlm": "RobertaForMaskedLM"},
     # Position ids count from pad_token_id + 1 (fairseq's convention), hence 514 positions.
     fixed={**LEARNED, "position_offset": lambda fields: fields.get("pad_token_id", 0) + 1},
     head_fixed={"mlm": {"activation": "gelu"}},  # RoBERTa's LM head applies GELU whatever hidden_act says
@@ -147,13 +152,11 @@ ROBERTA = Family(
     tied=("lm_head.decoder.weight", "lm_head.decoder.bias"),
 )
 
-ALBERT = Family(
-    model_type="albert",
-    prefix="albert.",
+ALBERT = family(
+    "Albert",
     config_keys=FACTORIZED_CONFIG,
     backbone={**BERT_EMBEDDINGS, **ALBERT_LAYERS, "pooler": "pooler"},
     heads={"mlm": {"transform": "predictions.dense", "norm": "predictions.LayerNorm", "bias": "predictions.bias"}},
-    architectures={None: "AlbertModel", "mlm": "AlbertForMaskedLM"},
     fixed={**LEARNED, "position_offset": 0},
     requires={"inner_group_num": 1},
     share_key="num_hidden_groups",
@@ -162,21 +165,18 @@ ALBERT = Family(
     other_heads={"sop_classifier": "sentence-order prediction (SOP)"},
 )
 
-DISTILBERT = Family(
-    model_type="distilbert",
-    prefix="distilbert.",
+DISTILBERT = family(
+    "DistilBert",
     config_keys=DISTILBERT_CONFIG,
     backbone=DISTILBERT_TENSORS,
     heads={"mlm": {"transform": "vocab_transform", "norm": "vocab_layer_norm", "bias": "vocab_projector.bias"}},
-    architectures={None: "DistilBertModel", "mlm": "DistilBertForMaskedLM"},
     fixed={**LEARNED, "position_offset": 0, "layer_norm_eps": 1e-12},  # DistilBERT hard-codes its LayerNorm eps
     requires={"sinusoidal_pos_embds": False},
     tied=("vocab_projector.weight",),
 )
 
-ELECTRA = Family(
-    model_type="electra",
-    prefix="electra.",
+ELECTRA = family(
+    "Electra",
     config_keys=FACTORIZED_CONFIG,
     backbone={**BERT_EMBEDDINGS, **BERT_LAYERS, "embedding_projection": "embeddings_project"},
     heads={
@@ -190,7 +190,7 @@ ELECTRA = Family(
             "prediction": "discriminator_predictions.dense_prediction",
         },
     },
-    architectures={None: "ElectraModel", "mlm": "ElectraForMaskedLM", "rtd": "ElectraForPreTraining"},
+    architectures={"rtd": "ElectraForPreTraining"},
     fixed={**LEARNED, "position_offset": 0},
     head_fixed={"mlm": {"activation": "gelu"}},  # the generator head applies GELU whatever hidden_act says
     requires=BERT_REQUIRES,
@@ -210,9 +210,8 @@ def rotation_table(config: ModelConfig) -> torch.Tensor:
 # those angles (max_position_embeddings rows: the longest sequence it takes); export writes them.
 # RoFormerModel has no pooler; ours (BERT's, trained by NSP) travels under `pooler.dense`, which
 # transformers reports unused, so that the round trip loses nothing.
-ROFORMER = Family(
-    model_type="roformer",
-    prefix="roformer.",
+ROFORMER = family(
+    "RoFormer",
     config_keys=FACTORIZED_CONFIG,
     backbone={
         **{ours: theirs for ours, theirs in BERT_EMBEDDINGS.items() if ours != "embeddings.position_embeddings"},
@@ -221,7 +220,6 @@ ROFORMER = Family(
         "pooler": "pooler.dense",
     },
     heads={"mlm": BERT_MLM},
-    architectures={None: "RoFormerModel", "mlm": "RoFormerForMaskedLM"},
     # No position_offset: rotary attention sees only offsets between positions, so a model
     # whose positions start at 1 (RoBERTa's) computes the same function from 0.
     fixed={"position_encoding": "rotary"},
