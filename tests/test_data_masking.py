@@ -335,3 +335,20 @@ def test_the_command_line_refuses_a_fixed_count_with_spans_in_one_line(capsys):
     assert main(["--variant", "albert", "--mask-count", "round", "--plan"]) == 2  # albert masks spans of whole words
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "--mask-count round counts single tokens" in err
+
+
+@pytest.mark.parametrize("smoothing", [float("nan"), float("inf"), -0.5])
+def test_a_smoothing_exponent_that_is_not_a_finite_non_negative_number_is_refused(smoothing):
+    """NaN passes `smoothing < 0` and would weigh every token by NaN; infinity puts all the weight
+    on the rarest token: both are refused as a negative value is."""
+    with pytest.raises(ValueError, match=re.escape(f"--mask-smoothing {smoothing} weights which tokens a fixed count draws")):
+        masking(count="round", smoothing=smoothing, token_counts=np.ones(VOCAB))
+
+
+def test_the_command_line_refuses_mask_smoothing_nan_in_one_whole_line(capsys):
+    from minibert.runs.cli import main
+
+    assert main(["--variant", "bert", "--mask-count", "round", "--mask-smoothing", "nan", "--plan"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("train.py: error: --mask-smoothing nan weights which tokens a fixed count draws, by count^-A: give a "
+                   "finite A >= 0 with --mask-count round, stochastic or batch (DistilBERT's: 0.7 with batch) or drop it")

@@ -226,9 +226,9 @@ def check_count_options(count: str, max_predictions: int | None, smoothing: floa
     if max_predictions is not None and (count != "round" or max_predictions < 1):
         raise ValueError(f"--max-predictions {max_predictions} caps the count of --mask-count round: give a positive "
                          f"number with --mask-count round, or drop it")
-    if smoothing < 0 or (smoothing and count == "bernoulli"):
-        raise ValueError(f"--mask-smoothing {smoothing} weights which tokens a fixed count draws: give α >= 0 with "
-                         f"--mask-count round, stochastic or batch (DistilBERT's: batch), or drop it")
+    if not (math.isfinite(smoothing) and smoothing >= 0) or (smoothing and count == "bernoulli"):
+        raise ValueError(f"--mask-smoothing {smoothing} weights which tokens a fixed count draws, by count^-A: give a finite "
+                         f"A >= 0 with --mask-count round, stochastic or batch (DistilBERT's: 0.7 with batch) or drop it")
 
 
 def default_max_predictions(seq_len: int, mask_prob: float) -> int:
