@@ -325,3 +325,22 @@ def test_the_training_text_holds_every_training_text_and_no_dev_or_test_text(tmp
     written = path.read_text(encoding="utf-8")
     assert not any(marker in written for marker in planted)
     assert [text for document in read_documents([path]) for text in document] == texts  # the corpus reader's view
+
+
+def test_an_existing_training_text_file_is_kept_unless_overwrite_is_given(tmp_path, capsys):
+    glue, path = write_glue(tmp_path / "glue", n_train=4, n_dev=2, n_test=2), tmp_path / "corpus.txt"
+    path.write_text("the corpus a run was pretrained on\n", encoding="utf-8")
+    argv = ["--glue", str(glue), "--glue-tasks", "RTE", "--write-training-text", str(path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"python -m minibert.finetune: error: --write-training-text {path} already exists; "
+                                f"pass --overwrite to replace it, or name another file"]
+    assert path.read_text(encoding="utf-8") == "the corpus a run was pretrained on\n"
+    assert main([*argv, "--overwrite"]) == 0
+    assert "4 documents" in capsys.readouterr().out
+    assert [text for document in read_documents([path]) for text in document] == [
+        text for document in training_text(glue, ["RTE"]) for text in document]
+    assert main(["--glue", str(glue), "--write-training-text", str(tmp_path / "glue.txt"), "--overwrite"]) == 0  # none there yet
+    (tmp_path / "folder.txt").mkdir()
+    assert main(["--glue", str(glue), "--write-training-text", str(tmp_path / "folder.txt"), "--overwrite"]) == 2
+    assert "is a folder" in capsys.readouterr().err

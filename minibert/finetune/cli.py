@@ -61,7 +61,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                              "initialisation seed, no training) into OUT/untrained/ and print pretrained - untrained")
     parser.add_argument("--write-training-text", metavar="FILE.txt",
                         help="with --glue: write the training text of its tasks (train.tsv only, labels dropped) as a "
-                             "pretraining corpus, one document per row, and stop (no --init or --out needed)")
+                             "pretraining corpus, one document per row, and stop (no --init or --out needed; an existing "
+                             "FILE takes --overwrite)")
     parser.add_argument("--seeds", nargs="+", type=int, metavar="S",
                         help="with --glue: fine-tune each task once per seed and report each metric's median and range "
                              "(default: --seed alone)")
@@ -119,7 +120,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                              "without bf16 such as the T4 (default auto)")
     parser.add_argument("--skip-nonfinite", action="store_true",
                         help="skip (and count) steps whose loss or gradient is NaN/Inf instead of stopping")
-    parser.add_argument("--overwrite", action="store_true", help="replace a model already in --out")
+    parser.add_argument("--overwrite", action="store_true", help="replace a model already in --out, or the --write-training-text FILE")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     return parser
 
@@ -135,7 +136,7 @@ def run(args: argparse.Namespace) -> list[dict] | dict:
     contents (--glue: glue.json's)."""
     check_args(args)
     if args.write_training_text:
-        return write_training_text(args.glue, args.write_training_text, args.glue_tasks, args.max_train_examples)
+        return write_training_text(args.glue, args.write_training_text, args.glue_tasks, args.max_train_examples, args.overwrite)
     device = Distributed().device(args.device)
     amp = Precision.of(args.precision, device)  # a device or format that cannot work fails now
     if args.glue:

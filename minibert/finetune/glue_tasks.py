@@ -144,12 +144,16 @@ def training_text(glue_dir: str | Path, tasks: list[str] | None = None, max_rows
 
 
 def write_training_text(glue_dir: str | Path, path: str | Path, tasks: list[str] | None = None,
-                        max_rows: int | None = None) -> dict:
+                        max_rows: int | None = None, overwrite: bool = False) -> dict:
     """`training_text` as a pretraining corpus (.txt: one text per line, a blank line after each
-    document, as corpus/documents.py reads it); one line says what it holds."""
+    document, as corpus/documents.py reads it); one line says what it holds. A file already at
+    `path` is refused unless `overwrite` (a corpus a run was pretrained on may be there)."""
     glue_dir, path = Path(glue_dir), Path(path)
     if path.suffix != ".txt":
         raise ValueError(f"--write-training-text {path}: name a .txt file (one text per line, documents separated by blank lines)")
+    if path.is_dir() or (path.exists() and not overwrite):
+        raise FileExistsError(f"--write-training-text {path} is a folder; name a .txt file" if path.is_dir() else
+                              f"--write-training-text {path} already exists; pass --overwrite to replace it, or name another file")
     if not glue_dir.is_dir():
         raise NotADirectoryError(f"--glue {glue_dir} is not a folder; pass the folder GLUE's download script fills")
     names = [name for name in task_names(tasks) if (glue_dir / name / "train.tsv").is_file()]
