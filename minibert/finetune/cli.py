@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from . import tagged, tasks
@@ -22,9 +23,10 @@ from ..heads import POOLINGS
 from ..runs.cli import Parser, report_errors
 from ..operations.distributed import Distributed
 from ..operations.precision import Precision
+from ..operations.tensor_files import SAFETENSORS_FILE
 from ..training.settings import DEVICES, PRECISIONS
 from .checkpoint import check_out
-from .glue_sweep import run_glue
+from .glue_sweep import finished_runs, run_glue
 from .glue_tasks import GLUE_TASKS, write_training_text
 from .recipes import RECIPES
 from .job import DEFAULT_ALPHA, DEFAULT_EPOCHS, DEFAULT_MAX_LEN, DEFAULT_TEMPERATURE, TASKS, TaskFiles, finetune, load_backbone
@@ -126,9 +128,43 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
-    """Run the command; a problem the user can fix is one line on stderr and exit code 2."""
+    """Run the command; a problem the user can fix is one line on stderr and exit code 2, and
+    Ctrl-C one line saying what was kept and how to go on, exit code 130 (as pretraining's)."""
     argv = sys.argv[1:] if argv is None else argv
-    return report_errors(prog, argv, lambda: run(build_parser(prog).parse_args(argv)))
+    started, parsed = time.time(), []
+
+    def command() -> None:
+        parsed.append(build_parser(prog).parse_args(argv))
+        run(parsed[0])
+
+    try:
+        return report_errors(prog, argv, command)
+    except KeyboardInterrupt:
+        print(f"{prog}: {interrupted(parsed[0] if parsed else None, started)}", file=sys.stderr)
+        return 130
+
+
+def interrupted(args: argparse.Namespace | None, started: float) -> str:
+    """What Ctrl-C kept and how to go on, true at that moment. A --glue sweep reads back every run
+    that finished (`finished_runs`), so the same command trains only the rest; --train/--dev and
+    --tasks start over, and a model this command saved before the interruption takes --overwrite."""
+    if args is None or args.write_training_text or args.out is None:
+        return "interrupted before anything was written; run the same command again"
+    out = Path(args.out)
+    if args.glue:
+        finished = len(finished_runs(out))
+        if not finished:
+            return "interrupted before any run finished; run the same command again"
+        return (f"interrupted; {finished} finished run{'s' * (finished > 1)} kept in {out}: the same command reads "
+                f"{'them' if finished > 1 else 'it'} back and trains only the rest")
+    folders = [out / Path(folder).resolve().name for folder in args.tasks] if args.tasks else [out]
+    saved = [folder.name for folder in folders if (folder / SAFETENSORS_FILE).is_file()
+             and (folder / SAFETENSORS_FILE).stat().st_mtime >= started]
+    if not saved:
+        return "interrupted before a model was saved; run the same command again"
+    kept = f"the model{'s' * (len(saved) > 1)} of {', '.join(saved)}" if args.tasks else "the model"
+    return (f"interrupted; {kept} kept in {out}: running again starts over, and takes --overwrite to replace "
+            f"{'them' if len(saved) > 1 else 'it'}")
 
 
 def run(args: argparse.Namespace) -> list[dict] | dict:

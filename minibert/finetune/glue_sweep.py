@@ -149,11 +149,9 @@ def sweep(args: argparse.Namespace, found: list[GlueTask], seeds: list[int], rec
             run_args = task_args(args, seed, values, recipe, side)
             files = TaskFiles(f"{side.label}{task.name} seed {seed}", glue_dir / task.name / "train.tsv", glue_dir / task.name / task.dev,
                               run_folder(side, task, seed), task.columns, task.labels, args.max_train_examples)
-            report = read_back(args, files, task.metrics, run_args)
-            if report is None:
-                report = finetune(run_args, files, backbone, device, amp)
-                if task.mismatched:
-                    report = score_mismatched(task, glue_dir, files, report, run_args, device, amp)
+            report = read_back(args, files, task.file_metrics, run_args) or finetune(run_args, files, backbone, device, amp)
+            if task.mismatched and MISMATCHED not in report:  # scored once the model is saved: a run stopped before is scored now
+                report = score_mismatched(task, glue_dir, files, report, run_args, device, amp)
             scores[seed] = {metric: report[metric] for metric in task.metrics}
         results[task.name] = {**summary(task, scores, run_args), **({"lr_choice": choice} if choice else {})}
     return {"tasks": results, "averages": averages(found, results), "seed_averages": seed_averages(found, results, seeds)}
@@ -191,7 +189,15 @@ def planned_runs(args: argparse.Namespace, found: list[GlueTask], seeds: list[in
                 yield choice_folder(side, task, lr), task.file_metrics, run_args, "eval.json"
             continue
         for seed in seeds:
-            yield run_folder(side, task, seed), task.metrics, task_args(args, seed, values, recipe, side), SAFETENSORS_FILE
+            yield run_folder(side, task, seed), task.file_metrics, task_args(args, seed, values, recipe, side), SAFETENSORS_FILE
+
+
+def finished_runs(out: Path) -> list[Path]:
+    """The runs under a sweep's OUT that the same command reads back instead of training them
+    (`finished_run`): each seed's folder with its model and eval.json, each lr candidate's with its eval.json."""
+    seeds = [model.parent for model in out.rglob(f"seed-*/{SAFETENSORS_FILE}")]
+    return sorted(folder for folder in [*seeds, *(scores.parent for scores in out.rglob(f"{CHOOSE}/lr-*/eval.json"))]
+                  if (folder / "eval.json").is_file())
 
 
 def run_folder(side: Side, task: GlueTask, seed: int) -> Path:
