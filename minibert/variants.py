@@ -13,8 +13,10 @@ Every value a default run uses is here — its entry below, over what all the de
 share (`DEFAULT_MODEL`, their model size, and `MASK_PROB`, their masking rate) — or in
 Settings' own defaults (training/settings.py); a ModelConfig field named nowhere here keeps
 ModelConfig's own value, BERT-base's. The sizes are the DEFAULT RUN's: small enough that
-`python train.py --variant V` finishes in minutes on two CPU cores and visibly learns;
-`--hidden-size 768 --num-layers 12 ...` (or any ModelConfig field) scales them up.
+`python train.py --variant V` finishes in a few minutes on one CPU core (a model this narrow
+trains on one thread, runs/run.py's `default_threads`; docs/results.md section 7 times runs
+of this shape) and visibly learns; `--hidden-size 768 --num-layers 12 ...` (or any
+ModelConfig field) scales them up.
 
 The objectives decide the examples: "nsp" or "sop" among them asks for segment pairs of that
 kind (`example_layout`), none for packed full sentences; `--layout`, `--nsp`, `--sop` and
@@ -39,7 +41,7 @@ from .training.settings import Settings
 # 8k SentencePiece vocabulary, with what makes it learn context within minutes on a CPU
 # (bench/time_to_quality.py; docs/training.md has the ablation):
 #   rotary positions   attention can prefer a token's neighbours from the first step,
-#                      instead of first learning a position table (the largest single gain);
+#                      instead of first learning a position table;
 #   no dropout         a few passes over the corpus cannot overfit; dropout only slows learning.
 # None of these is a family's defining switch; CLASSIC below is the published recipe.
 DEFAULT_MODEL = dict(vocab_size=8000, hidden_size=128, num_layers=2, num_heads=2, intermediate_size=512,
@@ -104,7 +106,8 @@ VARIANTS: dict[str, Variant] = {
             settings=dict(masking="dynamic", max_span=3, whole_word=True),
         ),
         Variant(
-            "distilbert", "student = half a teacher's layers, first to last (--teacher); 5·soft CE (T=2) + 2·MLM + 1·cosine",
+            "distilbert", "student = half a teacher's layers (--teacher): 0, 2, 4, 7, 9, 11 of 12, layer 0 of the default 2; "
+                          "5·soft CE (T=2) + 2·MLM + 1·cosine",
             objectives=("kd",),
             settings=dict(masking="dynamic", lr=1e-3, steps=750),
         ),
@@ -112,7 +115,7 @@ VARIANTS: dict[str, Variant] = {
             "electra", "generator (1/4 width) + discriminator sharing embeddings; 1·MLM + 50·replaced token detection",
             # The paper's recipe: the generator (32 wide) reads the discriminator's 128-wide
             # embeddings through its own E -> H projection. Three changes make detection learn
-            # within the default budget (measured in docs/training.md): the paper's peak rate
+            # within the default budget (docs/training.md's ELECTRA section has the runs): the paper's peak rate
             # 5e-4, not the 2e-3 that suits MLM; ELECTRA's default run masking 25% (not its
             # paper's 15%): more replaced tokens, more positive examples per batch; and a
             # longer warm-up (15% of the steps, not 6%).

@@ -61,7 +61,7 @@ def masks_by_sequence(source, epoch):
 def test_static_masks_repeat_every_epoch_and_dynamic_masks_do_not(parts):
     static = batches(parts, "static", copies=2, batch_size=1)  # batch_size=1: no row is dropped
     first, second = masks_by_sequence(static, 0), masks_by_sequence(static, 1)
-    assert first == second and sum(map(len, first.values())) == static.n_copies
+    assert first == second and sum(map(len, first.values())) == static.n_examples
     dynamic = batches(parts, batch_size=1)
     first, second = masks_by_sequence(dynamic, 0), masks_by_sequence(dynamic, 1)
     assert first.keys() == second.keys() and sum(first[k] != second[k] for k in first) > 0.9 * len(first)
@@ -94,7 +94,7 @@ def test_resuming_from_a_state_dict_continues_exactly(parts, masking):
 
 def test_ddp_shards_are_disjoint_and_equal(parts):
     shards = [batches(parts, rank=rank, world_size=3) for rank in range(3)]
-    rows = [set(s.copies_of_epoch(4).tolist()) for s in shards]
+    rows = [set(s.rows_of_epoch(4).tolist()) for s in shards]
     assert len({len(r) for r in rows}) == 1 and len({len(s) for s in shards}) == 1
     assert not (rows[0] & rows[1] or rows[0] & rows[2] or rows[1] & rows[2])
     assert sum(map(len, rows)) > len(parts[1]) - 3

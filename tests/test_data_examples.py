@@ -120,8 +120,8 @@ def test_bert_s_static_copies_are_each_cut_anew_with_balanced_labels(seed, copie
     """BERT's dupe_factor passes (create_pretraining_data.py:create_training_instances): each copy
     of the corpus draws its own target lengths, cut points and random next segments, so the copies'
     segment pairs differ (most pairs of one copy are in no other), while each copy's NSP labels stay
-    balanced (within 6 standard deviations of 0.5). `write_examples(copies=k)` stores exactly the k
-    copies one after the other, and copy 0 is the examples of a run without copies."""
+    balanced (within 6 standard deviations of 0.5). `write_examples(copies=k)`, running
+    `dupe_factor_passes`, stores exactly the k copies one after the other, and copy 0 is the examples of a run without copies."""
     from minibert.corpus.stored_examples import write_examples
 
     shape = [[(d * 7 + s * 3) % 25 + 5 for s in range(20)] for d in range(30)]

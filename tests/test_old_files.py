@@ -41,8 +41,9 @@ def test_every_old_name_reads_as_todays(kind):
         assert upgrade(kind, {new: 3}) == {new: 3}
 
 
-def test_a_checkpoint_whose_data_order_has_an_old_name_resumes_there(tmp_path):
-    """A checkpoint saved when the data order's "copies" was called "rows" resumes at its position."""
+@pytest.mark.parametrize("old_name", ["rows", "copies"])
+def test_a_checkpoint_whose_data_order_has_an_old_name_resumes_there(tmp_path, old_name):
+    """A checkpoint saved when the data order's "examples" was called "rows" or "copies" resumes at its position."""
     examples = Examples(input_ids=np.full((12, 6), 7, dtype=np.int32), token_type_ids=np.zeros((12, 6), dtype=np.uint8),
                         lengths=np.full(12, 6, dtype=np.int32), sentence_label=None)
     masking = Masking(vocab_size=20, mask_id=4, never_masked=[0], never_drawn=[0], mask_prob=0.2, replace_probs=(0.8, 0.1, 0.1),
@@ -53,7 +54,7 @@ def test_a_checkpoint_whose_data_order_has_an_old_name_resumes_there(tmp_path):
     for _ in range(4):  # into the second epoch
         next(stream)
     order = served.state_dict()
-    old = {("rows" if name == "copies" else name): value for name, value in order.items()}  # as written before the rename
+    old = {(old_name if name == "examples" else name): value for name, value in order.items()}  # as written before the rename
     Checkpoints(tmp_path).save(4, {"step": 4, "ranks": [{"data": [old]}]})
     state, _ = Checkpoints(tmp_path).load()
     resumed = serve()

@@ -3,14 +3,19 @@
 One table: for every recipe, each rule the release fixes — masking rate, replace probabilities,
 count rule, static or dynamic masking and its copies, layout and short-sequence share, sequence
 lengths and phases, optimizer, learning rate, betas, ε, weight decay, warm-up, schedule, clipping,
-dropout, positions, vocabulary, sizes, the generator's, the distillation's weights, temperature and
-token set — with the value the release uses and where it says so (repository, file and function
-or flag). The recipe is read as `python train.py @recipes/X.txt` reads it (runs/cli.py's parser,
+dropout, positions, vocabulary, tokenizer, sizes, the generator's, the distillation's weights,
+temperature and token set — with the value the release uses and where it says so (repository,
+file and function or flag). The recipe is read as `python train.py @recipes/X.txt` reads it (runs/cli.py's parser,
 the variant's defaults underneath: variants.py, with_layout, run_architecture), so a value the
 recipe leaves to its variant counts as well.
 
 A rule marked `departs` is one where the recipe parts from its release on purpose: its value must
 differ, and the recipe's header comment must name the rule's flag and say why.
+
+The tokenizer is a rule like the others (`tokenizer_kind`: the kind the run trains, or whose
+vocabulary it reads), and the header's own words about it are held to the run too: every
+recipe that trains its vocabulary says which kind, and no header says a kind is trained that
+train.py does not train (`tokenizer_claims`).
 """
 
 from __future__ import annotations
@@ -18,10 +23,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import inspect
+import re
+
 import pytest
 
+from minibert.corpus.pipeline import build_pretraining_data
 from minibert.data.masking import default_max_predictions
 from minibert.objectives.rtd import generator_config
+from minibert.runs import run as run_py
 from minibert.runs.cli import parse
 from minibert.variants import get_variant, run_architecture, with_layout
 
@@ -37,13 +47,42 @@ class Rule:
 
     @property
     def flag(self) -> str:
-        name = {"warmup_steps": "warmup", "generator.num_heads": "generator_heads"}.get(self.key, self.key.split(".")[-1])
+        name = {"warmup_steps": "warmup", "generator.num_heads": "generator_heads",
+                "tokenizer_kind": "tokenizer"}.get(self.key, self.key.split(".")[-1])
         return "--" + name.replace("_", "-")
 
 
 def rules(source: str, prefix: str = "", **values) -> list[Rule]:
     """Several rules with one source: rules(SOURCE, "model.", hidden_size=768) -> Rule("model.hidden_size", 768, SOURCE)."""
     return [Rule(prefix + key, value, source) for key, value in values.items()]
+
+
+# The tokenizer: the kind of vocabulary a run trains on --data, or where it reads one from. A header
+# names a kind as spelled here.
+KINDS = ("SentencePiece unigram", "SentencePiece BPE", "WordPiece", "byte-level BPE")
+OWN_TOKENIZER = "train.py trains a SentencePiece unigram vocabulary on the corpus; --tokenizer DIR reads the release's own"
+
+
+def trained_kind() -> str:
+    """The kind train.py trains: build_pretraining_data's `tokenizer_model`, which runs/run.py leaves at
+    its default (no flag chooses another)."""
+    assert "tokenizer_model" not in inspect.getsource(run_py.build_batches), "a run chooses tokenizer_model: read it here"
+    model = inspect.signature(build_pretraining_data).parameters["tokenizer_model"].default
+    return {"unigram": "SentencePiece unigram", "bpe": "SentencePiece BPE"}[model]
+
+
+def run_tokenizer(variant, settings) -> str:
+    """Where the run's vocabulary comes from, in runs/run.py's `tokenizer_source` order: the teacher's,
+    the --init checkpoint's, --tokenizer's, the first phase's (--continue-from), else trained on --data."""
+    if variant.needs_teacher:
+        return "the teacher's"
+    if settings.init:
+        return "the --init checkpoint's"
+    if settings.tokenizer:
+        return "--tokenizer's"
+    if settings.continue_from:
+        return "the first phase's"
+    return trained_kind()
 
 
 BERT, CPD = "google-research/bert", "create_pretraining_data.py"
@@ -73,12 +112,16 @@ BERT_128 = [
     Rule("model.position_encoding", "learned", f"{BERT} modeling.py:embedding_postprocessor"),
     Rule("model.norm", "post", f"{BERT} modeling.py:transformer_model"),
     Rule("model.layer_norm_eps", 1e-12, f"{BERT} modeling.py:layer_norm"),
+    Rule("tokenizer_kind", "WordPiece", f"{BERT} tokenization.py:FullTokenizer (BERT-Base uncased's vocab.txt, "
+                                        "30,522 pieces, lowercased)", departs=OWN_TOKENIZER),
 ]
 PHASE_2 = {"seq_len": Rule("seq_len", 512, "BERT paper appendix A.2: 512 tokens for the last 10% of the steps"),
            "stop_at": Rule("stop_at", None, "BERT paper appendix A.2: phase 2 runs to the end of the schedule"),
            "max_predictions": Rule("max_predictions", 80, "NVIDIA DeepLearningExamples BERT run_pretraining.sh phase 2 "
                                    "(max_predictions_per_seq 80 at 512; google-research/bert README: 'around "
-                                   "max_seq_length * masked_lm_prob')")}
+                                   "max_seq_length * masked_lm_prob')"),
+           "tokenizer_kind": Rule("tokenizer_kind", "the first phase's", "BERT paper appendix A.2: phase 2 continues "
+                                  "phase 1's model, its vocabulary with it")}
 BERT_512 = [PHASE_2.get(rule.key, rule) for rule in BERT_128]
 
 FAIRSEQ, ROBERTA = "facebookresearch/fairseq", "RoBERTa paper Table 9 (the released roberta.base)"
@@ -99,6 +142,8 @@ ROBERTA_BASE = [
            intermediate_size=3072),
     Rule("model.position_encoding", "learned", f"{FAIRSEQ} fairseq/modules/learned_positional_embedding.py"),
     *rules("transformers roberta-base config.json", "model.", type_vocab_size=1, vocab_size=50265, layer_norm_eps=1e-5),
+    Rule("tokenizer_kind", "byte-level BPE", f"RoBERTa paper section 4.4 (GPT-2's byte-level BPE, 50K units; {FAIRSEQ} "
+                                             "fairseq/data/encoders/gpt2_bpe.py)", departs=OWN_TOKENIZER),
 ]
 
 ALBERT, ALBERT_OPT = "google-research/albert", "google-research/albert optimization.py:create_optimizer"
@@ -125,6 +170,8 @@ ALBERT_BASE = [
     Rule("model.position_encoding", "learned", f"{ALBERT} modeling.py:embedding_postprocessor"),
     Rule("model.share_layers", "all", f"{ALBERT} modeling.py:transformer_model (one layer's variables reused)"),
     Rule("model.activation", "gelu_tanh", f"{ALBERT_CONFIG} (hidden_act gelu_new)"),
+    Rule("tokenizer_kind", "SentencePiece unigram", f"{ALBERT} README.md (spm_train --model_type=unigram --vocab_size=30000: "
+                                                    "30k-clean.model, the release's spiece.model)"),
 ]
 
 ELECTRA = "google-research/electra"
@@ -156,6 +203,8 @@ ELECTRA_SMALL = [
     # heads max(1, hidden // 64), FFN 4 × hidden, depth generator_layers 1.0 of the discriminator's
     *rules(GENERATOR, "generator.", hidden_size=64, num_heads=1, intermediate_size=256, num_layers=12),
     Rule("rtd_tokens", "all", f"{ELECTRA} run_pretraining.py:PretrainingModel._get_discriminator_output"),
+    Rule("tokenizer_kind", "WordPiece", f"{CONF} (vocab_file: BERT's uncased vocab.txt, read by "
+                                        "build_pretraining_dataset.py with tokenization.FullTokenizer)", departs=OWN_TOKENIZER),
 ]
 
 DISTIL = "transformers examples/research_projects/distillation"
@@ -178,6 +227,8 @@ DISTILBERT = [
     Rule("optimizer", "adamw", f"{DISTILLER}.__init__ (AdamW)"),
     Rule("adam_betas", (0.9, 0.98), f"{DISTILLER}.__init__ (AdamW betas=(0.9, 0.98))"),
     Rule("schedule", "linear", f"{DISTILLER}.__init__ (get_linear_schedule_with_warmup)"),
+    Rule("tokenizer_kind", "the teacher's", f"{DISTIL}/scripts/binarized_data.py (the teacher's tokenizer, "
+                                            "bert-base-uncased)"),
 ]
 
 RELEASES = {"bert-base-128": BERT_128, "bert-base-512": BERT_512, "roberta-base": ROBERTA_BASE,
@@ -187,7 +238,8 @@ RELEASES = {"bert-base-128": BERT_128, "bert-base-512": BERT_512, "roberta-base"
 def run_values(argv: list[str]) -> dict[str, object]:
     """Every value of the run `python train.py ARGV` would make: its settings, its model's fields
     (model.X; a distillation's come from its teacher and are not known here), ELECTRA's generator
-    (generator.X), the warm-up in steps and the cap of --mask-count round as the run resolves it."""
+    (generator.X), the warm-up in steps, the cap of --mask-count round as the run resolves it and
+    where its vocabulary comes from (`run_tokenizer`)."""
     settings, overrides, _ = parse(argv)
     variant = get_variant(settings.variant)
     settings.check()
@@ -196,6 +248,7 @@ def run_values(argv: list[str]) -> dict[str, object]:
     values["warmup_steps"] = round(settings.warmup * settings.steps)
     cap = settings.max_predictions or default_max_predictions(settings.seq_len, settings.mask_prob)
     values["max_predictions"] = cap if settings.mask_count == "round" else None
+    values["tokenizer_kind"] = run_tokenizer(variant, settings)
     if not variant.needs_teacher:
         config = run_architecture(variant, settings, overrides)
         values.update({f"model.{name}": value for name, value in config.to_dict().items()})
@@ -269,3 +322,71 @@ def test_a_departure_the_header_does_not_explain_is_found(tmp_path):
     path.write_text("\n".join(line for line in lines if not (line.startswith("#") and "--masking" in line)) + "\n")
     found = disagreements(path, RELEASES["albert-base"])
     assert any("its header must say so, naming --masking" in line for line in found), found
+
+
+# What a header says about the tokenizer: "trains a 30,522-piece SentencePiece unigram vocabulary",
+# "the byte-level BPE is trained on it" — a verb of training and a kind, within one clause.
+TRAINED = r"(?:train|learn)(?:s|ed)?"
+KIND = "|".join(re.escape(kind).replace(r"\ ", r"\s+") for kind in KINDS)
+CLAIM = re.compile(rf"\b{TRAINED}\b[^.;]*?\b({KIND})\b|\b({KIND})\b[^.;]*?\b(?:is|are)\s+{TRAINED}\b")
+
+
+def header(path: Path) -> str:
+    """The recipe's header comment as one text, its lines joined."""
+    return " ".join(line.lstrip("#").strip() for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("#"))
+
+
+def tokenizer_claims(path: Path) -> list[str]:
+    """Where the header's words on the tokenizer and the run disagree: a kind the header says is
+    trained that the run does not train, or (a recipe aimed at a release) a trained kind it does not name."""
+    run = run_values([f"@{path}"])["tokenizer_kind"]
+    said = {" ".join(next(group for group in match.groups() if group).split()) for match in CLAIM.finditer(header(path))}
+    does = f"trains a {run} vocabulary" if run in KINDS else f"takes {run} vocabulary"
+    wrong = [f"{path.stem}: its header says a {kind} vocabulary is trained; the run {does}" for kind in sorted(said - {run})]
+    if run in KINDS and path.stem in RELEASES and run not in said:
+        wrong.append(f"{path.stem}: the run {does}; its header must say so (and how to use the release's own: --tokenizer DIR)")
+    return wrong
+
+
+def test_the_tokenizer_kinds_are_the_ones_train_py_knows():
+    assert trained_kind() in KINDS
+    assert {rule.value for rules in RELEASES.values() for rule in rules if rule.key == "tokenizer_kind"} <= {
+        *KINDS, "the teacher's", "the first phase's"}
+    assert all(any(rule.key == "tokenizer_kind" for rule in rules) for rules in RELEASES.values()), "a release without a tokenizer rule"
+
+
+@pytest.mark.parametrize("path", sorted(RECIPES.glob("*.txt")), ids=lambda path: path.stem)
+def test_each_recipe_says_which_tokenizer_it_trains(path):
+    assert not tokenizer_claims(path)
+
+
+@pytest.mark.parametrize("name, planted, found", [
+    ("roberta-base", "# The 50,265-piece byte-level BPE is trained on it.", "says a byte-level BPE vocabulary is trained"),
+    ("electra-small", "# It trains BERT's WordPiece on --data.", "says a WordPiece vocabulary is trained"),
+    ("distilbert", "# train.py trains a SentencePiece unigram vocabulary on --data.", "takes the teacher's vocabulary"),
+])
+def test_a_planted_tokenizer_claim_is_found(tmp_path, name, planted, found):
+    """A header that says a kind is trained which the run does not train (train.py trains one kind,
+    and a distillation none)."""
+    text = (RECIPES / f"{name}.txt").read_text(encoding="utf-8")
+    path = tmp_path / f"{name}.txt"
+    path.write_text(planted + "\n" + text, encoding="utf-8")
+    claims = tokenizer_claims(path)
+    assert len(claims) == 1 and found in claims[0], claims
+
+
+def test_a_header_silent_on_its_trained_tokenizer_is_found(tmp_path):
+    lines = (RECIPES / "albert-base.txt").read_text(encoding="utf-8").splitlines()
+    path = tmp_path / "albert-base.txt"
+    path.write_text("\n".join(line.replace("SentencePiece unigram", "SentencePiece") for line in lines) + "\n", encoding="utf-8")
+    claims = tokenizer_claims(path)
+    assert len(claims) == 1 and "its header must say so" in claims[0], claims
+
+
+def test_a_release_tokenizer_the_header_does_not_name_is_found(tmp_path):
+    """BERT's WordPiece is a departure: the header must name --tokenizer, the flag that reads it."""
+    lines = (RECIPES / "bert-base-128.txt").read_text(encoding="utf-8").splitlines()
+    path = tmp_path / "bert-base-128.txt"
+    path.write_text("\n".join(line for line in lines if not (line.startswith("#") and "--tokenizer" in line)) + "\n")
+    found = disagreements(path, RELEASES["bert-base-128"])
+    assert any("tokenizer_kind" in line and "naming --tokenizer" in line for line in found), found

@@ -66,7 +66,7 @@ def corpus_cost(files: list[Path], cache: Path, *, token_bytes: int, static_copi
     """The estimate for these files, cached in `cache` (its nearest existing folder's disk)."""
     text = sum(f.stat().st_size for f in files)
     tokens = text / BYTES_PER_TOKEN
-    examples = max(1, static_copies) * EXAMPLE_BYTES_PER_TOKEN  # static copies are examples of their own
+    examples = max(1, static_copies) * EXAMPLE_BYTES_PER_TOKEN  # each static copy stores its own examples
     per_token = ARRAY_BYTES_PER_TOKEN + (token_bytes - 2) + examples + static_copies * mask_prob * (2 + token_bytes)
     existing = next(p for p in (cache, *cache.parents) if p.exists())
     tokenizer = TOKENIZER_SECONDS * min(tokenizer_sentences, text / SENTENCE_BYTES) / TOKENIZER_SENTENCES

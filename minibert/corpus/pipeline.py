@@ -107,8 +107,8 @@ def build_pretraining_data(
     vocab_size, tokenizer_model ("unigram" | "bpe")   SentencePiece training settings.
     seq_len          maximum example length in tokens, special tokens included.
     layout           "nsp" (BERT) | "sop" (ALBERT) | "full_sentences" (RoBERTa).
-    masking          "static" (BERT: `dupe_factor` stored copies of the examples, each cut
-                     anew and masked once)
+    masking          "static" (BERT: `dupe_factor` copies of the corpus, each cut anew into
+                     its own examples, every example masked once: data/static_masks.py)
                      | "dynamic" (RoBERTa: a new mask every time; needs dupe_factor=1).
     mask_prob, replace_probs, whole_word, max_span   MLM options, see `masking.py`
                      (held-out batches always mask EVAL_MASK_PROB = 15% of tokens).
@@ -163,6 +163,7 @@ def build_pretraining_data(
     settings = dict(layout=layout, max_length=seq_len, short_seq_prob=short_seq_prob, seed=seed,
                     specials=(tokenizer.num_special(pair=False), tokenizer.num_special(pair=True)))
     # static masking: BERT's `dupe_factor` copies, each cut anew (its own pairs) and then masked once
+    # (the loop is the chapter's: data/static_masks.py `dupe_factor_passes`, run by write_examples)
     copies = dupe_factor if masking == "static" else 1
     train_examples = _examples(store, tokenizer, range(0, split), settings, workers, copies)
     static = None

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..data.examples import Examples, build_examples
 from ..data.masking import Masking
-from ..data.static_masks import StaticMasks, draw_static_masks
+from ..data.static_masks import StaticMasks, draw_static_masks, dupe_factor_passes
 from ..operations.files import read_json_object
 from ..tokenizers.base import Tokenizer
 from .storage import ArrayWriter, TokenStore, in_workers, open_array
@@ -81,7 +81,8 @@ def example_blocks(store: TokenStore, documents: range, block_tokens: int | None
 def write_examples(store: TokenStore, tokenizer: Tokenizer, documents: range, settings: dict, directory: Path,
                    workers: int = 1, copies: int = 1) -> Examples:
     """Cut and lay out the examples of `documents`, block by block, into `directory`'s files;
-    `copies` times over (BERT's static copies), one copy after the other.
+    `copies` times over (BERT's static copies: the chapter's loop, data/static_masks.py's
+    `dupe_factor_passes`), one copy after the other.
 
     Each block of each copy is cut with its own generator (`build_examples`' `block` and `copy`)
     and laid out in a worker process; the main process appends them in order, so memory holds a
@@ -90,7 +91,7 @@ def write_examples(store: TokenStore, tokenizer: Tokenizer, documents: range, se
     directory = Path(directory)
     labelled = settings["layout"] != "full_sentences"
     writers = ExampleWriters(directory, store.tokens.dtype, settings["max_length"], labelled)
-    blocks = [(copy, i, block) for copy in range(copies) for i, block in enumerate(example_blocks(store, documents))]
+    blocks = dupe_factor_passes(example_blocks(store, documents), copies)
     job = (store.directory, tokenizer, settings, documents)
     for examples in in_workers(_examples_of_block, job, blocks, workers):
         writers.append(examples)

@@ -7,7 +7,8 @@ Read in this order, each consuming what the one before produced:
                       as token ids, segment ids and a sentence label.
 2. `masking.py`       `Masking`: choose the positions to predict (tokens, whole words or
                       spans) and apply the 80/10/10 rule.
-3. `static_masks.py`  BERT's static masking: each example's copies masked once, up front.
+3. `static_masks.py`  BERT's static masking: the corpus cut into `dupe_factor` copies (the
+                      dupe-factor loop), every example masked once, up front.
 4. `dataset.py`       batches in a seeded, resumable, sharded order, with static or dynamic
                       (RoBERTa) masks.
 

@@ -2,12 +2,12 @@
 
 `PretrainingBatches` is what the training loop iterates. It owns four decisions:
 
-* **order** — each epoch visits every example once (under static masking the examples are
-  BERT's `dupe_factor` copies of the corpus, each cut and masked on its own), in a permutation
-  drawn from (seed, epoch): the same seed always gives the same sequence of batches.
-* **sharding** — under DDP, rank k of n takes every n-th copy of that permutation, so the
+* **order** — each epoch visits every example once (under static masking, the examples of
+  all BERT's `dupe_factor` copies of the corpus, each copy cut and masked on its own), in a
+  permutation drawn from (seed, epoch): the same seed always gives the same sequence of batches.
+* **sharding** — under DDP, rank k of n takes every n-th example of that permutation, so the
   ranks' shards are disjoint and equally long (no rank waits at the end of an epoch).
-* **masking** — *static* (BERT): each copy carries the mask stored for it when the
+* **masking** — *static* (BERT): each example carries the mask stored for it when the
   examples were built (`static_masks.py`), identical every epoch; *dynamic* (RoBERTa):
   a fresh mask is drawn for every batch served, from a generator seeded by
   (seed, epoch, rank, batch) — new every epoch, yet exactly reproducible.
@@ -30,7 +30,7 @@ from .examples import Examples
 from .masking import Masking
 from .static_masks import StaticMasks
 
-MASKINGS = ("static", "dynamic")  # BERT's masks stored with each copy, or RoBERTa's drawn anew for every batch
+MASKINGS = ("static", "dynamic")  # BERT's masks stored with each example, or RoBERTa's drawn anew for every batch
 
 
 class PretrainingBatches:
@@ -51,18 +51,17 @@ class PretrainingBatches:
             raise ValueError(f"rank={rank} must be in [0, world_size={world_size})")
         self.examples, self.masking, self.static_masks = examples, masking, static_masks
         self.n_examples = len(examples)
-        self.n_copies = len(examples)
-        if static_masks is not None and static_masks.n_copies != len(examples):
-            raise ValueError(f"{static_masks.n_copies} static masks for {len(examples)} examples: build them from these examples")
+        if static_masks is not None and static_masks.n_examples != self.n_examples:
+            raise ValueError(f"{static_masks.n_examples} static masks for {self.n_examples} examples: build them from these examples")
         self.batch_size, self.seed, self.rank, self.world_size, self.repeat = batch_size, seed, rank, world_size, repeat
-        self.copies_per_rank = self.n_copies // world_size
-        if self.copies_per_rank == 0 or (repeat and self.copies_per_rank < batch_size):
-            raise ValueError(f"{self.n_copies} examples cannot fill one batch of {batch_size} on each of {world_size} ranks; lower batch_size or use a larger corpus")
+        self.examples_per_rank = self.n_examples // world_size
+        if self.examples_per_rank == 0 or (repeat and self.examples_per_rank < batch_size):
+            raise ValueError(f"{self.n_examples} examples cannot fill one batch of {batch_size} on each of {world_size} ranks; lower batch_size or use a larger corpus")
         self.epoch = self.position = 0
 
     def __len__(self) -> int:
         """Batches per epoch on this rank (training drops the last, incomplete batch)."""
-        full, rest = divmod(self.copies_per_rank, self.batch_size)
+        full, rest = divmod(self.examples_per_rank, self.batch_size)
         return full + (rest > 0 and not self.repeat)
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
@@ -77,18 +76,18 @@ class PretrainingBatches:
 
     def epoch_batches(self, epoch: int, start: int = 0) -> Iterator[dict[str, torch.Tensor]]:
         """The batches of one epoch on this rank, from batch number `start` on."""
-        copies = self.copies_of_epoch(epoch)
+        rows = self.rows_of_epoch(epoch)
         for position in range(start, len(self)):
-            yield self.batch(epoch, position, copies[position * self.batch_size : (position + 1) * self.batch_size])
+            yield self.batch(epoch, position, rows[position * self.batch_size : (position + 1) * self.batch_size])
 
-    def copies_of_epoch(self, epoch: int) -> np.ndarray:
-        """This rank's example copies for `epoch`, in serving order."""
-        order = np.random.default_rng([self.seed, epoch]).permutation(self.n_copies) if self.repeat else np.arange(self.n_copies)
-        return order[self.rank :: self.world_size][: self.copies_per_rank]
+    def rows_of_epoch(self, epoch: int) -> np.ndarray:
+        """This rank's examples for `epoch` (their rows in `Examples`), in serving order."""
+        order = np.random.default_rng([self.seed, epoch]).permutation(self.n_examples) if self.repeat else np.arange(self.n_examples)
+        return order[self.rank :: self.world_size][: self.examples_per_rank]
 
-    def batch(self, epoch: int, position: int, copies: np.ndarray) -> dict[str, torch.Tensor]:
-        """Batch number `position` of `epoch`, of these example copies [B]: cut to the longest, masked."""
-        rows, examples = copies, self.examples  # under static masking too: each copy is an example of its own
+    def batch(self, epoch: int, position: int, rows: np.ndarray) -> dict[str, torch.Tensor]:
+        """Batch number `position` of `epoch`, of the examples at `rows` [B]: cut to the longest, masked."""
+        examples = self.examples
         lengths = torch.from_numpy(examples.lengths[rows].astype(np.int64))  # [B]
         longest = int(lengths.max())
         batch = {"input_ids": torch.from_numpy(examples.input_ids[rows, :longest].astype(np.int64)),  # [B, T]
@@ -96,8 +95,8 @@ class PretrainingBatches:
                  "token_type_ids": torch.from_numpy(examples.token_type_ids[rows, :longest].astype(np.int64))}
         if examples.sentence_label is not None:
             batch["sentence_label"] = torch.from_numpy(examples.sentence_label[rows].astype(np.int64))  # [B]
-        if self.static_masks is not None:  # BERT: the mask stored for each copy
-            return self.static_masks.apply(copies, batch)
+        if self.static_masks is not None:  # BERT: the mask stored for each example
+            return self.static_masks.apply(rows, batch)
         # RoBERTa: a new mask every time, from a generator seeded by where the batch is served.
         # SeedSequence hashes the four numbers into one 64-bit seed, so that nearby tuples get
         # unrelated generators (a sum such as seed + position would give seed 0's batch 1 the
@@ -108,11 +107,11 @@ class PretrainingBatches:
         return batch
 
     def state_dict(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "position": self.position, "seed": self.seed, "copies": self.n_copies, "world_size": self.world_size}
+        return {"epoch": self.epoch, "position": self.position, "seed": self.seed, "examples": self.n_examples, "world_size": self.world_size}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         """Continue exactly where `state_dict()` was taken (same data, seed and world size)."""
-        for key in ("seed", "copies", "world_size"):
+        for key in ("seed", "examples", "world_size"):
             if state[key] != self.state_dict()[key]:
                 raise ValueError(f"cannot resume: the saved data order has {key}={state[key]} but this one has {self.state_dict()[key]}; rebuild with the same corpus and settings")
         self.epoch, self.position = state["epoch"], state["position"]

@@ -83,7 +83,7 @@ class Masking:
         self.span_probs /= self.span_probs.sum()  # ... normalised
         # The chance that a unit begins a span. Not mask_prob / E[n]: spans begun a unit or two
         # apart overlap, and a token covered twice counts once, so that rate would fall short of
-        # mask_prob (36% for ALBERT's spans at 40%); `begin_probability` solves for the rate
+        # mask_prob, the more so the longer the spans; `begin_probability` solves for the rate
         # that covers mask_prob. Without spans (max_span = 1) it is mask_prob itself.
         self.begin_prob = begin_probability(mask_prob, self.span_probs)
 
@@ -190,9 +190,10 @@ def begin_probability(mask_prob: float, span_probs: torch.Tensor) -> float:
     A unit is covered when a span begins k units before it and is longer than k, for some k
     in 0..max_span-1: independent events of chance q · P(n > k). So the covered share is
     1 - Π_k (1 - q · P(n > k)). The naive q = mask_prob / E[n] counts a unit that two spans
-    cover twice (for ALBERT's spans of up to 3 words at 40%: 36% covered). The covered share is
-    a polynomial in q of degree max_span that grows with q, so bisection finds q for any
-    max_span; 50 halvings pin it to 1e-15. With max_span = 1 the product is 1 - q: q = mask_prob.
+    cover twice, so it covers less than mask_prob (tests/test_data_masking.py computes how much
+    less for the albert variant's spans). The covered share is a polynomial in q of degree
+    max_span that grows with q, so bisection finds q for any max_span; 50 halvings pin it to
+    1e-15. With max_span = 1 the product is 1 - q: q = mask_prob.
     """
     longer = span_probs.flip(0).cumsum(0).flip(0).tolist()  # P(n > k) for k = 0 .. max_span - 1
     low, high = 0.0, 1.0

@@ -12,14 +12,15 @@ and says, for EVERY token, whether it is the original or a replacement:
   back into the generator through the sample. The generator learns from its MLM loss only.
 * A sampled token that equals the original counts as "original" — the label says whether
   the token CHANGED, not whether it was masked.
-* Generator and discriminator share the token and position embeddings and the embedding
-  LayerNorm (one `Embeddings` module); each projects them to its own width. The
-  generator's MLM decoder is tied to those shared word embeddings.
+* Generator and discriminator share one `Embeddings` module: the token table, the segment
+  and position tables where the model has them (rotary positions, the default runs', have no
+  table) and the embedding LayerNorm; each projects them to its own width. The generator's
+  MLM decoder is tied to those shared word embeddings.
 * The generator is small — about 1/4 of the discriminator's width. A generator that is too
   good makes the discriminator's task impossible, and too little of its compute is left.
 * loss = mlm_weight · generator MLM + rtd_weight · `detection_loss` (heads.py: binary CE
   averaged over the real tokens): 1 and 50 in the electra variant (minibert/variants.py says why 50).
-* `tokens="masked"` is the paper's own diagnostic, "ELECTRA 15%" (its section 3.4): the
+* `tokens="masked"` is the paper's own diagnostic, "ELECTRA 15%" (its section 3.5): the
   same model, but the discriminator's loss reads only the masked positions, as MLM's does.
   It isolates the claim that learning from EVERY token is where the efficiency comes from.
 """
@@ -120,11 +121,14 @@ class ReplacedTokenDetection(nn.Module):
 def detection_metrics(scores: torch.Tensor, replaced: torch.Tensor) -> dict[str, torch.Tensor]:
     """How well the discriminator finds replacements, over the real tokens of a batch.
 
-    Accuracy alone hides failure: with ~14% of tokens replaced, answering "original"
-    everywhere scores 0.86. So, as the original ELECTRA code reports, also precision and
-    recall of the "replaced" call (score > 0), and the ROC AUC: the chance that a random
-    replaced token scores higher than a random original one (0.5 = no skill), computed
-    from the ranks of the scores (Mann-Whitney); 0.5 when a batch lacks either kind.
+    Accuracy alone hides failure: only a minority of tokens is replaced (at most the masked
+    share, fewer as the generator learns, since a right guess counts as original; the
+    `replaced_fraction` metric reports it, docs/results.md section 4 a run's), so answering
+    "original" everywhere scores 1 minus that share. So, as the original ELECTRA code
+    reports, also precision and recall of the "replaced" call (score > 0), and the ROC AUC:
+    the chance that a random replaced token scores higher than a random original one (0.5 =
+    no skill), computed from the ranks of the scores (Mann-Whitney); 0.5 when a batch lacks
+    either kind.
     """
     replaced = replaced.bool()
     called = scores > 0

@@ -13,7 +13,7 @@ from __future__ import annotations
 # what is stored -> {old name: today's name}
 RENAMED = {
     "model config": {"attention": "attention_backend"},  # ModelConfig's attention backend
-    "data order": {"rows": "copies"},  # the example copies a checkpoint's data order serves
+    "data order": {"rows": "examples", "copies": "examples"},  # how many examples a checkpoint's data order serves
 }
 
 

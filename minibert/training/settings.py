@@ -90,7 +90,7 @@ class Settings:
     batch_size: int = option(32, "sequences per optimizer step, over all processes and accumulation steps")
     grad_accum: int = option(1, "micro-steps whose gradients make one optimizer step")
     lr: float = option(2e-3, "peak learning rate (AdamW)")
-    warmup: float = option(0.06, "linear warm-up, as a fraction of --steps; then linear decay to zero")
+    warmup: float = option(0.06, "linear warm-up, as a fraction of --steps; then the --schedule's decay (linear by default, or cosine or wsd) to --min-lr")
     weight_decay: float = option(0.01, "AdamW weight decay (never on biases and LayerNorm weights)")
     clip: float = option(1.0, "clip the gradient norm to this (0 = no clipping)")
     seed: int = option(0, "seed of every random draw: initialisation, data order, masks, dropout")
