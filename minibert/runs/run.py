@@ -132,7 +132,7 @@ def print_plan(settings: Settings, model_overrides: dict) -> None:
     if device_peak(settings.plan_for, settings.device)[1] is None and not (variant.needs_teacher or settings.init):
         config = run_architecture(variant, settings, model_overrides)  # no peak to divide by: time a step here
         threads = settings.threads or default_threads(config)
-        timed = time_step(variant, settings, config, threads), threads
+        timed = time_step(variant, settings, config, threads)  # within the memory available (plan.py)
         if settings.data:
             cost = corpus_cost(variant, settings, model_overrides, None)
             build_seconds = 0.0 if cost.cached else cost.seconds
