@@ -334,7 +334,8 @@ def cpu_wall_time(settings: Settings, steps: int, timed: StepTiming, build_secon
         return timed.untimed()
     build = f", {duration(build_seconds)} building the corpus" if build_seconds else ""
     if settings.budget is not None:
-        return f"  wall time here: the --budget, {duration(settings.budget_seconds)}, plus its evaluations{build} ({timed.rate()})"
+        return (f"  wall time here: the --budget, {duration(settings.budget_seconds)}, plus its evaluations{build} "
+                f"({timed.rate()})")
     evaluations = 1 + math.ceil(steps / settings.eval_every)  # step 0, then each --eval-every and the last
     training = steps * timed.seconds
     evaluating = evaluations * settings.eval_batches * timed.seconds / timed.accum * EVAL_SHARE
