@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO))
 
 NOT_FUNCTIONS = ("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>")
 TRACED_STEP = 3  # trace from the end of optimizer step TRACED_STEP - 1 to the end of this one
-TARGET = (150, 7)  # the default run's step: at most this many lines, in at most this many files
+TARGET = (180, 8)  # the default run's step: at most this many lines, in at most this many files
 NANOGPT = (72, 2)  # lines and files of nanoGPT's train.py step, traced the same way by this script's tracer
 
 

@@ -366,10 +366,10 @@ def test_every_objective_has_the_members_the_pretrainer_reads():
     assert kinds == {"MaskedLanguageModeling", "SentencePairTask", "ReplacedTokenDetection", "KnowledgeDistillation"}
     for objective in built:
         assert isinstance(objective, Objective), type(objective).__name__
-        assert isinstance(objective.reads_output, bool) and isinstance(objective.reads_pooler, bool)
+        assert isinstance(objective.shares_pass, bool) and isinstance(objective.reads_pooler, bool)
 
     class NoPositions(torch.nn.Module):
-        reads_output, reads_pooler = True, False
+        shares_pass, reads_pooler = True, False
 
     assert not isinstance(NoPositions(), Objective)
 

@@ -12,7 +12,7 @@ import torch
 
 from minibert.runs.cli import main
 from minibert.operations.distributed import Distributed
-from minibert.training.loop import Window, train_step
+from minibert.training.loop import Logbook, NonFiniteLoss, NonfiniteCheck, Progress, train_step
 from minibert.operations.precision import Precision, resolve
 from minibert.training.settings import Settings
 from tiny_run import tiny_args, write_corpus
@@ -70,28 +70,28 @@ class Toy(torch.nn.Module):
 
 
 def step(amp, x, clip=1.0):
+    """One train_step of a Toy on input `x`: (its metrics, the weights after it, its NaN/Inf check)."""
     model = Toy()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    window = Window()
+    settings, dist = Settings(clip=clip), Distributed()
+    nonfinite = NonfiniteCheck(settings, dist, amp, resumable=False)
     batch = {"x": x, "attention_mask": torch.ones(1, 4)}
-    step = train_step(model, optimizer, [iter([batch])], 0.1, Settings(clip=clip), Distributed(), amp, window)
-    return step, model.w.detach(), window
+    metrics = train_step(model, optimizer, [iter([batch])], 0.1, settings, dist, amp, nonfinite)
+    return metrics, model.w.detach(), nonfinite
 
 
 def test_fp16_gradients_are_unscaled_before_clipping():
     amp = Precision("fp16", CPU)
-    taken, w, window = step(amp, torch.tensor([3.0, 4.0, 0.0, 0.0]))  # gradient norm 5, scaled by 65536
-    assert taken.taken and window.metrics == [taken.metrics]
-    assert float(taken.metrics["grad_norm"]) == pytest.approx(5.0)  # the true norm, not 5 * scale
+    metrics, w, _ = step(amp, torch.tensor([3.0, 4.0, 0.0, 0.0]))  # gradient norm 5, scaled by 65536
+    assert float(metrics["grad_norm"]) == pytest.approx(5.0)  # the true norm, not 5 * scale
     torch.testing.assert_close(w, torch.tensor([1 - 0.1 * 0.6, 1 - 0.1 * 0.8, 1.0, 1.0]))  # clipped to norm 1
-    assert float(taken.metrics["loss_scale"]) == 65536.0 and window.tokens == 4
+    assert float(metrics["loss_scale"]) == 65536.0
 
 
 def test_fp16_overflow_is_skipped_by_the_scaler_not_reported_as_nan():
     amp = Precision("fp16", CPU)
-    overflowed, w, window = step(amp, torch.tensor([1e35, 0.0, 0.0, 0.0]))  # finite loss, scaled gradient overflows
-    assert overflowed.taken and overflowed.metrics == {}  # taken (not a NaN fault), and nothing to average into the log
-    assert window.metrics == []
+    overflowed, w, _ = step(amp, torch.tensor([1e35, 0.0, 0.0, 0.0]))  # finite loss, scaled gradient overflows
+    assert overflowed == {}  # the step goes on (not a NaN fault), with nothing to average into the log
     assert torch.equal(w, torch.ones(4))  # no update
     assert amp.scaler.get_scale() == 32768.0  # the scaler backed off
 
@@ -100,7 +100,6 @@ def test_the_fp16_loss_scale_is_saved_with_a_checkpoint_and_restored(tmp_path):
     """A resumed fp16 run continues with the loss scale it had found, not the initial 65536."""
     from minibert.operations.checkpoint import Checkpoints
     from minibert.operations.state import rng_state
-    from minibert.training.loop import Progress
     from minibert.runs.resume import restore, training_state
 
     amp = Precision("fp16", CPU)  # built directly: resolve() refuses fp16 on a CPU
@@ -123,16 +122,32 @@ def test_the_fp16_loss_scale_is_saved_with_a_checkpoint_and_restored(tmp_path):
 
 def test_a_nonfinite_loss_is_a_fault_in_every_format():
     """fp16 decides at once (the scaler must, before its update); fp32 keeps the step's NaN/Inf
-    flags on the device, and the next look at the window names the step (`train` then stops the
-    run before any record or checkpoint: tests/test_training.py, tests/test_reliability.py)."""
-    faulty, w, window = step(Precision("fp16", CPU), torch.tensor([float("inf"), 0.0, 0.0, 0.0]))
-    assert not faulty.taken and torch.equal(w, torch.ones(4)) and window.metrics == []
+    flags on the device, and the next look names the step (`train` looks before any record or
+    checkpoint: tests/test_training.py, tests/test_reliability.py)."""
+    faulty, w, _ = step(Precision("fp16", CPU), torch.tensor([float("inf"), 0.0, 0.0, 0.0]))
+    assert faulty is None and torch.equal(w, torch.ones(4))  # no update
     for x, clip in ((torch.tensor([float("inf"), 0.0, 0.0, 0.0]), 1.0),
                     (torch.tensor([1e35, 1e35, 0.0, 0.0]), 0)):  # an infinite loss; an infinite gradient norm
-        _, _, window = step(Precision.of("fp32", CPU), x, clip=clip)
-        assert window.first_nonfinite(7, Distributed()) == 7
-    _, _, window = step(Precision.of("fp32", CPU), torch.tensor([1.0, 2.0, 0.0, 0.0]))
-    assert window.first_nonfinite(7, Distributed()) is None
+        metrics, _, nonfinite = step(Precision.of("fp32", CPU), x, clip=clip)
+        assert metrics is not None  # the update was taken: nothing was read back
+        with pytest.raises(NonFiniteLoss, match="at step 7"):
+            nonfinite.stop_if_any(Progress(step=7))
+    _, _, nonfinite = step(Precision.of("fp32", CPU), torch.tensor([1.0, 2.0, 0.0, 0.0]))
+    nonfinite.stop_if_any(Progress(step=7))
+    assert nonfinite.kept == []
+
+
+def test_the_logbook_averages_the_steps_that_log_and_counts_every_token(tmp_path):
+    """Skipped steps (None) and fp16 overflows ({}) add nothing to the means; every batch read adds its tokens."""
+    from minibert.runs.metrics import MetricsLog
+
+    logbook = Logbook(MetricsLog(tmp_path / "metrics.jsonl"), Distributed(), evaluation=None)
+    for mask in (torch.ones(2, 3), torch.tensor([[1, 1, 0]])):
+        logbook.count_tokens({"attention_mask": mask})
+    for metrics in ({"loss": torch.tensor(1.0)}, None, {}, {"loss": torch.tensor(3.0)}):
+        logbook.add(metrics)
+    assert logbook.tokens == 8 and logbook.means()["loss"] == 2.0
+    assert "loss" not in logbook.means() and logbook.tokens == 0  # each record starts the next one afresh
 
 
 # --- the command line ---------------------------------------------------------------------------

@@ -32,9 +32,9 @@ class Objective(Protocol):
     its own parts (a head, ELECTRA's generator, DistilBERT's teacher) move, train and save with
     the model; objectives do not subclass this: they have its members."""
 
-    reads_output: bool
+    shares_pass: bool
     """True: the loss reads the kept model's encoder pass over the batch, which `Pretrainer`
-    runs once for every objective that reads it and passes as `output`. False: the objective
+    runs once for all the objectives that share it and passes as `output`. False: the objective
     runs what it needs itself (ELECTRA's discriminator reads the corrupted batch, not this one)
     and is called with `output=None`."""
 
@@ -44,8 +44,8 @@ class Objective(Protocol):
 
     def needed_positions(self, batch: dict[str, torch.Tensor]) -> torch.Tensor | None:
         """The positions of `output` the loss reads, [B, T] bool, or None for every position.
-        Asked only when `reads_output`; the encoder's last layer computes the union of all
-        readers' positions only, so a position no one asks for is not exact there."""
+        Asked only when `shares_pass`; the encoder's last layer computes the union of the
+        sharing objectives' positions only, so a position no one asks for is not exact there."""
 
     def __call__(self, model, batch: dict[str, torch.Tensor], output) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """(loss, metrics) for the kept `model` on `batch`: the loss already weighted (the

@@ -107,7 +107,7 @@ def init_student_from_teacher(student: MaskedLM, teacher: MaskedLM) -> None:
 class KnowledgeDistillation(nn.Module):
     """An `Objective`: DistilBERT's triple loss; owns the frozen teacher."""
 
-    reads_output = True
+    shares_pass = True
     reads_pooler = False
 
     def __init__(self, teacher: MaskedLM, temperature: float, soft_weight: float, mlm_weight: float,

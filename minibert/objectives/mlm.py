@@ -35,7 +35,7 @@ def mlm_metrics(loss: torch.Tensor, logits: torch.Tensor, targets: torch.Tensor)
 class MaskedLanguageModeling(nn.Module):
     """An `Objective`: loss = weight · CE(the model's prediction, the original token) over the masked tokens."""
 
-    reads_output = True  # uses the kept model's pass over the batch
+    shares_pass = True  # uses the kept model's pass over the batch
     reads_pooler = False
 
     def __init__(self, weight: float):

@@ -87,7 +87,7 @@ def replace_masked(input_ids, labels, samples) -> tuple[torch.Tensor, torch.Tens
 class ReplacedTokenDetection(nn.Module):
     """An `Objective`: loss = mlm_weight · generator MLM + rtd_weight · `detection_loss` over `tokens`."""
 
-    reads_output = False  # the discriminator reads the corrupted batch, not the masked one
+    shares_pass = False  # the discriminator reads the corrupted batch, not the masked one
     reads_pooler = False
 
     def __init__(self, discriminator: ReplacedTokenDetector, generator_fraction: float, mlm_weight: float,
@@ -99,7 +99,7 @@ class ReplacedTokenDetection(nn.Module):
         self.mlm_weight, self.rtd_weight, self.tokens = mlm_weight, rtd_weight, tokens
 
     def needed_positions(self, batch):
-        return None  # never asked: this objective reads no shared pass (reads_output is False)
+        return None  # never asked: this objective reads no shared pass (shares_pass is False)
 
     def forward(self, model, batch, output=None):
         ids, mask, types, labels = batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], batch["labels"]

@@ -36,7 +36,7 @@ class SentencePairHead(nn.Module):
 class SentencePairTask(nn.Module):
     """An `Objective`: loss = weight · CE(2-way logits from the pooled [CLS] vector, sentence_label)."""
 
-    reads_output = True
+    shares_pass = True
     reads_pooler = True  # the pooled [CLS] vector
 
     def __init__(self, config: ModelConfig, name: str, weight: float):

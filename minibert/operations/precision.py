@@ -21,7 +21,6 @@ from contextlib import nullcontext
 
 import torch
 
-from ..training.loop import Step
 from ..training.settings import PRECISIONS
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -53,7 +52,8 @@ class Precision:
         precision.scaler.unscale_(optimizer)              # disabled for bf16/fp32, where each of
         precision.scaler.step(optimizer); .update()       # its calls is the plain operation
 
-    and `verdict`, what a NaN/Inf means in this format, for the steps that decide it at once.
+    `scales` (fp16) tells the loop that a NaN/Inf gradient may be an overflow of the scaled
+    gradients, which the scaler handles by skipping the update (loop.py's `NonfiniteCheck`).
     """
 
     def __init__(self, name: str, device: torch.device):
@@ -62,20 +62,6 @@ class Precision:
         self.autocast = torch.autocast(device.type, dtype=dtype) if dtype else nullcontext()  # reusable, one per run
         self.scaler = torch.amp.GradScaler(device.type, enabled=name == "fp16")
         self.scales = name == "fp16"  # gradients are scaled: an overflow then skips a step by design
-
-    def verdict(self, bad_loss: bool, bad_grad: bool, metrics: dict) -> Step:
-        """A step whose NaN/Inf flags were read before its update (fp16; --skip-nonfinite).
-
-        A NaN/Inf loss is a fault in every format: the step is not taken. So is a NaN/Inf
-        gradient, except under loss scaling: with a finite loss it means that the scaled
-        gradients overflowed, and the scaler's step skips the update and lowers the scale.
-        That is loss scaling at work: the step counts as taken, and stays out of the logged
-        means. A taken fp16 step logs its loss scale."""
-        if bad_loss or (bad_grad and not self.scales):
-            return Step(taken=False)
-        if bad_grad:
-            return Step()
-        return Step({**metrics, "loss_scale": torch.tensor(self.scaler.get_scale())} if self.scales else metrics)
 
     @classmethod
     def of(cls, name: str, device: torch.device) -> "Precision":

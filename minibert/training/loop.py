@@ -1,12 +1,13 @@
 """The one training loop — every variant, one process or many, CPU or GPU — and what it trains.
 
     for each optimizer step, until --steps are done (or the --budget deadline is reached):
-        lr ← warm-up, then linear decay (of the step, or of the seconds spent)
+        lr ← warm-up, then the --schedule's way down: linear, cosine, or warmup-stable-decay
+             (of the step, or of the seconds spent)
         for each of the grad_accum micro-batches:
             loss, metrics = module(batch)         # the objectives of the variant, summed
             backward(loss / grad_accum)
-        clip the gradient norm; a NaN/Inf loss or gradient stops the run (or skips the step)
-        AdamW step (optimizer.py)
+        clip the gradient norm
+        AdamW step (optimizer.py); a NaN/Inf loss or gradient stops the run (or skips the step)
         now and then: a line in metrics.jsonl, held-out evaluation (evaluate.py), a checkpoint
 
 `module` is whatever is trained: anything that maps a batch to (loss, metrics) — a
@@ -19,9 +20,8 @@ The loop is handed, and never builds, what surrounds the step: the processes it 
 (`dist`: one, or DDP under torchrun), the number format (`amp`: an autocast context, and the
 gradient scaler of fp16's loss scaling), where the records go (`log`), what a held-out
 evaluation shows and checks (`report`), and how a checkpoint is written (`save`). The run
-(runs/run.py) or a fine-tuning job builds them; the Protocols below say what the loop reads of
-each. Mixed precision is PyTorch's own recipe, read in place: each `amp.scaler` call is the
-plain operation unless --precision fp16 turns loss scaling on (operations/precision.py).
+(runs/run.py) or a fine-tuning job builds them; the Protocols at the end of this file say what
+the loop reads of each.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import math
 import sys
 import time
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Callable, Protocol
 
 import torch
@@ -44,43 +44,6 @@ from .evaluate import evaluate
 
 class NonFiniteLoss(RuntimeError):
     """A run whose loss or gradient became NaN/Inf; the message names the step and the ways out."""
-
-
-class Processes(Protocol):
-    """Where the loop runs: one process, or one of several under torchrun (operations/distributed.py)."""
-
-    enabled: bool  # more than one process: DDP averages the gradients during backward
-    is_main: bool  # the one process that writes and prints
-    world_size: int
-
-    def wrap(self, module: torch.nn.Module, device: torch.device) -> torch.nn.Module: ...
-    def sum(self, tensor: torch.Tensor) -> torch.Tensor: ...
-    def broadcast_float(self, value: float) -> float: ...
-
-
-class MixedPrecision(Protocol):
-    """The number format of the step (operations/precision.py): PyTorch's mixed-precision recipe."""
-
-    device: torch.device  # where the batches go
-    autocast: AbstractContextManager  # around each forward pass: matmuls in bf16/fp16, or a no-op for fp32
-    scaler: torch.amp.GradScaler  # fp16's loss scaling; each call is the plain operation in other formats
-    scales: bool  # fp16: gradients are scaled, so a step whose gradients overflowed is skipped by design
-
-    def verdict(self, bad_loss: bool, bad_grad: bool, metrics: dict) -> Step:
-        """A step whose NaN/Inf flags are read before its update: taken or not, and what it logs."""
-
-
-class Log(Protocol):
-    def write(self, record: dict) -> None: ...  # one record of metrics.jsonl (runs/metrics.py)
-
-
-class Evaluations(Protocol):
-    """What a held-out evaluation shows and checks (runs/report.py)."""
-
-    baselines: dict  # the guesses the model is measured against, logged once at step 0
-
-    def line(self, record: dict) -> str: ...  # the evaluation as one line
-    def check(self, record: dict, fraction: float) -> None: ...  # warn when the run, `fraction` done, falls behind
 
 
 class Pretrainer(nn.Module):
@@ -101,20 +64,20 @@ class Pretrainer(nn.Module):
             raise ValueError("a pretraining run needs at least one objective")
         self.model = model
         self.objectives = nn.ModuleDict(objectives)
-        self.readers = [objective for objective in objectives.values() if objective.reads_output]
+        self.sharing_pass = [objective for objective in objectives.values() if objective.shares_pass]
         # a pooler that no objective reads gets no gradient: DDP must be told (operations/distributed.py)
         self.unused_parameters = model.encoder.pooler is not None and not any(o.reads_pooler for o in objectives.values())
 
     def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         output = self.model.encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"],
-                                    needed=self.needed(batch)) if self.readers else None  # one pass for all readers
+                                    needed=self.needed(batch)) if self.sharing_pass else None  # one pass, shared
         losses = [objective(self.model, batch, output) for objective in self.objectives.values()]
         return sum(loss for loss, _ in losses), {name: value for _, metrics in losses for name, value in metrics.items()}
 
     def needed(self, batch: dict[str, torch.Tensor]) -> torch.Tensor | None:
-        """Where the encoder's last layer must run: every position a reader reads ([B, T] bool),
-        or None (everywhere) when one of them reads them all."""
-        needed = [objective.needed_positions(batch) for objective in self.readers]
+        """Where the encoder's last layer must run: every position an objective sharing the pass
+        reads ([B, T] bool), or None (everywhere) when one of them reads them all."""
+        needed = [objective.needed_positions(batch) for objective in self.sharing_pass]
         return None if any(n is None for n in needed) else functools.reduce(torch.logical_or, needed)
 
 
@@ -199,23 +162,12 @@ class Progress:
 
     def position(self, settings: LoopSettings) -> tuple[float, float]:
         """(done, total) in the run's own unit: optimizer steps, or seconds of its --budget."""
-        budget = settings.budget_seconds
-        return (self.step, settings.steps) if budget is None else (self.elapsed, budget)
+        return (self.step, settings.steps) if settings.budget_seconds is None else (self.elapsed, settings.budget_seconds)
 
-    def running(self, settings: LoopSettings) -> bool:
-        """Not at the end yet: of the steps (or the --budget), or of this phase (--stop-at)."""
+    def finished(self, settings: LoopSettings) -> bool:
+        """At the end: of the steps (or the --budget), or of this phase (--stop-at)."""
         done, total = self.position(settings)
-        return done < total and self.step < (settings.stop_at or math.inf)
-
-
-@dataclass
-class Step:
-    """What one optimizer step left. `taken` is False when a NaN/Inf loss or gradient was found
-    before the update, which then did not happen; `metrics` (device tensors) go into the logged
-    means, and are empty when nothing of the step does (not taken, or an fp16 overflow)."""
-
-    metrics: dict[str, torch.Tensor] = field(default_factory=dict)
-    taken: bool = True
+        return done >= total or self.step >= (settings.stop_at or math.inf)
 
 
 def train(module, optimizer, streams, eval_batches, settings: LoopSettings, progress: Progress, *, dist: Processes,
@@ -226,138 +178,208 @@ def train(module, optimizer, streams, eval_batches, settings: LoopSettings, prog
     `eval_batches`: the held-out batches, shown and checked by `report` (None: no evaluation).
     `save(progress)` writes a checkpoint (None: the run keeps none, as fine-tuning)."""
     model = dist.wrap(module, device)  # DDP under torchrun; the module itself in one process
-    window, record = Window(), {}
-    if progress.step == 0 and eval_batches is not None:  # where learning starts from
-        record = {"step": 0, "elapsed_s": 0.0, **report.baselines}
-        held_out(record, 0.0, module, eval_batches, settings, device, amp, report, dist)
-        if dist.is_main:
-            log.write(record)
-    started, elapsed_before = time.perf_counter(), progress.elapsed
+    evaluation = None if eval_batches is None else functools.partial(
+        evaluate_held_out, module, eval_batches, settings.eval_batches, device, amp, report, dist)
+    logbook = Logbook(log, dist, evaluation)
+    nonfinite = NonfiniteCheck(settings, dist, amp, resumable=save is not None)
+    streams = [map(logbook.count_tokens, stream) for stream in streams]  # each batch's tokens counted as it is read
+    record = logbook.write_start(report.baselines) if progress.step == 0 and evaluation is not None else {}
+    clock = Clock(progress, settings, dist)
     schedule = dict(peak=settings.lr, warmup=settings.warmup, schedule=settings.schedule, min_lr=settings.min_lr,
                     wsd_decay=settings.wsd_decay)
     model.train()  # evaluate() switches back to training mode after each evaluation
     with progress_bar(progress, settings, dist) as bar:
-        while progress.running(settings):
+        while not progress.finished(settings):
             lr = learning_rate(*progress.position(settings), **schedule)
-            if not train_step(model, optimizer, streams, lr, settings, dist, amp, window).taken:
-                if not settings.skip_nonfinite:
-                    raise nonfinite_loss(progress.step + 1, progress, settings, resumable=save is not None)
-                progress.skipped_steps += 1
-            progress.step += 1
-            progress.elapsed = elapsed_before + time.perf_counter() - started
-            if settings.budget_seconds is not None:  # every process must agree when the run ends: rank 0's clock decides
-                progress.elapsed = dist.broadcast_float(progress.elapsed)
-            done, total = progress.position(settings)
-            bar.update(min(bar.total, round(done)) - bar.n)
-
-            log_now, evaluate_now, save_now = due(progress, settings, save is not None)
-            if (log_now or save_now) and (bad := window.first_nonfinite(progress.step, dist)):
-                raise nonfinite_loss(bad, progress, settings, resumable=save is not None)  # before any record or save
-            if log_now:
-                record = {"step": progress.step, "elapsed_s": round(progress.elapsed, 2), **window.summary(dist), "lr": lr,
-                          "skipped_steps": progress.skipped_steps}
-                if evaluate_now and eval_batches is not None:
-                    held_out(record, done / total, module, eval_batches, settings, device, amp, report, dist)
-                if dist.is_main:
-                    log.write(record)
-                    bar.set_postfix(postfix(record))
-            if save_now:
-                save(progress)
-                progress.saved_step = progress.step
+            metrics = train_step(model, optimizer, streams, lr, settings, dist, amp, nonfinite)
+            if metrics is None:  # a NaN/Inf loss or gradient, found before the update (which did not happen)
+                nonfinite.skip_or_stop(progress)
+            logbook.add(metrics)
+            progress.step, progress.elapsed = progress.step + 1, clock.seconds()
+            bar.update(min(bar.total, round(progress.position(settings)[0])) - bar.n)
+            log_now, evaluate_now, save_now = what_is_due(progress, settings, saves=save is not None)
+            if log_now or save_now:
+                nonfinite.stop_if_any(progress)  # a NaN/Inf since the last look stops the run before any record or save
+                if log_now:
+                    record = logbook.write(progress, lr, settings, evaluate_now, bar)
+                if save_now:
+                    save(progress)
+                    progress.saved_step = progress.step
     return record
 
 
 def train_step(model, optimizer, streams, lr: float, settings: LoopSettings, dist: Processes, amp: MixedPrecision,
-               window: Window) -> Step:
-    """One optimizer step over len(streams) micro-batches, whose gradients add up (gradient accumulation)."""
-    for group in optimizer.param_groups:  # the schedule's learning rate for this step
-        group["lr"] = lr * group.get("lr_scale", 1.0)  # fine-tuning's layer-wise decay (build_optimizer's lr_scales)
+               nonfinite: NonfiniteCheck) -> dict[str, torch.Tensor] | None:
+    """One optimizer step over len(streams) micro-batches, whose gradients add up (gradient accumulation).
+    Returns the step's metrics (device tensors, averaged into the next log line), or None when a NaN/Inf
+    loss or gradient was found before the update, which then did not happen (`NonfiniteCheck`)."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr  # the schedule's learning rate for this step
     metrics: dict[str, torch.Tensor] = {}
     for micro, stream in enumerate(streams):
-        batch = window.read(next(stream), amp.device)
-        sync_gradients(model, dist, micro == len(streams) - 1)
+        batch = {name: tensor.to(amp.device, non_blocking=True) for name, tensor in next(stream).items()}
+        if dist.enabled:  # DDP averages the gradients during backward: on the last micro-step only (the others add up)
+            model.require_backward_grad_sync = micro == len(streams) - 1
+        # amp is the number format (operations/precision.py). In fp32 it changes nothing: autocast is a no-op, and each
+        # amp.scaler call below is the plain operation (scale(x) is x, step(optimizer) is optimizer.step()); bf16 and
+        # fp16 run the forward's matmuls in 16 bits, and fp16 alone scales the loss
         with amp.autocast:
             loss, values = model(batch)  # forward: the loss of each objective, and their sum
         amp.scaler.scale(loss / len(streams)).backward()  # backward (fp16: of the loss times the loss scale)
         metrics = {n: metrics.get(n, 0.0) + v.detach().float() / len(streams) for n, v in {"loss": loss, **values}.items()}
     amp.scaler.unscale_(optimizer)  # fp16: the gradients divided back, so that clipping sees the true norm
     metrics["grad_norm"] = torch.nn.utils.clip_grad_norm_(model.parameters(), settings.clip or math.inf)
-    step = window.check(metrics, dist, amp, now=settings.skip_nonfinite or amp.scales)
-    if step.taken:
-        amp.scaler.step(optimizer)  # the optimizer's step (fp16 after an overflow: none, and a smaller loss scale)
+    metrics = nonfinite.check(metrics)  # None: a NaN/Inf found now; by default looked at later, with no wait for the GPU
+    if metrics is not None:
+        amp.scaler.step(optimizer)  # the update (fp16 after an overflow: none, and a smaller loss scale)
         amp.scaler.update()
     optimizer.zero_grad(set_to_none=True)
-    return step
+    return metrics
 
 
-def sync_gradients(model, dist: Processes, now: bool) -> None:
-    """DDP averages the gradients during backward; with gradient accumulation, on the last micro-step
-    only (`now`): the others add to each process's own gradients, with no communication."""
-    if dist.enabled:
-        model.require_backward_grad_sync = now
+class NonfiniteCheck:
+    """What the loop does about a NaN/Inf loss or gradient: stop the run, naming the step, before any
+    record or checkpoint; or, under --skip-nonfinite, leave the step's update out and count it.
 
-
-class Window:
-    """The steps since the last log line: each taken step's metrics, and the tokens read.
-
-    The host never waits for the device in a step: the tokens are counted before the batch is
-    copied, and whether a step's loss or gradient was NaN/Inf stays on the device, in
-    `nonfinite`, until the next logging or saving step reads it (`first_nonfinite`: `train`
-    then stops the run, before any record or checkpoint). Only --skip-nonfinite and fp16 read
-    it at once (`check`): they must decide before the update.
+    When it looks is a GPU speed trick. Reading a device value on the host (`.item()`, `.tolist()`,
+    `if tensor:`) makes the host wait until the GPU has run everything queued so far, and the GPU
+    then idles while the host prepares the next step: a stall every step. So, by default, a step's
+    NaN/Inf flags stay on the device (`kept`), its update is taken, and the next logging or saving
+    step reads all of them at once (`stop_if_any`): the host never waits for the GPU within a step.
+    Two cases must decide before the update, and read the flags at once, one wait a step:
+    --skip-nonfinite, which leaves a faulty step's update out, and fp16 (`amp.scales`), whose loss
+    scaling must tell a gradient overflow from a fault.
     """
 
-    def __init__(self):
-        self.metrics: list[dict[str, torch.Tensor]] = []
-        self.tokens = 0
-        self.nonfinite: list[torch.Tensor] = []  # each step's [loss, gradient] NaN/Inf flags not read yet, on the device
-        self.started = time.perf_counter()
+    def __init__(self, settings: LoopSettings, dist: Processes, amp: MixedPrecision, resumable: bool):
+        self.settings, self.dist, self.amp, self.resumable = settings, dist, amp, resumable
+        self.at_once = settings.skip_nonfinite or amp.scales
+        self.kept: list[torch.Tensor] = []  # each step's [loss, gradient] NaN/Inf flags since the last look, on the device
 
-    def read(self, batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
-        """The batch on the device, its real tokens counted on the host, before the copy."""
+    def check(self, metrics: dict[str, torch.Tensor]) -> dict[str, torch.Tensor] | None:
+        """The step's metrics to log (none: {}), or None when its update must not happen."""
+        self.kept.append((~torch.isfinite(torch.stack([metrics["loss"], metrics["grad_norm"].float()]))).float())
+        return self.decide_now(metrics) if self.at_once else metrics  # deferred: no read of the device, no wait
+
+    def decide_now(self, metrics: dict[str, torch.Tensor]) -> dict[str, torch.Tensor] | None:
+        """The flags just kept, read at once: one read of the device, where one process's NaN/Inf
+        decides for all of them.
+
+        A NaN/Inf loss is a fault in every format: no update. So is a NaN/Inf gradient, except under
+        fp16's loss scaling: with a finite loss it means that the scaled gradients overflowed, and the
+        scaler's step leaves the update out and lowers the scale. That is loss scaling at work, not a
+        fault: the step goes on, and none of its metrics goes into the logged means. A taken fp16
+        step logs its loss scale."""
+        bad_loss, bad_gradient = (self.dist.sum(self.kept.pop()) > 0).tolist()
+        if bad_loss or (bad_gradient and not self.amp.scales):
+            return None
+        if bad_gradient:
+            return {}
+        return {**metrics, "loss_scale": torch.tensor(self.amp.scaler.get_scale())} if self.amp.scales else metrics
+
+    def skip_or_stop(self, progress: Progress) -> None:
+        """A step found faulty before its update: counted under --skip-nonfinite, else the run stops there."""
+        if not self.settings.skip_nonfinite:
+            raise nonfinite_loss(progress.step + 1, progress, self.settings, self.resumable)
+        progress.skipped_steps += 1
+
+    def stop_if_any(self, progress: Progress) -> None:
+        """Stop the run at the first step since the last look (`progress.step` the newest) whose loss
+        or gradient was NaN/Inf in any process: one read of the device for all of them."""
+        flags = self.dist.sum(torch.stack(self.kept)).amax(1).tolist() if self.kept else []
+        self.kept = []
+        bad = next((progress.step - len(flags) + 1 + i for i, flag in enumerate(flags) if flag), None)
+        if bad is not None:
+            raise nonfinite_loss(bad, progress, self.settings, self.resumable)
+
+
+class Logbook:
+    """The log side of the loop: the records of metrics.jsonl, each over the steps since the last one.
+
+    Between two records it keeps each step's metrics (device tensors, averaged only when a record
+    is written: no step waits for the device) and counts the real tokens of each batch as it is
+    read (`count_tokens`, on the host, before the batch is copied to the device), for tokens_per_s.
+    """
+
+    def __init__(self, log: Log, dist: Processes, evaluation: Callable[[dict, float], None] | None):
+        self.log, self.dist, self.evaluation = log, dist, evaluation  # evaluation(record, fraction): evaluate_held_out
+        self.restart()
+
+    def restart(self) -> None:
+        """The next record begins: no steps, no tokens, its clock at now."""
+        self.steps: list[dict[str, torch.Tensor] | None] = []
+        self.tokens, self.since = 0, time.perf_counter()
+
+    def count_tokens(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The batch, its real tokens counted: a host tensor, so no wait for the device."""
         self.tokens += int(batch["attention_mask"].sum())
-        return {name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()}
+        return batch
 
-    def check(self, metrics: dict[str, torch.Tensor], dist: Processes, amp: MixedPrecision, now: bool) -> Step:
-        """The step as taken, its NaN/Inf flags kept for later; or, `now`, decided by one read of the device."""
-        flags = (~torch.isfinite(torch.stack([metrics["loss"], metrics["grad_norm"].float()]))).float()  # [loss, gradient]
-        if now:
-            return self.decide(flags, metrics, dist, amp)
-        self.nonfinite.append(flags)
-        self.metrics.append(metrics)
-        return Step(metrics)
+    def add(self, metrics: dict[str, torch.Tensor] | None) -> None:
+        """A step's metrics; a step with none (skipped: None; an fp16 overflow: {}) adds nothing to the means."""
+        self.steps.append(metrics)
 
-    def decide(self, flags: torch.Tensor, metrics: dict[str, torch.Tensor], dist: Processes, amp: MixedPrecision) -> Step:
-        """The step decided before its update (--skip-nonfinite, fp16): one read of the device,
-        where one process's NaN/Inf decides for all of them; what it means is the format's (`amp.verdict`)."""
-        step = amp.verdict(*(dist.sum(flags) > 0).tolist(), metrics)
-        if step.metrics:
-            self.metrics.append(step.metrics)
-        return step
+    def write_start(self, baselines: dict) -> dict:
+        """Step 0's record: where learning starts from, on the held-out batches, beside the baselines."""
+        record = {"step": 0, "elapsed_s": 0.0, **baselines}
+        self.evaluation(record, 0.0)
+        if self.dist.is_main:
+            self.log.write(record)
+        return record
 
-    def first_nonfinite(self, step: int, dist: Processes) -> int | None:
-        """The first step since the last look (`step` being the newest) whose loss or gradient
-        was NaN/Inf in any process, or None: one read of the device for all of them."""
-        flags = dist.sum(torch.stack(self.nonfinite)).amax(1).tolist() if self.nonfinite else []
-        self.nonfinite = []
-        return next((step - len(flags) + 1 + i for i, flag in enumerate(flags) if flag), None)
+    def write(self, progress: Progress, lr: float, settings: LoopSettings, evaluate: bool, bar: tqdm) -> dict:
+        """The record of the step just done: the means since the last one, and a held-out evaluation if `evaluate`."""
+        record = {"step": progress.step, "elapsed_s": round(progress.elapsed, 2), **self.means(), "lr": lr,
+                  "skipped_steps": progress.skipped_steps}
+        if evaluate and self.evaluation is not None:
+            done, total = progress.position(settings)
+            self.evaluation(record, done / total)
+        if self.dist.is_main:
+            self.log.write(record)
+            bar.set_postfix(postfix(record))
+        return record
 
-    def summary(self, dist: Processes) -> dict[str, float]:
-        """Means over the window and over all processes; starts a new window."""
-        result = {}
-        if self.metrics:
-            names = sorted(self.metrics[0])
-            means = torch.stack([torch.stack([step[n] for step in self.metrics]).mean() for n in names])
-            result = dict(zip(names, (dist.sum(means) / dist.world_size).tolist()))
-        result["tokens_per_s"] = self.tokens * dist.world_size / max(time.perf_counter() - self.started, 1e-9)
-        self.__init__()
+    def means(self) -> dict[str, float]:
+        """The metrics' means over the steps since the last record and over all processes (one read of
+        the device), and the tokens read per second; starts the next record."""
+        result, steps = {}, [metrics for metrics in self.steps if metrics]
+        if steps:
+            names = sorted(steps[0])
+            means = torch.stack([torch.stack([step[n] for step in steps]).mean() for n in names])
+            result = dict(zip(names, (self.dist.sum(means) / self.dist.world_size).tolist()))
+        result["tokens_per_s"] = self.tokens * self.dist.world_size / max(time.perf_counter() - self.since, 1e-9)
+        self.restart()
         return result
 
 
-def due(progress: Progress, settings: LoopSettings, saves: bool) -> tuple[bool, bool, bool]:
-    """What the step just done is due for: (a log line, a held-out evaluation, a checkpoint).
-    Each comes every so many steps, and all three at the end (an evaluation is logged too)."""
-    last = not progress.running(settings)
+def evaluate_held_out(module, batches, count: int, device: torch.device, amp: MixedPrecision, report: Evaluations,
+                      dist: Processes, record: dict, fraction: float) -> None:
+    """A held-out evaluation (evaluate.py) into `record`, shown in one line (above the progress bar:
+    the curve stays on screen) and checked by `report`; `fraction`: the share of the run done."""
+    record.update(evaluate(module, batches, count, device, amp.autocast))
+    if dist.is_main:
+        tqdm.write(report.line(record))
+        sys.stdout.flush()
+    report.check(record, fraction)
+
+
+class Clock:
+    """The seconds the run has spent in the loop, over every resumed part of it. Under --budget they
+    decide when the run ends, and every process must agree: rank 0's clock decides."""
+
+    def __init__(self, progress: Progress, settings: LoopSettings, dist: Processes):
+        self.started, self.before = time.perf_counter(), progress.elapsed
+        self.budget, self.dist = settings.budget_seconds, dist
+
+    def seconds(self) -> float:
+        seconds = self.before + time.perf_counter() - self.started
+        return seconds if self.budget is None else self.dist.broadcast_float(seconds)
+
+
+def what_is_due(progress: Progress, settings: LoopSettings, saves: bool) -> tuple[bool, bool, bool]:
+    """Whether the step just done is due for (a log line, a held-out evaluation, a checkpoint). Each
+    comes every so many steps, and all three at the end (an evaluation is logged too)."""
+    last = progress.finished(settings)
     evaluate_now = progress.step % settings.eval_every == 0 or last
     save_now = saves and (progress.step % settings.save_every == 0 or last)
     return progress.step % settings.log_every == 0 or evaluate_now, evaluate_now, save_now
@@ -368,17 +390,6 @@ def progress_bar(progress: Progress, settings: LoopSettings, dist: Processes) ->
     unit, total = ("step", settings.steps) if settings.budget_seconds is None else ("s", round(settings.budget_seconds))
     return tqdm(total=total, initial=min(total, round(progress.position(settings)[0])), disable=not dist.is_main,
                 unit=unit, dynamic_ncols=True)
-
-
-def held_out(record: dict, fraction: float, module, batches, settings: LoopSettings, device: torch.device,
-             amp: MixedPrecision, report: Evaluations, dist: Processes) -> None:
-    """A held-out evaluation into `record`, shown in one line (above the progress bar: the
-    curve stays on screen) and checked by `report`; `fraction`: the share of the run done."""
-    record.update(evaluate(module, batches, settings.eval_batches, device, amp.autocast))
-    if dist.is_main:
-        tqdm.write(report.line(record))
-        sys.stdout.flush()
-    report.check(record, fraction)
 
 
 def nonfinite_loss(step: int, progress: Progress, settings: LoopSettings, resumable: bool) -> NonFiniteLoss:
@@ -396,3 +407,41 @@ def nonfinite_loss(step: int, progress: Progress, settings: LoopSettings, resuma
 def postfix(record: dict) -> dict[str, str]:
     """The progress bar's numbers: the training loss and throughput (evaluations get a line of their own)."""
     return {"loss": f"{record.get('loss', math.nan):.3f}", "tok_s": f"{record['tokens_per_s']:.0f}"}
+
+
+# --- What the loop reads of what it is handed -------------------------------------------------------
+# The run (runs/run.py) or a fine-tuning job builds these; the loop imports none of their modules.
+
+
+class Processes(Protocol):
+    """Where the loop runs: one process, or one of several under torchrun (operations/distributed.py)."""
+
+    enabled: bool  # more than one process: DDP averages the gradients during backward
+    is_main: bool  # the one process that writes and prints
+    world_size: int
+
+    def wrap(self, module: torch.nn.Module, device: torch.device) -> torch.nn.Module: ...
+    def sum(self, tensor: torch.Tensor) -> torch.Tensor: ...
+    def broadcast_float(self, value: float) -> float: ...
+
+
+class MixedPrecision(Protocol):
+    """The number format of the step (operations/precision.py): PyTorch's mixed-precision recipe."""
+
+    device: torch.device  # where the batches go
+    autocast: AbstractContextManager  # around each forward pass: matmuls in bf16/fp16, or a no-op for fp32
+    scaler: torch.amp.GradScaler  # fp16's loss scaling; each call is the plain operation in other formats
+    scales: bool  # fp16: gradients are scaled, so a step whose gradients overflowed is skipped by design
+
+
+class Log(Protocol):
+    def write(self, record: dict) -> None: ...  # one record of metrics.jsonl (runs/metrics.py)
+
+
+class Evaluations(Protocol):
+    """What a held-out evaluation shows and checks (runs/report.py)."""
+
+    baselines: dict  # the guesses the model is measured against, logged once at step 0
+
+    def line(self, record: dict) -> str: ...  # the evaluation as one line
+    def check(self, record: dict, fraction: float) -> None: ...  # warn when the run, `fraction` done, falls behind

@@ -15,11 +15,24 @@ def build_optimizer(model: torch.nn.Module, *, lr: float, weight_decay: float, o
     LayerNorm gains only shift and scale, and decaying them just fights the normalisation.
     They are exactly the 1-D parameters, so they form the no-decay group (BERT's exclusions).
     `betas` and `eps` are Adam's (RoBERTa: β2 0.98, for stability at large batches).
-    `lr_scales`: {parameter name: lr factor} (fine-tuning's layer-wise decay), each group's "lr_scale".
+
+    `lr_scales`: {parameter name: lr factor}, fine-tuning's layer-wise decay (finetune/layer_decay.py).
+    Each group then carries its factor ("lr_scale"), and a hook run before each update multiplies
+    the group's lr by it: the loop sets every group to the schedule's lr and knows nothing of it.
     """
     trainable = [((lr_scales or {}).get(name, 1.0), p) for name, p in model.named_parameters() if p.requires_grad]
     groups = [{"params": [p for s, p in trainable if s == scale and (p.ndim >= 2) == matrix],  # not matrix: biases, LayerNorm
                "weight_decay": weight_decay if matrix else 0.0, **({"lr_scale": scale} if lr_scales else {})}
               for scale in dict.fromkeys(s for s, _ in trainable) for matrix in (True, False)]  # two groups per lr factor
     kind = Lamb if optimizer == "lamb" else torch.optim.AdamW
-    return kind(groups, lr=lr, betas=tuple(betas), eps=eps)
+    built = kind(groups, lr=lr, betas=tuple(betas), eps=eps)
+    if lr_scales:
+        built.register_step_pre_hook(scale_lrs)
+    return built
+
+
+def scale_lrs(optimizer: torch.optim.Optimizer, args, kwargs) -> None:
+    """Before an update: each group's lr (the schedule's, set by the loop before every step) times
+    the group's own factor. A skipped update runs no hook, and the next step sets the lr afresh."""
+    for group in optimizer.param_groups:
+        group["lr"] *= group["lr_scale"]
