@@ -76,6 +76,19 @@ def test_no_weight_decay_on_biases_and_layernorm():
     assert decay["weight_decay"] == 0.1 and id(model.embedding_table) in {id(p) for p in decay["params"]}
 
 
+def test_lr_factors_scale_the_schedules_lr_at_each_update_without_compounding():
+    """Fine-tuning's layer-wise factors are the optimizer's (a hook before each update): the loop
+    sets every group to the schedule's lr, and each update runs at that times the group's factor."""
+    model = torch.nn.Linear(2, 2)
+    optimizer = build_optimizer(model, lr=1.0, weight_decay=0.0, lr_scales={"weight": 0.5, "bias": 0.25})
+    for lr in (1.0, 1.0, 0.1):
+        for group in optimizer.param_groups:
+            group["lr"] = lr  # what train_step does
+        model(torch.ones(1, 2)).sum().backward()
+        optimizer.step()
+        assert sorted(group["lr"] for group in optimizer.param_groups if group["params"]) == [0.25 * lr, 0.5 * lr]
+
+
 # --- state without pickle ------------------------------------------------------------------
 
 def test_state_round_trips_through_json_and_tensors():
