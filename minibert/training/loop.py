@@ -20,8 +20,10 @@ The loop is handed, and never builds, what surrounds the step: the processes it 
 (`dist`: one, or DDP under torchrun), the number format (`amp`: an autocast context, and the
 gradient scaler of fp16's loss scaling), where the records go (`log`), what a held-out
 evaluation shows and checks (`report`), and how a checkpoint is written (`save`). The run
-(runs/run.py) or a fine-tuning job builds them; the Protocols at the end of this file say what
-the loop reads of each.
+(runs/run.py) or a fine-tuning job builds them, and they are named by what provides them:
+`dist` is an operations/distributed.py:Distributed, `amp` an operations/precision.py:Precision,
+`log` a runs/metrics.py:MetricsLog, `report` a runs/report.py:HeldOutReport (the chapter imports
+none of that machinery).
 """
 
 from __future__ import annotations
@@ -30,9 +32,8 @@ import functools
 import math
 import sys
 import time
-from contextlib import AbstractContextManager
-from dataclasses import dataclass, fields
-from typing import Callable, Protocol
+from dataclasses import dataclass
+from typing import Callable
 
 import torch
 from torch import nn
@@ -40,6 +41,7 @@ from tqdm import tqdm
 
 from ..objectives import Objective
 from .evaluate import evaluate
+from .settings import LoopSettings
 
 
 class NonFiniteLoss(RuntimeError):
@@ -120,39 +122,6 @@ def wsd(done: float, total: float, warmup_units: int, wsd_decay: float) -> float
 SCHEDULES = {"linear": linear, "cosine": cosine, "wsd": wsd}
 
 
-@dataclass(frozen=True)
-class LoopSettings:
-    """Everything the loop (and the optimizer it steps) reads of a run, and nothing else.
-
-    Pretraining's `Settings` holds these among its many flags (`LoopSettings.of`);
-    fine-tuning sets them from its own few flags, so both run the same step, schedule,
-    clipping, NaN policy and metrics log.
-    """
-
-    steps: int  # optimizer steps (unless budget_seconds is set)
-    lr: float  # peak learning rate
-    warmup: float  # share of the run spent warming the learning rate up
-    weight_decay: float  # AdamW's, on matrices only
-    clip: float  # gradient-norm clip (0 = none)
-    seed: int  # the run's seed (fine-tuning's batch order)
-    log_every: int  # a metrics.jsonl line every N steps (and at the end)
-    eval_every: int  # held-out evaluation every N steps (and at the end)
-    save_every: int  # a checkpoint every N steps (and at the end)
-    eval_batches: int = 0  # held-out batches per evaluation
-    skip_nonfinite: bool = False  # skip (and count) NaN/Inf steps instead of stopping
-    budget_seconds: float | None = None  # train for this long instead of `steps`
-    out: str | None = None  # where the run's checkpoints are, for the NaN message
-    schedule: str = "linear"  # the learning rate after warm-up: a name in SCHEDULES
-    min_lr: float = 0.0  # where the schedule ends
-    wsd_decay: float = 0.2  # wsd: the final share of the run spent decaying
-    stop_at: int | None = None  # end this part of the run at this step (a first phase); the schedule runs over `steps`
-
-    @classmethod
-    def of(cls, settings) -> "LoopSettings":
-        """The loop's part of a pretraining run's `Settings` (same names)."""
-        return cls(**{field.name: getattr(settings, field.name) for field in fields(cls)})
-
-
 @dataclass
 class Progress:
     step: int = 0  # optimizer steps done
@@ -170,8 +139,8 @@ class Progress:
         return done >= total or self.step >= (settings.stop_at or math.inf)
 
 
-def train(module, optimizer, streams, eval_batches, settings: LoopSettings, progress: Progress, *, dist: Processes,
-          device: torch.device, amp: MixedPrecision, log: Log, report: Evaluations | None = None,
+def train(module, optimizer, streams, eval_batches, settings: LoopSettings, progress: Progress, *, dist,
+          device: torch.device, amp, log, report=None,
           save: Callable[[Progress], None] | None = None) -> dict:
     """Run optimizer steps until `settings.steps` (or the --budget deadline, or --stop-at);
     return the last logged record. `streams`: one batch iterator per micro-step.
@@ -208,7 +177,7 @@ def train(module, optimizer, streams, eval_batches, settings: LoopSettings, prog
     return record
 
 
-def train_step(model, optimizer, streams, lr: float, settings: LoopSettings, dist: Processes, amp: MixedPrecision,
+def train_step(model, optimizer, streams, lr: float, settings: LoopSettings, dist, amp,
                nonfinite: NonfiniteCheck) -> dict[str, torch.Tensor] | None:
     """One optimizer step over len(streams) micro-batches, whose gradients add up (gradient accumulation).
     Returns the step's metrics (device tensors, averaged into the next log line), or None when a NaN/Inf
@@ -251,7 +220,7 @@ class NonfiniteCheck:
     scaling must tell a gradient overflow from a fault.
     """
 
-    def __init__(self, settings: LoopSettings, dist: Processes, amp: MixedPrecision, resumable: bool):
+    def __init__(self, settings: LoopSettings, dist, amp, resumable: bool):
         self.settings, self.dist, self.amp, self.resumable = settings, dist, amp, resumable
         self.at_once = settings.skip_nonfinite or amp.scales
         self.kept: list[torch.Tensor] = []  # each step's [loss, gradient] NaN/Inf flags since the last look, on the device
@@ -301,7 +270,7 @@ class Logbook:
     read (`count_tokens`, on the host, before the batch is copied to the device), for tokens_per_s.
     """
 
-    def __init__(self, log: Log, dist: Processes, evaluation: Callable[[dict, float], None] | None):
+    def __init__(self, log, dist, evaluation: Callable[[dict, float], None] | None):
         self.log, self.dist, self.evaluation = log, dist, evaluation  # evaluation(record, fraction): evaluate_held_out
         self.restart()
 
@@ -352,8 +321,8 @@ class Logbook:
         return result
 
 
-def evaluate_held_out(module, batches, count: int, device: torch.device, amp: MixedPrecision, report: Evaluations,
-                      dist: Processes, record: dict, fraction: float) -> None:
+def evaluate_held_out(module, batches, count: int, device: torch.device, amp, report,
+                      dist, record: dict, fraction: float) -> None:
     """A held-out evaluation (evaluate.py) into `record`, shown in one line (above the progress bar:
     the curve stays on screen) and checked by `report`; `fraction`: the share of the run done."""
     record.update(evaluate(module, batches, count, device, amp.autocast))
@@ -367,7 +336,7 @@ class Clock:
     """The seconds the run has spent in the loop, over every resumed part of it. Under --budget they
     decide when the run ends, and every process must agree: rank 0's clock decides."""
 
-    def __init__(self, progress: Progress, settings: LoopSettings, dist: Processes):
+    def __init__(self, progress: Progress, settings: LoopSettings, dist):
         self.started, self.before = time.perf_counter(), progress.elapsed
         self.budget, self.dist = settings.budget_seconds, dist
 
@@ -385,7 +354,7 @@ def what_is_due(progress: Progress, settings: LoopSettings, saves: bool) -> tupl
     return progress.step % settings.log_every == 0 or evaluate_now, evaluate_now, save_now
 
 
-def progress_bar(progress: Progress, settings: LoopSettings, dist: Processes) -> tqdm:
+def progress_bar(progress: Progress, settings: LoopSettings, dist) -> tqdm:
     """The bar on rank 0, in steps, or in seconds of the --budget."""
     unit, total = ("step", settings.steps) if settings.budget_seconds is None else ("s", round(settings.budget_seconds))
     return tqdm(total=total, initial=min(total, round(progress.position(settings)[0])), disable=not dist.is_main,
@@ -407,41 +376,3 @@ def nonfinite_loss(step: int, progress: Progress, settings: LoopSettings, resuma
 def postfix(record: dict) -> dict[str, str]:
     """The progress bar's numbers: the training loss and throughput (evaluations get a line of their own)."""
     return {"loss": f"{record.get('loss', math.nan):.3f}", "tok_s": f"{record['tokens_per_s']:.0f}"}
-
-
-# --- What the loop reads of what it is handed -------------------------------------------------------
-# The run (runs/run.py) or a fine-tuning job builds these; the loop imports none of their modules.
-
-
-class Processes(Protocol):
-    """Where the loop runs: one process, or one of several under torchrun (operations/distributed.py)."""
-
-    enabled: bool  # more than one process: DDP averages the gradients during backward
-    is_main: bool  # the one process that writes and prints
-    world_size: int
-
-    def wrap(self, module: torch.nn.Module, device: torch.device) -> torch.nn.Module: ...
-    def sum(self, tensor: torch.Tensor) -> torch.Tensor: ...
-    def broadcast_float(self, value: float) -> float: ...
-
-
-class MixedPrecision(Protocol):
-    """The number format of the step (operations/precision.py): PyTorch's mixed-precision recipe."""
-
-    device: torch.device  # where the batches go
-    autocast: AbstractContextManager  # around each forward pass: matmuls in bf16/fp16, or a no-op for fp32
-    scaler: torch.amp.GradScaler  # fp16's loss scaling; each call is the plain operation in other formats
-    scales: bool  # fp16: gradients are scaled, so a step whose gradients overflowed is skipped by design
-
-
-class Log(Protocol):
-    def write(self, record: dict) -> None: ...  # one record of metrics.jsonl (runs/metrics.py)
-
-
-class Evaluations(Protocol):
-    """What a held-out evaluation shows and checks (runs/report.py)."""
-
-    baselines: dict  # the guesses the model is measured against, logged once at step 0
-
-    def line(self, record: dict) -> str: ...  # the evaluation as one line
-    def check(self, record: dict, fraction: float) -> None: ...  # warn when the run, `fraction` done, falls behind

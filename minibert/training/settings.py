@@ -1,6 +1,7 @@
 """Settings: everything a pretraining run is configured by besides the architecture, with its default.
 
     Settings        data, masking, objectives' weights, optimisation, bookkeeping: one dataclass
+    LoopSettings    the few of them the training loop reads, which fine-tuning sets too
     the choices     the names a setting may take (LAYOUTS, MASKINGS, PRECISIONS, RTD_TOKENS, ...)
 
 Settings is one flat dataclass, so that the command line, the saved `run.json` and the check
@@ -202,3 +203,36 @@ def parse_duration(text: str) -> float:
 def flag(name: str) -> str:
     """A field's command-line spelling: seq_len -> seq-len."""
     return name.replace("_", "-")
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    """Everything the loop (and the optimizer it steps) reads of a run, and nothing else.
+
+    Pretraining's `Settings` holds these among its many flags (`LoopSettings.of`);
+    fine-tuning sets them from its own few flags, so both run the same step, schedule,
+    clipping, NaN policy and metrics log.
+    """
+
+    steps: int  # optimizer steps (unless budget_seconds is set)
+    lr: float  # peak learning rate
+    warmup: float  # share of the run spent warming the learning rate up
+    weight_decay: float  # AdamW's, on matrices only
+    clip: float  # gradient-norm clip (0 = none)
+    seed: int  # the run's seed (fine-tuning's batch order)
+    log_every: int  # a metrics.jsonl line every N steps (and at the end)
+    eval_every: int  # held-out evaluation every N steps (and at the end)
+    save_every: int  # a checkpoint every N steps (and at the end)
+    eval_batches: int = 0  # held-out batches per evaluation
+    skip_nonfinite: bool = False  # skip (and count) NaN/Inf steps instead of stopping
+    budget_seconds: float | None = None  # train for this long instead of `steps`
+    out: str | None = None  # where the run's checkpoints are, for the NaN message
+    schedule: str = "linear"  # the learning rate after warm-up: a name in SCHEDULES
+    min_lr: float = 0.0  # where the schedule ends
+    wsd_decay: float = 0.2  # wsd: the final share of the run spent decaying
+    stop_at: int | None = None  # end this part of the run at this step (a first phase); the schedule runs over `steps`
+
+    @classmethod
+    def of(cls, settings) -> "LoopSettings":
+        """The loop's part of a pretraining run's `Settings` (same names)."""
+        return cls(**{field.name: getattr(settings, field.name) for field in dataclasses.fields(cls)})
