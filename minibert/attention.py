@@ -15,6 +15,7 @@ prepares.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -42,6 +43,16 @@ def attend(q, k, v, key_mask, backend: str, dropout_p: float) -> torch.Tensor:
     return F.dropout(probs, dropout_p) @ v  # each query's weighted sum of the values
 
 
+@dataclass
+class Sequences:
+    """How the tokens of x form sequences: what attention reads beside x, the same at every layer
+    (`Encoder.embed` makes it)."""
+
+    key_mask: torch.Tensor | None = None  # [B, T] bool, True = real; None: all are, or x is packed
+    rotary: tuple[torch.Tensor, torch.Tensor] | None = None  # each token's (cos, sin) (`Rotary`); None: learned positions
+    packed: TokenLayout | None = None  # kernels/unpad.py: x is the real tokens alone, [tokens, H]; None: the [B, T] grid
+
+
 class SelfAttention(nn.Module):
     """Multi-head self-attention with ONE fused QKV projection: one [H, 3H] matmul reads the
     input once, and its output is split into queries, keys and values per head."""
@@ -49,28 +60,27 @@ class SelfAttention(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.num_heads, self.head_dim = config.num_heads, config.head_dim
-        # "auto" is SDPA: exact, fused and everywhere; the Triton kernel runs only when asked
-        # for (docs/attention.md says what would make it the default). --reference reads the naive math.
+        # "auto" is SDPA (docs/attention.md compares the backends); --reference reads the naive math.
         backend = "sdpa" if config.attention_backend == "auto" else config.attention_backend
         self.backend = "naive" if config.reference else backend
         self.dropout_p = config.attention_dropout
         self.qkv = nn.Linear(config.hidden_size, 3 * config.hidden_size)
         self.out = nn.Linear(config.hidden_size, config.hidden_size)
 
-    def forward(self, x, key_mask=None, rotary=None, packed=None) -> torch.Tensor:
-        """x [B, T, H] with key_mask [B, T] (True = real token), or the packed real tokens
-        [tokens, H] with their `packed` layout (kernels/unpad.py). `rotary`: the (cos, sin) of each
-        token's position (`Rotary`). Returns the same shape as x."""
-        return self.out(self.context(x, key_mask, rotary, packed))
+    def forward(self, x, sequences: Sequences, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """x [B, T, H] on the padded grid, or the packed real tokens [tokens, H] -> the same shape.
 
-    def context(self, x, key_mask=None, rotary=None, packed=None) -> torch.Tensor:
-        """Attention before the output projection: x [..., H] -> the heads' outputs, concatenated, [..., H]."""
-        qkv = self.heads(x, rotary)  # [B, T, 3, heads, d], or [tokens, 3, heads, d] packed
+        With `rows` (indices into x's rows, [B, T] flattened): the output at those rows only,
+        [rows, H] (`Sublayer.at_rows`). Every token still gives its key and value; only the
+        output projection is spared elsewhere."""
+        qkv = self.heads(x, sequences.rotary)  # [B, T, 3, heads, d], or [tokens, 3, heads, d] packed
         dropout_p = self.dropout_p if self.training else 0.0
-        if packed is not None:
-            return packed.attend(qkv, self.backend, dropout_p).flatten(-2)
-        q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))  # each [B, heads, T, d]: views, no copies
-        return attend(q, k, v, key_mask, self.backend, dropout_p).transpose(1, 2).flatten(-2)  # [B, T, H]
+        if sequences.packed is not None:
+            context = sequences.packed.attend(qkv, self.backend, dropout_p).flatten(-2)  # [tokens, H]: the heads side by side
+        else:
+            q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))  # each [B, heads, T, d]: views, no copies
+            context = attend(q, k, v, sequences.key_mask, self.backend, dropout_p).transpose(1, 2).flatten(-2)  # [B, T, H]
+        return self.out(context if rows is None else context.flatten(0, -2).index_select(0, rows))
 
     def heads(self, x, rotary=None) -> torch.Tensor:
         """x [..., H] -> queries, keys and values per head, [..., 3, heads, d] (q and k rotated by `rotary`)."""
@@ -80,11 +90,11 @@ class SelfAttention(nn.Module):
             qkv = torch.stack((rotate(q, *rotary), rotate(k, *rotary), v), dim=-3)
         return qkv
 
-    def probabilities(self, x, key_mask=None, rotary=None) -> torch.Tensor:
+    def probabilities(self, x, sequences: Sequences) -> torch.Tensor:
         """The attention probabilities, for looking inside: x [B, T, H] -> [B, heads, T, T]
         (before dropout). Computed apart from `forward`, because the fused kernels never hold them."""
-        q, k, _ = (t.transpose(1, 2) for t in self.heads(x, rotary).unbind(2))  # each [B, heads, T, d]
-        return attention_probs(q, k, key_mask)
+        q, k, _ = (t.transpose(1, 2) for t in self.heads(x, sequences.rotary).unbind(2))  # each [B, heads, T, d]
+        return attention_probs(q, k, sequences.key_mask)
 
 
 class Rotary(nn.Module):

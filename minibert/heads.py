@@ -24,7 +24,7 @@ from torch import nn
 
 from .config import ModelConfig
 from .data.masking import IGNORE_INDEX
-from .model import ACTIVATIONS, Encoder, ModelOutput, first_position, init_weights
+from .model import ACTIVATIONS, Encoder, ModelOutput, first_position_mask, init_weights
 
 
 @dataclass
@@ -242,7 +242,7 @@ class MaskedLM(EncoderWithHead):
             return MaskedLMOutput(**encoder_fields(out), logits=self.predict(out.last_hidden_state))
         # the loss reads the masked positions only: the last layer computes just those
         out = self.encoder(input_ids, attention_mask, token_type_ids, needed=labels != IGNORE_INDEX)
-        loss, masked_logits, _ = self.masked_lm_loss(out.needed_hidden_state, labels)
+        loss, masked_logits, _ = self.masked_lm_loss(out.last_hidden_state, labels)
         return MaskedLMOutput(**encoder_fields(out), masked_logits=masked_logits, loss=loss)
 
 
@@ -299,9 +299,9 @@ class SequenceClassifier(EncoderWithHead):
             out = self.encoder(input_ids, attention_mask, token_type_ids)
             pooled = mean_over_tokens(out.last_hidden_state, attention_mask)  # [B, T, H] -> [B, H]
         else:  # with labels (training) the loss reads position 0 only: the last layer computes just that
-            needed = None if labels is None else first_position(input_ids)
+            needed = None if labels is None else first_position_mask(input_ids)
             out = self.encoder(input_ids, attention_mask, token_type_ids, needed=needed)
-            pooled = out.pooled_or_first()
+            pooled = out.sentence_vector()
         logits = self.head(pooled)  # [B, num_labels]
         if labels is None:
             loss = None
@@ -324,7 +324,7 @@ class TokenClassifier(EncoderWithHead):
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> TokenClassifierOutput:
         needed = None if labels is None else labels != IGNORE_INDEX
         out = self.encoder(input_ids, attention_mask, token_type_ids, needed=needed)
-        logits = self.head(out.needed_hidden_state)  # [B, T, H] -> [B, T, num_labels]
+        logits = self.head(out.last_hidden_state)  # [B, T, H] -> [B, T, num_labels]
         loss = None
         if labels is not None:
             loss = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)

@@ -7,14 +7,13 @@
               ─► last_hidden_state  (─► pooler: tanh(Linear) of the first token)
 
 BERT, RoBERTa, ALBERT, DistilBERT and ELECTRA are all this encoder with different
-`ModelConfig` values. `Encoder.forward` reads as that recipe, with two speed tricks beside it,
-each a step a reader can skip: with `needed`, the last layer runs only at the positions a
-loss reads (`last_layer_at`: at the default albert run's 40% masking, about a fifth of the
-encoder's matmuls are skipped), and a batch that is mostly padding runs on its real tokens only
-(kernels/unpad.py); docs/speed.md measures both. Looking inside (every
-layer's states and attention probabilities) runs the same forward, on the padded grid,
-without either. `ModelConfig.reference` (`python train.py --reference`) turns both off, with
-the naive attention: the reference path, for reading and debugging, tested equal to the fast one.
+`ModelConfig` values. `Encoder.forward` reads as that recipe. Its two speed tricks are one
+branch beside it, `Encoder.fast_path`, a step a reader can skip: with `needed`, the last layer
+runs only at the positions a loss reads (`last_layer_at`), and a batch that is mostly padding
+runs on its real tokens only (kernels/unpad.py); docs/speed.md says what each saves. Looking
+inside (every layer's states and attention probabilities) runs the recipe alone, on the padded
+grid. `ModelConfig.reference` (`python train.py --reference`) turns both tricks off, with the
+naive attention: the reference path, for reading and debugging, tested equal to the fast one.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from .attention import Rotary, SelfAttention
+from .attention import Rotary, SelfAttention, Sequences
 from .config import ModelConfig
 from .kernels.unpad import TokenLayout
 
@@ -42,13 +41,9 @@ class ModelOutput:
     """What the Encoder returns. Each task model's output (heads.py) adds its own `logits` and
     `loss` to these.
 
-    last_hidden_state    [B, T, H], the last layer at every position. None when the caller
-                         passed `needed` on the fast path: the last layer then ran at the
-                         needed positions only, and its output is in needed_hidden_state.
-    needed_hidden_state  [B, T, H], what a caller that passed `needed` reads: exact at the
-                         needed positions, ZERO elsewhere on the fast path (sparse); the same
-                         tensor as last_hidden_state when every position was computed
-                         (`needed` None, the reference path, looking inside).
+    last_hidden_state    [B, T, H], the last layer's output (after the final LayerNorm). When
+                         the caller passed `needed` (`Encoder.forward`): exact at the needed
+                         positions (and position 0, with a pooler), on the fast path ZERO elsewhere.
     pooler_output        [B, H], tanh(Linear) of the first position, with a pooler.
     hidden_states        with output_hidden_states: num_layers + 1 tensors [B, T, H], the
                          embeddings (projected to H) and then each layer's output.
@@ -56,20 +51,19 @@ class ModelOutput:
                          layer's attention probabilities (before dropout; rows sum to 1).
     """
 
-    last_hidden_state: torch.Tensor | None = None
+    last_hidden_state: torch.Tensor | None = None  # always set by the Encoder
     pooler_output: torch.Tensor | None = None
-    needed_hidden_state: torch.Tensor | None = None
     hidden_states: tuple[torch.Tensor, ...] | None = None
     attentions: tuple[torch.Tensor, ...] | None = None
 
-    def pooled_or_first(self) -> torch.Tensor:
+    def sentence_vector(self) -> torch.Tensor:
         """[B, H]: what a sentence-level head reads — the pooled vector, or without a pooler
-        (ELECTRA, DistilBERT) the first position's state (computed whenever `needed` has position 0)."""
-        return self.pooler_output if self.pooler_output is not None else self.needed_hidden_state[:, 0]
+        (ELECTRA, DistilBERT) the first position's state (exact whenever `needed` holds position 0)."""
+        return self.pooler_output if self.pooler_output is not None else self.last_hidden_state[:, 0]
 
 
-def first_position(input_ids: torch.Tensor) -> torch.Tensor:
-    """[B, T] bool, True at position 0 ([CLS]): the `needed` of a sentence-level head."""
+def first_position_mask(input_ids: torch.Tensor) -> torch.Tensor:
+    """[B, T] bool, True at position 0 ([CLS]) only: the `needed` of a sentence-level head."""
     return (torch.arange(input_ids.shape[1], device=input_ids.device) == 0).expand_as(input_ids)
 
 
@@ -124,21 +118,31 @@ class Sublayer(nn.Module):
 
     def __init__(self, fn: nn.Module, config: ModelConfig):
         super().__init__()
-        self.fn = fn
+        self.fn = fn  # f, the branch; "fn" is in every checkpoint's names (attention.0.fn.qkv.weight)
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout)
         self.pre_norm = config.norm == "pre"
 
     def forward(self, x: torch.Tensor, *args) -> torch.Tensor:
-        return self.add(x, self.fn(self.branch_input(x), *args))
+        return self.residual_add(x, self.fn(self.fn_input(x), *args))
 
-    def branch_input(self, x: torch.Tensor) -> torch.Tensor:
+    def at_rows(self, x: torch.Tensor, rows: torch.Tensor, *args) -> torch.Tensor:
+        """The sublayer's output at some rows of x only: x [..., H], rows (indices into x's rows,
+        flattened) -> [rows, H]. f takes the `rows` itself: SelfAttention's output at a row reads
+        every token's key and value, so it cannot run on those rows alone."""
+        return self.residual_add(x.flatten(0, -2).index_select(0, rows), self.fn(self.fn_input(x), *args, rows=rows))
+
+    def probabilities(self, x: torch.Tensor, *args) -> torch.Tensor:
+        """An attention sublayer's attention probabilities at x (`SelfAttention.probabilities`)."""
+        return self.fn.probabilities(self.fn_input(x), *args)
+
+    def fn_input(self, x: torch.Tensor) -> torch.Tensor:
         """What f reads: LayerNorm(x) under pre-LN, x itself under post-LN."""
         return self.norm(x) if self.pre_norm else x
 
-    def add(self, residual: torch.Tensor, branch: torch.Tensor) -> torch.Tensor:
+    def residual_add(self, residual: torch.Tensor, fn_output: torch.Tensor) -> torch.Tensor:
         """The residual connection: x + dropout(f(...)), then LayerNorm under post-LN."""
-        x = residual + self.dropout(branch)
+        x = residual + self.dropout(fn_output)
         return x if self.pre_norm else self.norm(x)
 
 
@@ -161,12 +165,9 @@ def build_layers(config: ModelConfig) -> tuple[nn.ModuleList, nn.ModuleList]:
 
 class Encoder(nn.Module):
     """The backbone. forward() -> ModelOutput: last_hidden_state [B, T, H] and pooler_output [B, H]
-    (with a pooler); with `needed` on the fast path, needed_hidden_state [B, T, H] instead of
-    last_hidden_state (None)."""
+    (with a pooler)."""
 
-    # Unpad (kernels/unpad.py) from this share of padding in a batch on: below it the padded grid,
-    # the simpler path, is as fast (bench/unpad_threshold.py; docs/speed.md, where unpadding starts to pay).
-    UNPAD_FROM = 0.2
+    UNPAD_FROM = 0.2  # `unpads` a batch with this share of padding or more (docs/speed-measured.md#unpad)
 
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -179,10 +180,10 @@ class Encoder(nn.Module):
         self.attention, self.feed_forward = build_layers(config)
         self.final_norm = nn.LayerNorm(H, eps=config.layer_norm_eps) if config.norm == "pre" else nn.Identity()
         self.pooler = nn.Linear(H, H) if config.pooler else None
-        # The speed tricks, each switched off by --reference (the reference path, to read and debug with)
-        self.sparse_last_layer = not config.reference
-        self.unpad = config.unpad and not config.reference
-        self.packs_always = config.attention_backend == "triton" and not config.reference  # the kernel reads packed tokens
+        # The speed tricks (`fast_path`), all off under --reference (the reference path, to read and debug with)
+        self.speed_tricks = not config.reference
+        self.unpad = config.unpad and self.speed_tricks
+        self.unpads_every_batch = config.attention_backend == "triton" and self.speed_tricks  # the kernel reads packed tokens
         self.checkpoint_activations = False  # runs/levers.py switches it on (--checkpoint-activations)
         init_weights(self, config)
 
@@ -192,46 +193,76 @@ class Encoder(nn.Module):
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, needed=None,
                 output_hidden_states: bool = False, output_attentions: bool = False) -> ModelOutput:
-        """input ids [B, T] -> ModelOutput: last_hidden_state [B, T, H] (None with `needed`, below), pooler_output [B, H].
+        """input ids [B, T] -> ModelOutput: last_hidden_state [B, T, H], pooler_output [B, H].
 
         The recipe, a step a line: the embeddings (projected E → H), the layers, the final
-        LayerNorm (pre-LN), the states back on the [B, T] grid, the pooler. Two speed tricks
-        sit beside it, each a step to skip when reading: unpadding (in `embed`: the layers run on
-        the real tokens only) and, with `needed`, the last layer at the needed positions only.
+        LayerNorm (pre-LN), the pooler. The speed tricks are one branch, `fast_path`, to skip
+        when reading: unpadding (`embed` packs the real tokens of a batch that is mostly
+        padding) and, with `needed`, the last layer at the needed positions only.
 
         `needed` (optional, [B, T] bool): the positions whose final hidden state the caller
-        will read — the positions a loss reads, e.g. the masked ones for MLM. The last layer
-        then runs there only (`last_layer_at`), and the result is `needed_hidden_state` (zero
-        elsewhere; last_hidden_state is None). `output_hidden_states` / `output_attentions`
-        also return every layer's states / attention probabilities, as transformers does
-        (`look_inside`: every position, on the padded grid, no speed trick).
+        will read — the positions a loss reads, e.g. the masked ones for MLM. On the fast path
+        the last layer then runs there only (`last_layer_at`): last_hidden_state is exact at
+        the needed positions and ZERO elsewhere. With a pooler, position 0 is always computed
+        (the pooler reads it). The reference path and looking inside compute every position.
+        `output_hidden_states` / `output_attentions` also return every layer's states /
+        attention probabilities, as transformers does (`look_inside`: the recipe alone).
         """
         if output_hidden_states or output_attentions:
             return self.look_inside(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions)
-        sparse = needed is not None and self.sparse_last_layer  # the last layer at the needed positions only
-        x, key_mask, rotary, packed = self.embed(input_ids, attention_mask, token_type_ids, unpad=True)
-        for depth in range(self.config.num_layers - 1 if sparse else self.config.num_layers):
-            x = self.apply_layer(depth, x, key_mask, rotary, packed)  # [B, T, H], or [tokens, H] unpadded
-        rows = self.needed_rows(needed, packed) if sparse else None
-        x = self.last_layer_at(rows, x, key_mask, rotary, packed) if sparse else x  # [needed, H]
-        x = self.on_grid(self.final_norm(x), input_ids.shape, rows, packed)  # [B, T, H]
-        return ModelOutput(last_hidden_state=None if sparse else x, needed_hidden_state=x, pooler_output=self.pool(x))
+        x, sequences = self.embed(input_ids, attention_mask, token_type_ids, unpad=True)  # [B, T, H], or [tokens, H] unpadded
+        if sequences.packed is not None or (needed is not None and self.speed_tricks):
+            return self.fast_path(x, sequences, needed, input_ids.shape)
+        for depth in range(self.config.num_layers):
+            x = self.apply_layer(depth, x, sequences)
+        x = self.final_norm(x)
+        return ModelOutput(last_hidden_state=x, pooler_output=self.pool(x))
+
+    def fast_path(self, x: torch.Tensor, sequences: Sequences, needed, grid_shape: torch.Size) -> ModelOutput:
+        """`forward`'s layers, final LayerNorm and pooler with the speed tricks, which --reference
+        turns off: x unpadded ([tokens, H], `sequences.packed`) goes back onto the [B, T] grid at
+        the end, zeros at padding; with `needed`, the last layer runs at the needed positions only."""
+        for depth in range(self.config.num_layers - 1):
+            x = self.apply_layer(depth, x, sequences)
+        if needed is None:  # here to unpad only: the last layer at every real token, then [tokens, H] -> [B, T, H]
+            x = sequences.packed.unpack(self.final_norm(self.apply_layer(self.config.num_layers - 1, x, sequences)))
+        else:
+            x = self.last_layer_at(needed, x, sequences, grid_shape)
+        return ModelOutput(last_hidden_state=x, pooler_output=self.pool(x))
+
+    def last_layer_at(self, needed: torch.Tensor, x: torch.Tensor, sequences: Sequences,
+                      grid_shape: torch.Size) -> torch.Tensor:
+        """The last layer and the final LayerNorm at the needed positions only, back on the grid:
+        x [B, T, H] (or [tokens, H] unpadded) -> [B, T, H], zeros where nothing was needed.
+
+        Why: a loss often reads a few positions: for MLM the masked ones (the default albert
+        run's 40% of the tokens), one for NSP/SOP; the last layer's output anywhere else would
+        be thrown away. Attention still reads every token (its keys and values); the output
+        projection, the feed-forward and the LayerNorms run on the needed rows alone
+        (`Sublayer.at_rows`).
+        """
+        if self.pooler is not None:  # the pooler reads position 0: it is needed too, whatever the caller said
+            needed = needed | first_position_mask(needed)
+        rows = (needed.flatten() if sequences.packed is None else sequences.packed.pack(needed)).nonzero().squeeze(1)  # of x
+        attention, feed_forward = self.layer(self.config.num_layers - 1)
+        x = self.final_norm(feed_forward(attention.at_rows(x, rows, sequences)))  # [needed, H]
+        grid_rows = rows if sequences.packed is None else sequences.packed.grid_index.index_select(0, rows)  # in [B * T]
+        return x.new_zeros(grid_shape.numel(), x.shape[-1]).index_copy(0, grid_rows, x).view(*grid_shape, -1)
 
     def look_inside(self, input_ids, attention_mask, token_type_ids, output_hidden_states: bool,
                     output_attentions: bool) -> ModelOutput:
         """`forward` with every layer's states and attention probabilities: the same layers, at
         every position on the padded grid. The probabilities are computed apart, because the
         fused attention kernels never hold them."""
-        x, key_mask, rotary, _ = self.embed(input_ids, attention_mask, token_type_ids, unpad=False)
+        x, sequences = self.embed(input_ids, attention_mask, token_type_ids, unpad=False)
         hidden_states, attentions = [x], []  # the embeddings, then each layer's output; each layer's attention
         for depth in range(self.config.num_layers):
             if output_attentions:
-                attention = self.layer(depth)[0]
-                attentions.append(attention.fn.probabilities(attention.branch_input(x), key_mask, rotary))
-            x = self.apply_layer(depth, x, key_mask, rotary, None)
+                attentions.append(self.layer(depth)[0].probabilities(x, sequences))
+            x = self.apply_layer(depth, x, sequences)
             hidden_states.append(x)
         x = self.final_norm(x)
-        return ModelOutput(last_hidden_state=x, needed_hidden_state=x, pooler_output=self.pool(x),
+        return ModelOutput(last_hidden_state=x, pooler_output=self.pool(x),
                            hidden_states=tuple(hidden_states) if output_hidden_states else None,
                            attentions=tuple(attentions) if output_attentions else None)
 
@@ -239,64 +270,38 @@ class Encoder(nn.Module):
         """The pooler: tanh(Linear) of the first position [B, T, H] -> [B, H]; None without one."""
         return torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None
 
-    def embed(self, input_ids, attention_mask, token_type_ids, unpad: bool):
-        """The first step: ids [B, T] -> x [B, T, H] on the padded grid (or [tokens, H], the real
-        tokens alone, when the batch is unpadded), and what every layer reads beside it: the
-        key mask [B, T] (None when every token is real, or unpadded), the rotary angles, the
-        unpadded layout (None on the grid)."""
+    def embed(self, input_ids, attention_mask, token_type_ids, unpad: bool) -> tuple[torch.Tensor, Sequences]:
+        """The first step: ids [B, T] -> x [B, T, H] on the padded grid, and the `Sequences` every
+        layer reads beside it. With `unpad`, a batch the encoder `unpads` runs on its real tokens
+        alone: x [tokens, H], packed back to back (`Sequences.packed`, kernels/unpad.py)."""
         if input_ids.shape[1] > self.max_length:
             raise ValueError(f"sequence length {input_ids.shape[1]} exceeds the {self.max_length} positions this model "
                              f"has; truncate inputs to {self.max_length} tokens")
         positions = self.config.position_offset + torch.arange(input_ids.shape[1], device=input_ids.device)  # [T]
         token_type_ids = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
         key_mask = None if attention_mask is None or attention_mask.all() else attention_mask.bool()  # [B, T], True = real
-        mostly_padding = key_mask is not None and 1 - key_mask.float().mean() >= self.UNPAD_FROM
-        packed = None  # the padded grid; unpadded, where the real tokens sit (kernels/unpad.py)
-        if unpad and (self.packs_always or (self.unpad and mostly_padding)):  # the Triton kernel reads packed tokens only
+        packed = None  # the padded grid
+        if unpad and self.unpads(key_mask):  # [B, T] -> [tokens]: the packed layout knows which tokens form a sequence
             packed = TokenLayout.from_mask(torch.ones_like(input_ids) if key_mask is None else key_mask)
             input_ids, positions, token_type_ids = map(packed.pack, (input_ids, positions.expand(len(input_ids), -1), token_type_ids))
-            key_mask = None  # [B, T] -> [tokens]: the packed layout knows which tokens form a sequence
+            key_mask = None
         x = self.embedding_projection(self.embeddings(input_ids, positions, token_type_ids))  # [B, T, E] -> [B, T, H]
-        return x, key_mask, self.rotary(positions) if self.rotary is not None else None, packed
+        return x, Sequences(key_mask, self.rotary(positions) if self.rotary is not None else None, packed)
 
-    def apply_layer(self, depth: int, x: torch.Tensor, key_mask, rotary, packed) -> torch.Tensor:
+    def unpads(self, key_mask: torch.Tensor | None) -> bool:
+        """Whether the layers run on the real tokens only (kernels/unpad.py): every batch under the
+        Triton kernel, which reads packed tokens only; otherwise a batch with at least UNPAD_FROM
+        padding, the threshold bench/unpad_threshold.py finds (below it the padded grid, the
+        simpler path, pays as well: docs/speed.md)."""
+        return self.unpads_every_batch or (self.unpad and key_mask is not None and 1 - key_mask.float().mean() >= self.UNPAD_FROM)
+
+    def apply_layer(self, depth: int, x: torch.Tensor, sequences: Sequences) -> torch.Tensor:
         """The layer at `depth`: attention, then feed-forward. Under --checkpoint-activations its
         activations are recomputed in the backward instead of kept."""
         attention, feed_forward = self.layer(depth)
         if self.checkpoint_activations:
-            return checkpoint(lambda x: feed_forward(attention(x, key_mask, rotary, packed)), x, use_reentrant=False)
-        return feed_forward(attention(x, key_mask, rotary, packed))
-
-    def last_layer_at(self, rows: torch.Tensor, x: torch.Tensor, key_mask, rotary, packed) -> torch.Tensor:
-        """The last layer, computed for the given rows of x only: [B, T, H] (or [tokens, H]) -> [needed, H].
-
-        Why: a loss often reads a few positions (the masked share for MLM, one for NSP/SOP),
-        and the last layer's output anywhere else would be thrown away. Attention still reads
-        every token (its keys and values); the output projection, the feed-forward and the
-        LayerNorms run on the needed rows alone. The same formulas as `Sublayer` and
-        `SelfAttention`, only with the rows gathered before the output projection.
-        """
-        attention, feed_forward = self.layer(self.config.num_layers - 1)
-        context = attention.fn.context(attention.branch_input(x), key_mask, rotary, packed)  # every token
-        needed = context.flatten(0, -2).index_select(0, rows)  # [needed, H]
-        x = attention.add(x.flatten(0, -2).index_select(0, rows), attention.fn.out(needed))
-        return feed_forward(x)
-
-    def needed_rows(self, needed: torch.Tensor, packed) -> torch.Tensor:
-        """The needed positions as indices of the layers' rows (the flattened grid, or the packed
-        tokens). Position 0 with a pooler: it reads it."""
-        if self.pooler is not None:
-            needed = needed | first_position(needed)
-        return (needed.flatten() if packed is None else packed.pack(needed)).nonzero().squeeze(1)
-
-    @staticmethod
-    def on_grid(x: torch.Tensor, shape: torch.Size, rows: torch.Tensor | None, packed) -> torch.Tensor:
-        """The layers' rows back on the [B, T] grid, zeros where nothing was computed: the needed
-        `rows` only (the sparse last layer), or the real tokens (unpadded), or x itself."""
-        if rows is not None:  # [needed, H] -> [B, T, H] (unpad.scatter_rows' index_copy, written out)
-            grid_rows = rows if packed is None else packed.grid_index.index_select(0, rows)
-            return x.new_zeros(shape.numel(), x.shape[-1]).index_copy(0, grid_rows, x).view(*shape, -1)
-        return x if packed is None else packed.unpack(x)  # [tokens, H] -> [B, T, H]
+            return checkpoint(lambda x: feed_forward(attention(x, sequences)), x, use_reentrant=False)
+        return feed_forward(attention(x, sequences))
 
 
 def init_weights(module: nn.Module, config: ModelConfig) -> None:

@@ -291,16 +291,16 @@ def test_needed_positions_are_computed_exactly(lengths, extra, rate, norm, share
     expected = full_model(ids, mask, types)
     got = fast_model(ids, mask, types, needed=needed)
     read = needed & mask.bool()
-    torch.testing.assert_close(got.needed_hidden_state[read], expected.last_hidden_state[read], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got.last_hidden_state[read], expected.last_hidden_state[read], atol=1e-5, rtol=1e-5)
     dropped = ~needed
     if pooler:
         dropped[:, 0] = False  # the pooler's input is always computed
-    assert got.last_hidden_state is None and not got.needed_hidden_state[dropped].any()
+    assert got.last_hidden_state.shape == expected.last_hidden_state.shape and not got.last_hidden_state[dropped].any()
     if pooler:
         torch.testing.assert_close(got.pooler_output, expected.pooler_output, atol=1e-5, rtol=1e-5)
 
     def loss(out):
-        value = (out.needed_hidden_state[read] * weights[read]).sum()
+        value = (out.last_hidden_state[read] * weights[read]).sum()
         return value + out.pooler_output.sum() if pooler else value
     loss(expected).backward()
     loss(got).backward()
@@ -320,8 +320,8 @@ def test_masked_lm_with_labels_computes_the_last_layer_at_labeled_positions_only
     out = model(ids, mask, types, labels=labels)
     full = model(ids, mask, types)
     labelled = labels != -100
-    torch.testing.assert_close(out.needed_hidden_state[labelled], full.last_hidden_state[labelled])
-    assert out.last_hidden_state is None and not out.needed_hidden_state[~labelled].any()
+    torch.testing.assert_close(out.last_hidden_state[labelled], full.last_hidden_state[labelled])
+    assert not out.last_hidden_state[~labelled].any()
     torch.testing.assert_close(out.masked_logits, full.logits[labelled])
     expected = F.cross_entropy(full.logits[labelled], labels[labelled])
     torch.testing.assert_close(out.loss, expected)
@@ -341,7 +341,7 @@ def test_classifier_with_labels_gives_the_full_pass_logits_loss_and_gradients(po
     torch.testing.assert_close(out.logits, logits)
     expected = F.cross_entropy(logits, labels)
     torch.testing.assert_close(out.loss, expected)
-    assert not out.needed_hidden_state[:, 1:].any()
+    assert not out.last_hidden_state[:, 1:].any()
     expected.backward()
     out.loss.backward()
     for (name, a), b in zip(full.named_parameters(), fast.parameters()):

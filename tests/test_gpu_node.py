@@ -14,6 +14,7 @@ import pytest
 import torch
 from torch import nn
 
+from minibert.attention import Sequences
 from minibert.config import ModelConfig
 from minibert.heads import IGNORE_INDEX, MaskedLM
 from minibert.operations.distributed import Distributed
@@ -119,7 +120,7 @@ def test_compiled_layers_give_the_same_losses_without_graph_breaks_and_few_compi
     use_levers(compiled, compile=True)
     sublayer = compiled.encoder.attention[0]
     x = torch.randn(4, 12, 16)
-    explained = dynamo.explain(sublayer._orig_mod if hasattr(sublayer, "_orig_mod") else sublayer.forward)(x, None, None, None)
+    explained = dynamo.explain(sublayer._orig_mod if hasattr(sublayer, "_orig_mod") else sublayer.forward)(x, Sequences())
     assert explained.graph_break_count == 0 and explained.graph_count == 1
     optimizers = [torch.optim.AdamW(m.parameters(), lr=1e-2) for m in (plain, compiled)]
     for step, length in enumerate((12, 9, 12, 7)):  # batches cut to their longest: lengths vary

@@ -84,7 +84,7 @@ def test_looking_inside_is_the_plain_forward_keeping_what_each_layer_passes_on()
     assert len(out.hidden_states) == 4 and out.attentions is None
     assert torch.equal(out.hidden_states[0], embedded)
     assert torch.equal(out.hidden_states[-1], plain.last_hidden_state)  # post-LN: no final LayerNorm
-    assert torch.equal(out.last_hidden_state, plain.last_hidden_state) and out.needed_hidden_state is out.last_hidden_state
+    assert torch.equal(out.last_hidden_state, plain.last_hidden_state)
     assert torch.equal(out.pooler_output, plain.pooler_output)
 
 

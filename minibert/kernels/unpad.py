@@ -4,10 +4,10 @@ A padded batch [B, T] spends every embedding, projection and feed-forward matmul
 padding too. Where padding is heavy (sentence-level batches are often half padding), the
 encoder instead gathers the real tokens once into [tokens, ...], runs every layer on them,
 and scatters the result back into the grid at the end (ModernBERT's and MosaicBERT's
-"unpadding"); `Encoder.forward` decides when (`Encoder.UNPAD_FROM`, measured by
-bench/unpad_threshold.py). Where padding is light, as in the default albert run, the padded
-grid is as fast and simpler, so that step never comes here (roberta's and electra's
-full-sentence batches sometimes do).
+"unpadding"); `Encoder.unpads` decides when: from `Encoder.UNPAD_FROM` padding on, the threshold
+bench/unpad_threshold.py finds (docs/speed-measured.md#unpad). Where padding is light, as in the
+default albert run, the padded grid pays as well and is simpler, so that step never comes here
+(roberta's and electra's full-sentence batches sometimes do).
 
 Attention is the one layer that needs sequences back: the Triton kernel reads the packed
 tokens directly (FlashAttention's "varlen" interface: `cu_seqlens` marks where each sequence
@@ -32,8 +32,7 @@ class AttentionBucket:
 
     torch's attention kernels on the CPU want a padded [rows, max_seqlen] grid and spend the
     full max_seqlen² per row even where the key mask hides it. Grouping sequences by length
-    before padding cuts that waste (lengths uniform in [T/8, T]: ~2.4× the attention FLOPs
-    the real tokens need in one grid, ~1.2× in four buckets).
+    before padding cuts that waste (docs/speed.md#where-the-speed-comes-from).
     """
 
     num_tokens: int
@@ -115,7 +114,7 @@ def _bucket(lengths: torch.Tensor) -> AttentionBucket:
 
 # Moving rows by an index: index_select / index_copy rather than `grid[index]` and
 # `grid[index] = rows`. Same result, but the general indexing kernels (and their backward,
-# which accumulates) took several times longer on the CPU for these row gathers.
+# which accumulates) cost more on the CPU for these row gathers (docs/speed.md#what-is-left).
 def scatter_rows(packed: torch.Tensor, index: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
     """[n, ...] -> a [rows, cols, ...] grid holding packed[i] at flat slot index[i], zeros elsewhere."""
     out = packed.new_zeros(rows * cols, *packed.shape[1:]).index_copy(0, index, packed)

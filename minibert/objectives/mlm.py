@@ -46,5 +46,5 @@ class MaskedLanguageModeling(nn.Module):
         return batch["labels"] != IGNORE_INDEX  # the masked positions
 
     def forward(self, model, batch, output):
-        loss, logits, targets = model.masked_lm_loss(output.needed_hidden_state, batch["labels"])  # logits [masked, V]
+        loss, logits, targets = model.masked_lm_loss(output.last_hidden_state, batch["labels"])  # logits [masked, V]
         return self.weight * loss, mlm_metrics(loss, logits, targets)

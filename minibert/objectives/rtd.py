@@ -103,7 +103,7 @@ class ReplacedTokenDetection(nn.Module):
 
     def forward(self, model, batch, output=None):
         ids, mask, types, labels = batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], batch["labels"]
-        hidden = self.generator.encoder(ids, mask, types, needed=labels != IGNORE_INDEX).needed_hidden_state  # [B, T, H_gen]
+        hidden = self.generator.encoder(ids, mask, types, needed=labels != IGNORE_INDEX).last_hidden_state  # [B, T, H_gen]
         mlm_loss, logits, targets = self.generator.masked_lm_loss(hidden, labels)  # logits [masked, V]
 
         corrupted, replaced = replace_masked(ids, labels, gumbel_max_sample(logits))  # [masked] samples -> [B, T] ids

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..config import ModelConfig
-from ..model import first_position, init_weights
+from ..model import first_position_mask, init_weights
 
 SENTENCE_TASKS = ("nsp", "sop")
 
@@ -49,10 +49,10 @@ class SentencePairTask(nn.Module):
         init_weights(self.head, config)
 
     def needed_positions(self, batch):
-        return first_position(batch["input_ids"])  # the pooled [CLS] vector, or the first token's state
+        return first_position_mask(batch["input_ids"])  # the pooled [CLS] vector, or the first token's state
 
     def forward(self, model, batch, output):
-        logits = self.head(output.pooled_or_first())  # [B, H] -> [B, 2]
+        logits = self.head(output.sentence_vector())  # [B, H] -> [B, 2]
         labels = batch["sentence_label"]
         loss = F.cross_entropy(logits.float(), labels)
         accuracy = (logits.argmax(-1) == labels).float().mean()

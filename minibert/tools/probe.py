@@ -90,7 +90,7 @@ def fill_mask(model_or_dir, text_or_texts: str | Sequence[str], top_k: int = 5, 
     batch = tokenizer.pad([tokenizer.join(masked_ids(tokenizer, t)) for t in texts])
     masks = batch["input_ids"] == tokenizer.mask_id
     with torch.no_grad():  # the last layer and the decoder run at the masks only
-        hidden = model.encoder(**batch, needed=masks).needed_hidden_state[masks]  # [masks, H]
+        hidden = model.encoder(**batch, needed=masks).last_hidden_state[masks]  # [masks, H]
         probabilities = model.predict(hidden).float().softmax(-1)  # [masks, V]
     scores, ids = probabilities.topk(min(top_k, probabilities.shape[-1]))
     candidates = [[Candidate(*spellings(tokenizer, i), float(s)) for s, i in zip(row_s, row_i)]
