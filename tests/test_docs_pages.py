@@ -124,8 +124,6 @@ NUMBER = r"\d(?:[\d.,]*\d)?"
 APPROXIMATE = re.compile(rf"(?:~|≈|\b(?:about|around|roughly|approximately|nearly|almost)\s+){NUMBER}\s?(?:%|×|x\b)"
                          rf"|(?<![\w.]){NUMBER}(?:×|x\b)(?!\s?\d)", re.IGNORECASE)
 SPEED_CODE = ("minibert/kernels/",)
-# Files other branches are editing now; their flagged lines are cleaned there. Empty it at merge.
-PENDING_FILES: set[str] = {"minibert/kernels/unpad.py"}
 
 
 def docstrings_and_comments(source: str, module_only: bool = False):
@@ -206,10 +204,8 @@ def test_no_lab_notebook_in_the_codes_prose():
     needs the measured reason follows a link to the generated page that holds it."""
     flagged = {name: lab_notebook((ROOT / name).read_text(encoding="utf-8"), module_only, learner_reads)
                for name, module_only, learner_reads in code_prose_files()}
-    wrong = [f"{name}:{said}" for name, found in flagged.items() if name not in PENDING_FILES for said in found]
+    wrong = [f"{name}:{said}" for name, found in flagged.items() for said in found]
     assert not wrong, "measurements, history or tickets in docstrings and comments:\n" + "\n".join(wrong)
-    clean = sorted(name for name in PENDING_FILES if not flagged.get(name))
-    assert not clean, f"no longer flagged, so take them off PENDING_FILES: {clean}"
 
 
 def test_the_lab_notebook_rule_finds_what_it_names(tmp_path):
