@@ -68,16 +68,17 @@ class PretrainingBatches:
         if not self.repeat:
             yield from self.epoch_batches(epoch=0)
             return
-        while True:
-            for batch in self.epoch_batches(self.epoch, start=self.position):
-                self.position += 1
-                yield batch
+        while True:  # training: epoch after epoch, from where a resumed run stopped (`position`)
+            rows, batches = self.rows_of_epoch(self.epoch), len(self)
+            while self.position < batches:
+                position, self.position = self.position, self.position + 1  # a checkpoint taken now resumes after it
+                yield self.batch(self.epoch, position, rows[position * self.batch_size : (position + 1) * self.batch_size])
             self.epoch, self.position = self.epoch + 1, 0
 
-    def epoch_batches(self, epoch: int, start: int = 0) -> Iterator[dict[str, torch.Tensor]]:
-        """The batches of one epoch on this rank, from batch number `start` on."""
+    def epoch_batches(self, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
+        """The batches of one epoch on this rank, in serving order (held-out batches: every evaluation reads the same)."""
         rows = self.rows_of_epoch(epoch)
-        for position in range(start, len(self)):
+        for position in range(len(self)):
             yield self.batch(epoch, position, rows[position * self.batch_size : (position + 1) * self.batch_size])
 
     def rows_of_epoch(self, epoch: int) -> np.ndarray:
@@ -87,7 +88,7 @@ class PretrainingBatches:
 
     def batch(self, epoch: int, position: int, rows: np.ndarray) -> dict[str, torch.Tensor]:
         """Batch number `position` of `epoch`, of the examples at `rows` [B]: cut to the longest, masked."""
-        examples = self.examples
+        examples = self.examples  # the laid-out token ids, one row per example
         lengths = torch.from_numpy(examples.lengths[rows].astype(np.int64))  # [B]
         longest = int(lengths.max())
         batch = {"input_ids": torch.from_numpy(examples.input_ids[rows, :longest].astype(np.int64)),  # [B, T]

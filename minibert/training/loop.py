@@ -349,9 +349,8 @@ def what_is_due(progress: Progress, settings: LoopSettings, saves: bool) -> tupl
     """Whether the step just done is due for (a log line, a held-out evaluation, a checkpoint). Each
     comes every so many steps, and all three at the end (an evaluation is logged too)."""
     last = progress.finished(settings)
-    evaluate_now = progress.step % settings.eval_every == 0 or last
-    save_now = saves and (progress.step % settings.save_every == 0 or last)
-    return progress.step % settings.log_every == 0 or evaluate_now, evaluate_now, save_now
+    log_now, evaluate_now, save_now = (progress.step % every == 0 or last for every in (settings.log_every, settings.eval_every, settings.save_every))
+    return log_now or evaluate_now, evaluate_now, saves and save_now
 
 
 def progress_bar(progress: Progress, settings: LoopSettings, dist) -> tqdm:
