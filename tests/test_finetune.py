@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minibert import Encoder, ModelConfig, save_pretrained
+from minibert.finetune.recipes import DROPOUT
 from minibert.finetune.tasks import LabelMap, TaskData, read_task, task_of
 from minibert.tokenizers.wordpiece import WordPieceTokenizer
 from minibert.finetune import (
@@ -283,6 +284,7 @@ BAD_INPUTS = {
     "steps and epochs": (None, None, ["--steps", "5", "--epochs", "1"], ["--epochs", "not allowed with", "--steps"]),
     "not a number": (None, None, ["--steps", "ten"], ["invalid int value: 'ten'"]),
     "fp16 on a cpu": (None, None, ["--precision", "fp16"], ["--precision fp16 needs a CUDA GPU", "use --precision bf16 or fp32"]),
+    "grid without lr": (None, None, ["--recipe", "grid"], ["--recipe grid chooses each GLUE task's lr", "--glue", "add --lr LR"]),
 }
 
 
@@ -610,13 +612,16 @@ def test_a_rotary_model_fine_tunes_beyond_its_pretraining_length(toy, tmp_path):
     assert load_classifier(tmp_path / "out").model.config.max_positions == 24
 
 
-def test_dropout_is_the_checkpoints_unless_asked(minibert_dir, toy, tmp_path):
-    """The pretraining recipe trains without dropout; --dropout sets it for fine-tuning alone."""
+def test_dropout_is_the_recipes_unless_asked(minibert_dir, toy, tmp_path):
+    """The pretraining recipe trains without dropout; fine-tuning takes the recipe's (BERT's and
+    ELECTRA's 0.1), not the checkpoint's 0, and --dropout sets it for fine-tuning alone."""
+    assert TINY["hidden_dropout"] != DROPOUT
     assert run(minibert_dir, *toy, tmp_path / "same", "--steps", "2") == 0
-    assert load_classifier(tmp_path / "same").model.config.hidden_dropout == TINY["hidden_dropout"]
-    assert run(minibert_dir, *toy, tmp_path / "drop", "--steps", "2", "--dropout", "0.1") == 0
+    config = load_classifier(tmp_path / "same").model.config
+    assert (config.hidden_dropout, config.attention_dropout) == (DROPOUT, DROPOUT)
+    assert run(minibert_dir, *toy, tmp_path / "drop", "--steps", "2", "--dropout", "0.2") == 0
     config = load_classifier(tmp_path / "drop").model.config
-    assert (config.hidden_dropout, config.attention_dropout) == (0.1, 0.1)
+    assert (config.hidden_dropout, config.attention_dropout) == (0.2, 0.2)
 
 
 def test_saving_over_a_folder_removes_any_earlier_tokenizer(finetuned, tmp_path):
@@ -673,3 +678,16 @@ def test_pooling_is_for_sentence_tasks_only(piece_model_dir, tmp_path, capsys):
     assert run(piece_model_dir, train, dev, tmp_path / "out", "--steps", "2", "--pooling", "mean") == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--pooling is for sentence tasks" in err, err
+
+
+def test_a_checkpoint_whose_default_pooling_is_the_mean_still_tags_words(piece_model_dir, tmp_path, capsys):
+    """The pooling a checkpoint's pretraining calls for is a sentence task's: a tagging task on a
+    checkpoint pretrained without NSP/SOP is not refused for a --pooling it was never given, and
+    no pooling line is printed."""
+    init = shutil.copytree(piece_model_dir, tmp_path / "init")
+    (init / "run.json").write_text(json.dumps({"settings": {"layout": "full_sentences"}}))
+    train = write_jsonl(tmp_path / "train.jsonl", tagged_rows(20, seed=1))
+    dev = write_conll(tmp_path / "dev.conll", tagged_rows(10, seed=2))
+    assert run(init, train, dev, tmp_path / "out", "--steps", "2") == 0
+    assert "pooling" not in capsys.readouterr().out
+    assert json.loads((tmp_path / "out" / "eval.json").read_text())["args"]["pooling"] is None

@@ -1,5 +1,6 @@
-"""GLUE's recipe follows the model's size; layer-wise lr decay; a choice made on training rows, never
-on dev; the untrained twin; pretrained minus untrained in one command; GLUE's training text alone.
+"""The recipe follows the model's size, for every fine-tune; the pooling follows its pretraining;
+layer-wise lr decay; a choice made on training rows, never on dev; the untrained twin; pretrained
+minus untrained in one command; GLUE's training text alone.
 
 Tiny models and a few rows written here (test_glue.py's layouts); nothing needs ../shared.
 """
@@ -23,7 +24,7 @@ from minibert.finetune.glue_sweep import Side, choose_lr
 from minibert.finetune.glue_tasks import GLUE_TASKS, training_text
 from minibert.finetune.job import TaskLoss, load_backbone
 from minibert.finetune.layer_decay import layer_lr_scales
-from minibert.finetune.recipes import GRID_LRS, choose, recipe_for
+from minibert.finetune.recipes import GRID_LRS, checkpoint_pooling, choose, recipe_for
 from minibert.finetune.tasks import read_task
 from minibert.finetune.twin import init_seed, t975, untrained_twin
 from minibert.heads import SequenceClassifier
@@ -35,9 +36,9 @@ from minibert.training.loop import LoopSettings, Progress, train
 from minibert.training.optimizer import build_optimizer
 from minibert.runs.metrics import MetricsLog
 from minibert.training.settings import Settings
-from minibert.variants import VARIANTS, build_pretrainer
+from minibert.variants import VARIANTS, build_pretrainer, with_layout
 
-from test_finetune import TINY, VOCAB
+from test_finetune import TINY, VOCAB, toy_rows, write_tsv
 from test_glue import layout, seed_of, write_glue
 
 STEPS = ["--steps", "1", "--batch-size", "8", "--device", "cpu"]
@@ -120,6 +121,113 @@ def test_the_sweep_says_its_recipe_in_one_line_records_it_and_every_flag_overrid
     report = eval_json(tmp_path / "given" / "RTE" / "seed-0")
     assert (report["args"]["lr"], report["args"]["layer_decay"], report["args"]["weight_decay"]) == (1e-3, 0.5, 0.1)
     assert report["args"]["dropout"] == 0.0
+
+
+# --- one recipe for every fine-tune --------------------------------------------------------------
+
+
+def toy_task(folder: Path, n_train: int = 64) -> tuple[Path, Path]:
+    """test_finetune's toy task (one sentiment word decides) in `folder`/train.tsv and dev.tsv."""
+    folder.mkdir(parents=True)
+    return (write_tsv(folder / "train.tsv", ["sentence", "label"], toy_rows(n_train, seed=1)),
+            write_tsv(folder / "dev.tsv", ["sentence", "label"], toy_rows(8, seed=2)))
+
+
+def train_dev(init: Path, train: Path, dev: Path, out: Path, *extra: str) -> int:
+    return main(["--init", str(init), "--train", str(train), "--dev", str(dev), "--out", str(out), "--device", "cpu", *extra])
+
+
+def test_train_dev_and_tasks_take_the_recipe_of_the_width_with_its_usual_epochs(tmp_path, capsys):
+    """--train/--dev and --tasks run the recipe --glue runs (H = 32: ELECTRA-Small's lr 3e-4), not
+    BERT-base's lr 2e-5, and eval.json records it; a folder called RTE is no GLUE task there, so
+    it takes the usual 3 epochs, not RTE's 10."""
+    tiny, (train, dev) = checkpoint(tmp_path / "tiny", 0), toy_task(tmp_path / "RTE")  # 64 rows: 2 batches of 32 an epoch
+    assert train_dev(tiny, train, dev, tmp_path / "one") == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("recipe ")]
+    assert len(lines) == 1 and "ELECTRA-Small" in lines[0] and "lr 0.0003" in lines[0] and "3 epochs;" in lines[0]
+    assert "overridden" not in lines[0] and "RTE" not in lines[0]
+    assert main(["--init", str(tiny), "--tasks", str(tmp_path / "RTE"), "--out", str(tmp_path / "tasks"), "--device", "cpu"]) == 0
+    for report in (eval_json(tmp_path / "one"), eval_json(tmp_path / "tasks" / "RTE")):
+        args = report["args"]
+        assert (args["lr"], args["layer_decay"], args["weight_decay"], args["dropout"], args["batch_size"]) == (3e-4, 0.8, 0.0, 0.1, 32)
+        assert args["epochs"] == 3.0 and report["steps"] == 6
+        assert args["recipe"] == report["recipe"]["name"] == "electra" and report["recipe"]["lr"] == 3e-4
+
+
+def test_glue_recipe_is_still_accepted_as_the_earlier_name_of_recipe(tmp_path):
+    """--glue-recipe, the flag's name when only --glue took a recipe, is an alias of --recipe, and works outside --glue."""
+    parser = build_parser()
+    assert parser.parse_args(["--glue-recipe", "bert"]).recipe == parser.parse_args(["--recipe", "bert"]).recipe == "bert"
+    tiny, (train, dev) = checkpoint(tmp_path / "tiny", 0), toy_task(tmp_path / "toy")
+    assert train_dev(tiny, train, dev, tmp_path / "bert", "--glue-recipe", "bert", "--steps", "1") == 0
+    report = eval_json(tmp_path / "bert")
+    assert (report["args"]["lr"], report["args"]["layer_decay"], report["args"]["weight_decay"]) == (2e-5, None, 0.01)
+    assert report["recipe"]["name"] == "bert"
+
+
+def test_a_sweep_that_recorded_the_recipe_under_its_earlier_name_is_read_back(tmp_path, capsys):
+    """eval.json written before --recipe had its name records it as glue_recipe: the same command reads that run back."""
+    glue, tiny = task_folder(tmp_path / "glue"), checkpoint(tmp_path / "tiny", 0)
+    argv = ["--init", str(tiny), "--glue", str(glue), "--out", str(tmp_path / "out"), *STEPS]
+    assert main(argv) == 0
+    folder = tmp_path / "out" / "RTE" / "seed-0"
+    report = eval_json(folder)
+    report["args"]["glue_recipe"] = report["args"].pop("recipe")
+    (folder / "eval.json").write_text(json.dumps(report))
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert "RTE seed 0: finished earlier with these settings" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("variant, layout, pooling", [
+    ("bert", None, "cls"), ("albert", None, "cls"), ("roberta", None, "mean"), ("electra", None, "mean"),
+    ("distilbert", None, "mean"), ("bert", "full_sentences", "mean"), ("roberta", "nsp", "cls"), ("roberta", "sop", "cls")])
+def test_a_minibert_runs_pooling_is_cls_only_after_a_sentence_task(variant, layout, pooling, tmp_path):
+    """The run.json a pretraining run leaves decides: [CLS] where NSP or SOP trained it (the bert
+    and albert runs, or --nsp/--sop), the mean of the last layer where no sentence task did."""
+    settings = with_layout(VARIANTS[variant], VARIANTS[variant].default_settings(layout=layout))
+    (tmp_path / "run.json").write_text(json.dumps({"settings": settings.to_dict()}))
+    chosen = checkpoint_pooling(tmp_path)
+    assert chosen.name == pooling and f"layout {settings.layout}" in chosen.why
+    assert ("without a sentence task" in chosen.why) == (pooling == "mean")
+
+
+@pytest.mark.parametrize("config, pooling, known", [
+    ({"model_type": "bert"}, "cls", True), ({"model_type": "albert"}, "cls", True), ({"model_type": "roberta"}, "mean", True),
+    ({"model_type": "distilbert"}, "mean", True), ({"model_type": "electra"}, "mean", True),
+    ({"model_type": "roformer"}, "cls", False), ({"minibert": {"format": 1, "head": None}}, "cls", False),
+    ({"minibert": {"format": 1, "head": "classifier", "pooling": "mean"}}, "mean", True)])
+def test_a_folder_without_a_run_takes_its_familys_pooling_or_berts(config, pooling, known, tmp_path):
+    """A Hugging Face folder: BERT's and ALBERT's checkpoints were pretrained with NSP / SOP,
+    RoBERTa's, DistilBERT's and ELECTRA's without; a fine-tuned classifier keeps what its head
+    read; a folder that records none of this takes BERT's [CLS] and says so."""
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    chosen = checkpoint_pooling(tmp_path)
+    assert chosen.name == pooling and ("records no pretraining" in chosen.why) == (not known)
+
+
+def test_the_pooling_that_ran_and_why_is_one_line_for_every_fine_tune(tmp_path, capsys):
+    """A checkpoint pretrained without a sentence task fine-tunes on the mean of the last layer,
+    under --train/--dev and --glue alike, and one line says so and why; --pooling overrides it,
+    and the line then says what the checkpoint would have taken."""
+    tiny, (train, dev) = checkpoint(tmp_path / "tiny", 0), toy_task(tmp_path / "toy")
+    (tiny / "run.json").write_text(json.dumps({"settings": {"layout": "full_sentences"}}))
+    assert train_dev(tiny, train, dev, tmp_path / "mean", "--steps", "1") == 0
+    glue = task_folder(tmp_path / "glue")
+    assert main(["--init", str(tiny), "--glue", str(glue), "--out", str(tmp_path / "glue-out"), *STEPS]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("pooling ")]
+    assert len(lines) == 2 and lines[0] == lines[1]
+    assert lines[0].startswith("pooling mean: the head reads the mean of the last layer, since the checkpoint was pretrained "
+                               "without a sentence task (run.json: layout full_sentences)") and "--pooling cls" in lines[0]
+    for out in (tmp_path / "mean", tmp_path / "glue-out" / "RTE" / "seed-0"):
+        assert load_classifier(out).model.pooling == eval_json(out)["args"]["pooling"] == "mean"
+
+    assert train_dev(tiny, train, dev, tmp_path / "cls", "--steps", "1", "--pooling", "cls") == 0
+    printed = capsys.readouterr().out.splitlines()
+    (line,) = [line for line in printed if line.startswith("pooling ")]
+    assert line.startswith("pooling cls: the head reads the [CLS] vector, as --pooling asks (without it: mean, since")
+    assert any(line.startswith("recipe ") and "overridden by --pooling" in line for line in printed)
+    assert load_classifier(tmp_path / "cls").model.pooling == "cls"
 
 
 # --- layer-wise lr decay ---------------------------------------------------------------------------

@@ -21,7 +21,7 @@ first sub-token). OUT receives
     job.py           one task: data, the model, the training loop, predictions, outputs
     glue_tasks.py    GLUE's tasks by name: their files, columns, labels and metrics; training text; submission files
     glue_sweep.py    --glue: every task per seed, the lr chosen where the recipe leaves it open, the two averages
-    recipes.py       --glue-recipe: ELECTRA's by width, BERT's, or an lr grid chosen on held-out training rows
+    recipes.py       --recipe: ELECTRA's by width, BERT's, or an lr grid; the pooling the checkpoint's pretraining calls for
     twin.py          --against-untrained: the untrained twin and what pretraining gains over it
     layer_decay.py   --layer-decay: each layer below the top at a lower lr (ELECTRA's fine-tuning)
     scores.py        accuracy, F1, MCC; Pearson, Spearman; entity F1

@@ -9,6 +9,10 @@
 A task folder holds one train.* and one dev.* file (.tsv, .csv, .jsonl or .conll: GLUE's layout).
 With --tasks every folder is fine-tuned from the same checkpoint into OUT/<folder name>,
 and one table of dev scores is printed at the end. Every flag applies to every task.
+
+Every fine-tune runs one recipe (--recipe, recipes.py): by default ELECTRA's for the
+encoder's width, the pooling the checkpoint's pretraining calls for; a flag given overrides
+the recipe's value, and two lines say what ran and why.
 """
 
 from __future__ import annotations
@@ -28,13 +32,12 @@ from ..training.settings import DEVICES, PRECISIONS
 from .checkpoint import check_out
 from .glue_sweep import finished_runs, run_glue
 from .glue_tasks import GLUE_TASKS, write_training_text
-from .recipes import RECIPES
-from .job import DEFAULT_ALPHA, DEFAULT_EPOCHS, DEFAULT_MAX_LEN, DEFAULT_TEMPERATURE, TASKS, TaskFiles, finetune, load_backbone
+from .recipes import BATCH_SIZE, DEFAULT_RECIPE, DROPOUT, RECIPES, checkpoint_pooling, recipe_for, with_recipe
+from .job import DEFAULT_ALPHA, DEFAULT_MAX_LEN, DEFAULT_TEMPERATURE, TASKS, TaskFiles, finetune, load_backbone, reads_words
 
 PROG = "python -m minibert.finetune"
 TABLE = ("accuracy", "f1", "mcc", "pearson", "spearman")  # the score columns of the --tasks table
 FORMATS = sorted({*tasks.FORMATS, *tagged.FORMATS})  # what a task folder's train.* and dev.* may be
-DEFAULT_BATCH_SIZE, DEFAULT_LR, DEFAULT_WEIGHT_DECAY = 32, 2e-5, 0.01  # BERT's; --glue takes its recipe's (recipes.py)
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
@@ -53,11 +56,14 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                              "metrics and recipe, into OUT/<task>/seed-<n>; prints GLUE's table, writes OUT/glue.json "
                              "and OUT/submission/")
     parser.add_argument("--glue-tasks", nargs="+", metavar="TASK", help=f"with --glue: only these ({', '.join(GLUE_TASKS)})")
-    parser.add_argument("--glue-recipe", choices=RECIPES, metavar="{" + ",".join(RECIPES) + "}",
-                        help="with --glue: electra = lr and layer-wise lr decay by the encoder's width, as ELECTRA's "
-                             "appendix (H < 768: Small's lr 3e-4, 768: 1e-4, 1024: 5e-5); bert = BERT-base's lr 2e-5; "
-                             "grid = lr chosen per task from 3e-4, 1e-4, 5e-5, 3e-5 on held-out training rows "
-                             "(Turc et al. 2019), never on dev (default electra)")
+    parser.add_argument("--recipe", "--glue-recipe", choices=RECIPES, default=DEFAULT_RECIPE, metavar="{" + ",".join(RECIPES) + "}",
+                        help="the fine-tuning recipe, for every task: electra = lr and layer-wise lr decay by the "
+                             "encoder's width, as ELECTRA's appendix (H < 768: Small's lr 3e-4, 768: 1e-4, 1024: 5e-5), "
+                             "3 epochs (--glue: 10 for RTE and STS-B), no weight decay; bert = BERT-base's lr 2e-5, 3 "
+                             "epochs; grid (--glue; elsewhere with --lr) = lr chosen per task from 3e-4, 1e-4, 5e-5, 3e-5 "
+                             "on held-out training rows (Turc et al. 2019), never on dev, 4 epochs; each with dropout "
+                             f"{DROPOUT:g} and batch {BATCH_SIZE}; a flag given overrides its value (default "
+                             f"{DEFAULT_RECIPE}; --glue-recipe is its earlier name)")
     parser.add_argument("--against-untrained", action="store_true",
                         help="with --glue: also fine-tune the untrained twin of each --init (same config, tokenizer and "
                              "initialisation seed, no training) into OUT/untrained/ and print pretrained - untrained")
@@ -79,28 +85,28 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                              "labels are numbers with fractions (STS-B); else classification (default auto)")
     length = parser.add_mutually_exclusive_group()
     length.add_argument("--steps", type=int, metavar="N", help="optimizer steps")
-    length.add_argument("--epochs", type=float, metavar="E", help=f"passes over the training set (default {DEFAULT_EPOCHS:g})")
-    parser.add_argument("--batch-size", type=int, metavar="B", help=f"examples per step (default {DEFAULT_BATCH_SIZE}; --glue: the task's)")
-    parser.add_argument("--lr", type=float, help=f"peak learning rate of AdamW (default {DEFAULT_LR:g}; --glue: the recipe's)")
+    length.add_argument("--epochs", type=float, metavar="E", help="passes over the training set (default: the recipe's)")
+    parser.add_argument("--batch-size", type=int, metavar="B", help=f"examples per step (default: the recipe's, {BATCH_SIZE})")
+    parser.add_argument("--lr", type=float, help="peak learning rate of AdamW (default: the recipe's, 3e-4 for the default runs' width)")
     parser.add_argument("--layer-decay", type=float, metavar="D",
                         help="layer-wise lr decay: each encoder layer below the top at D times the lr of the one above, "
-                             "the embeddings lowest (default: none; --glue: the recipe's)")
+                             "the embeddings lowest (default: the recipe's)")
     parser.add_argument("--warmup", type=float, default=0.1, metavar="FRACTION", help="linear warm-up as a fraction of the steps (default 0.1)")
     parser.add_argument("--weight-decay", type=float, metavar="DECAY",
-                        help=f"AdamW weight decay, never on biases or LayerNorm (default {DEFAULT_WEIGHT_DECAY:g}; --glue: the recipe's)")
+                        help="AdamW weight decay, never on biases or LayerNorm (default: the recipe's)")
     parser.add_argument("--max-len", type=int, metavar="T",
                         help=f"tokens per example, specials included (default {DEFAULT_MAX_LEN} or the model's limit; "
                              "rotary models may go beyond it)")
     parser.add_argument("--dropout", type=float, metavar="P",
-                        help="dropout on hidden states and attention while fine-tuning (default: the checkpoint's, 0 for this "
-                             "project's pretraining; --glue: the recipe's, 0.1 as BERT and ELECTRA fine-tuned)")
+                        help=f"dropout on hidden states and attention while fine-tuning (default: the recipe's, {DROPOUT:g} as "
+                             "BERT and ELECTRA fine-tuned, whatever the checkpoint was pretrained with)")
     parser.add_argument("--reference", action="store_true",
                         help="the reference path, to read and debug with: padded batches, naive attention, every layer at "
                              "every position (same results, slower; see ModelConfig.reference)")
-    parser.add_argument("--pooling", choices=POOLINGS, default="cls",
+    parser.add_argument("--pooling", choices=POOLINGS,
                         help="what a sentence task's head reads: cls = the [CLS] token, as BERT; mean = the mean of the "
-                             "last layer over the tokens, for a checkpoint pretrained without NSP/SOP, whose [CLS] "
-                             "learned nothing (default cls)")
+                             "last layer over the tokens (default: cls for a checkpoint pretrained with NSP or SOP, mean "
+                             "for one pretrained without, whose [CLS] learned nothing; cls when it records neither)")
     distil = parser.add_argument_group("distillation from a fine-tuned teacher")
     distil.add_argument("--teacher", metavar="DIR",
                         help="a model fine-tuned on this task (train.py finetune's output, or a Hugging Face "
@@ -178,14 +184,17 @@ def run(args: argparse.Namespace) -> list[dict] | dict:
     if args.glue:
         return run_glue(args, device, amp)
     args.init = args.init[0]
-    args.batch_size = args.batch_size or DEFAULT_BATCH_SIZE
-    args.lr = args.lr or DEFAULT_LR
-    args.weight_decay = DEFAULT_WEIGHT_DECAY if args.weight_decay is None else args.weight_decay
     jobs = task_files(args)
     for job in jobs:
         check_out(job.out, args.overwrite)
     backbone = load_backbone(args.init)
-    reports = [finetune(args, job, backbone, device, amp) for job in jobs]
+    recipe = recipe_for(args.recipe, backbone[0].config, checkpoint_pooling(args.init))
+    tagging = [reads_words(args.task, job.train) for job in jobs]
+    print(recipe.line(args), flush=True)
+    if not all(tagging):
+        print(recipe.pooling_line(args), flush=True)
+    reports = [finetune(with_recipe(args, recipe, recipe.values(tagging=tags)), job, backbone, device, amp)
+               for job, tags in zip(jobs, tagging)]
     if args.tasks:
         print(table([job.name for job in jobs], reports), flush=True)
     return reports
@@ -207,9 +216,12 @@ def check_args(args: argparse.Namespace) -> None:
     elif not args.tasks and not (args.train and args.dev):
         raise ValueError("name the data: --train FILE --dev FILE, or --tasks DIR [DIR ...] (folders with train.* and dev.*), "
                          "or --glue GLUE_DIR")
-    for flag in ("seeds", "glue_tasks", "glue_recipe", "against_untrained"):
+    for flag in ("seeds", "glue_tasks", "against_untrained"):
         if getattr(args, flag) not in (None, False) and not args.glue:
             raise ValueError(f"--{flag.replace('_', '-')} is a setting of --glue; add --glue GLUE_DIR or drop it")
+    if args.recipe == "grid" and args.lr is None and not args.glue:
+        raise ValueError("--recipe grid chooses each GLUE task's lr on held-out training rows, which --glue does; "
+                         "add --lr LR, or take --recipe electra or bert")
     if args.text_columns is not None and not 1 <= len(args.text_columns) <= 2:
         raise ValueError(f"--text-columns names one text column or the two of a pair, got {len(args.text_columns)}")
     for name in ("steps", "epochs", "batch_size", "lr", "max_len", "max_train_examples"):

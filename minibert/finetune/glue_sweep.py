@@ -5,10 +5,11 @@ several seeds, the lr chosen where the recipe leaves it open, and the two averag
     python train.py finetune --init DIR --glue GLUE_DIR --against-untrained --out OUT   # and the untrained twin
     python train.py finetune --init DIR1 DIR2 DIR3 --glue GLUE_DIR --against-untrained --out OUT  # pretraining seeds
 
-The recipe is --glue-recipe's (recipes.py): by default ELECTRA's row for the encoder's width
-(lr and layer-wise lr decay; 10 epochs for RTE and STS-B, 3 elsewhere), or BERT-base's lr
-2e-5, or the BERT miniatures' lr grid, chosen on held-out training rows. The command says in
-one line which recipe ran and where its values come from; any flag overrides it.
+The recipe is --recipe's (recipes.py), as for every fine-tune: by default ELECTRA's row for
+the encoder's width (lr and layer-wise lr decay; 10 epochs for RTE and STS-B, 3 elsewhere), or
+BERT-base's lr 2e-5, or the BERT miniatures' lr grid, chosen on held-out training rows; the
+pooling is the checkpoint's. The command says in one line which recipe ran and where its
+values come from, in another what the head reads and why; any flag overrides either.
 
     OUT/<task>/seed-<n>/   one fine-tuning run (job.py's outputs; MNLI's eval.json adds the mismatched dev scores)
     OUT/<task>/choose-lr/  the grid recipe's runs on held-out training rows, one per lr (eval.json, no model)
@@ -42,7 +43,7 @@ from ..operations.tensor_files import SAFETENSORS_FILE
 from .checkpoint import check_out, load_classifier
 from .glue_tasks import GLUE_TASKS, MISMATCHED, GlueTask, present_tasks, task_names, write_submission
 from .job import TaskFiles, check_max_len, finetune, load_backbone, predict, prediction_rows, recorded_args
-from .recipes import HELD_OUT, Recipe, choose, recipe_for
+from .recipes import HELD_OUT, Recipe, checkpoint_pooling, choose, recipe_for, with_recipe
 from .scores import dev_scores
 from .tasks import read_task
 from .twin import across, gains, gains_table, init_seed, spread, untrained_twin
@@ -71,10 +72,11 @@ def run_glue(args: argparse.Namespace, device, amp) -> dict:
     plans, said = {}, set()
     for name, (init, folder) in folders.items():
         backbone = load_backbone(init)
-        recipe = recipe_for(args.glue_recipe or "electra", backbone[0].config)
-        if (line := recipe.line(args)) not in said:
-            print(line, flush=True)
-            said.add(line)
+        recipe = recipe_for(args.recipe, backbone[0].config, checkpoint_pooling(init))
+        for line in (recipe.line(args), recipe.pooling_line(args)):
+            if line not in said:
+                print(line, flush=True)
+                said.add(line)
         prefix = f"{name} " if len(folders) > 1 else ""
         sides = [Side(prefix, folder, init)]
         if args.against_untrained:
@@ -209,6 +211,7 @@ def choice_folder(side: Side, task: GlueTask, lr: float) -> Path:
 
 
 SWEEP_ONLY = ("glue_tasks", "seeds", "out", "device", "against_untrained")  # flags that choose runs or where they go, not what one computes
+RENAMED = {"recipe": "glue_recipe"}  # flags an earlier eval.json records under their earlier name: --recipe was --glue-recipe
 
 
 def read_back(args: argparse.Namespace, files: TaskFiles, metrics: tuple[str, ...], run_args: argparse.Namespace,
@@ -231,7 +234,9 @@ def finished_run(folder: Path, metrics: tuple[str, ...], run_args: argparse.Name
         report = json.loads((folder / "eval.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         report = {}
-    differ = [k for k, v in recorded_args(run_args).items() if k not in SWEEP_ONLY and report.get("args", {}).get(k) != v]
+    recorded = report.get("args", {})
+    recorded = {**{new: recorded[old] for new, old in RENAMED.items() if old in recorded}, **recorded}
+    differ = [k for k, v in recorded_args(run_args).items() if k not in SWEEP_ONLY and recorded.get(k) != v]
     if not report or differ or not all(metric in report for metric in metrics):
         why = f"made with other settings ({', '.join('--' + k.replace('_', '-') for k in differ)})" if report and differ \
             else "whose run did not finish"
@@ -243,12 +248,10 @@ def finished_run(folder: Path, metrics: tuple[str, ...], run_args: argparse.Name
 def task_args(args: argparse.Namespace, seed: int, values: dict, recipe: Recipe, side: Side,
               held_out: float | None = None) -> argparse.Namespace:
     """The command's flags for one run of `side`: the recipe's `values` wherever a flag was not
-    given; `held_out`: the share of the training rows a run that chooses the lr is scored on."""
-    chosen = {name: value for name, value in values.items() if getattr(args, name) is None}
-    if args.steps is not None:
-        chosen.pop("epochs", None)
-    return argparse.Namespace(**{**vars(args), **chosen, "seed": seed, "init": side.init, "untrained_seed": side.untrained_seed,
-                                 "glue_recipe": recipe.name, "held_out": held_out, "recipe": recipe.describe()})
+    given (`with_recipe`, as every fine-tune); `held_out`: the share of the training rows a run
+    that chooses the lr is scored on."""
+    return argparse.Namespace(**{**vars(with_recipe(args, recipe, values)), "seed": seed, "init": side.init,
+                                 "untrained_seed": side.untrained_seed, "held_out": held_out})
 
 
 def score_mismatched(task: GlueTask, glue_dir: Path, files: TaskFiles, report: dict, args, device, amp) -> dict:

@@ -7,6 +7,9 @@ CoNLL-2003 NER in section 5.3), train ALL parameters for a few epochs with Adam(
 peak learning rate (2e-5 to 5e-5), batch 32, linear warm-up over the first 10% of steps and
 linear decay to zero, then read the dev score. The steps are pretraining's own loop
 (training/loop.py), so schedule, clipping, NaN policy, precision and the log are one code.
+The lr, epochs and dropout are a recipe's (recipes.py: by default ELECTRA's for the encoder's
+width, since a small encoder needs far more than BERT-base's lr), and the pooling follows the
+checkpoint's pretraining (recipes.py:checkpoint_pooling).
 """
 
 from __future__ import annotations
@@ -43,7 +46,6 @@ from .layer_decay import layer_lr_scales
 from .scores import dev_scores
 from .soft_targets import TaskDistillation
 
-DEFAULT_EPOCHS = 3.0
 DEFAULT_MAX_LEN = 128
 DEFAULT_ALPHA, DEFAULT_TEMPERATURE = 0.5, 2.0  # --teacher: soft targets and labels weighed evenly, softened at T = 2 (soft_targets.py)
 CLIP = 1.0  # gradient-norm clip, as BERT's fine-tuning code does
@@ -69,8 +71,9 @@ class TaskFiles(NamedTuple):
 def finetune(args: argparse.Namespace, files: TaskFiles, backbone: tuple[Encoder, Tokenizer], device: torch.device,
              amp: Precision) -> dict:
     """Train on `files.train`, evaluate on `files.dev`, write everything into `files.out`;
-    return eval.json's contents. `args` are the command's flags (cli.py)."""
-    task = "tokens" if args.task == "auto" and is_tagged(files.train) else args.task
+    return eval.json's contents. `args` are the command's flags with a recipe's values
+    (recipes.py:with_recipe): every length, rate and, for a sentence task, the pooling."""
+    task = "tokens" if reads_words(args.task, files.train) else args.task
     task, train_data, dev, labels, train_targets, dev_targets = read_splits(task, files)
     encoder, tokenizer = backbone
     max_len = check_max_len(args.max_len, encoder.config)
@@ -83,14 +86,14 @@ def finetune(args: argparse.Namespace, files: TaskFiles, backbone: tuple[Encoder
         config = config.replace(hidden_dropout=args.dropout, attention_dropout=args.dropout)
     if args.reference:
         config = config.replace(reference=True)
-    steps = args.steps or math.ceil((args.epochs or DEFAULT_EPOCHS) * math.ceil(len(train_data) / args.batch_size))
+    steps = args.steps or math.ceil(args.epochs * math.ceil(len(train_data) / args.batch_size))
     loop = LoopSettings(steps=steps, lr=args.lr, warmup=args.warmup, weight_decay=args.weight_decay, clip=CLIP, seed=args.seed,
                         log_every=max(1, steps // 10), eval_every=steps, save_every=steps, skip_nonfinite=args.skip_nonfinite)
 
     torch.manual_seed(args.seed)  # the head's initialisation and dropout
     outputs = 1 if labels is None else len(labels)  # regression: one output, the score
     if task == "tokens":
-        if args.pooling != "cls":
+        if args.pooling is not None:
             raise ValueError("--pooling is for sentence tasks; a tagging task reads every token's own vector, so drop it")
         model = TokenClassifier(config, outputs)
     else:
@@ -105,7 +108,7 @@ def finetune(args: argparse.Namespace, files: TaskFiles, backbone: tuple[Encoder
 
     report = dev_scores(task, predicted, dev_targets, labels)
     report.update(task=task, examples=len(dev), steps=steps, train_loss=train_loss, seconds=round(time.perf_counter() - started, 1),
-                  args=recorded_args(args), **({"recipe": args.recipe} if getattr(args, "recipe", None) else {}))
+                  args=recorded_args(args), recipe=args.recipe_description)
     write_outputs(files.out, Classifier(model, tokenizer, labels) if files.keep_model else None, report,
                   prediction_rows(dev, predicted, dev_targets, labels))
     headline = HEADLINE[task]
@@ -118,7 +121,13 @@ def finetune(args: argparse.Namespace, files: TaskFiles, backbone: tuple[Encoder
 def recorded_args(args: argparse.Namespace) -> dict:
     """The flags of a run as eval.json records them (as JSON reads them back): all but those
     that only say how to treat OUT or errors, and the recipe's description (eval.json's own key)."""
-    return json.loads(json.dumps({k: v for k, v in vars(args).items() if k not in ("overwrite", "debug", "recipe")}, default=str))
+    return json.loads(json.dumps({k: v for k, v in vars(args).items() if k not in ("overwrite", "debug", "recipe_description")},
+                                 default=str))
+
+
+def reads_words(task: str, train: Path) -> bool:
+    """Whether a job tags words (--task tokens, or "auto" on a tagged training file) rather than reading sentences."""
+    return task == "tokens" or (task == "auto" and is_tagged(train))
 
 
 def read_splits(task: str, files: TaskFiles) -> tuple:

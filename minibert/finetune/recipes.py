@@ -1,4 +1,5 @@
-"""GLUE's fine-tuning recipes (`--glue-recipe`), and the choice a recipe leaves open, made on training rows.
+"""The fine-tuning recipes (`--recipe`) every fine-tune runs with, the pooling a checkpoint's
+pretraining calls for, and the choice a recipe leaves open, made on training rows.
 
     electra  (the default) the row of ELECTRA's fine-tuning table for the encoder's width
              (Clark et al., 2020, appendix): Small (H = 256) lr 3e-4, Base (768) 1e-4, Large
@@ -20,16 +21,31 @@ thousand rows overfit a model that keeps none.
 A recipe that leaves the lr open (`grid`) chooses it on the training rows alone, never on dev:
 each candidate is trained on the other 90% of the training rows and scored on a held-out 10%
 (drawn by seed 0; `TaskData.held_out`), the best score wins (ties: the lower lr), and the
-chosen lr is then trained on all the training rows and scored on dev. Any flag given
-(--lr, --epochs, --layer-decay, ...) overrides the recipe's value.
+chosen lr is then trained on all the training rows and scored on dev. Only --glue makes that
+choice (it knows each task's metrics); elsewhere `grid` takes --lr. Any flag given (--lr,
+--epochs, --layer-decay, --pooling, ...) overrides the recipe's value.
+
+The recipe is the same for --train/--dev, --tasks and --glue; only GLUE's RTE and STS-B take
+the long epochs, since only --glue knows a task by its name.
+
+The pooling (what a sentence task's head reads) follows the checkpoint's pretraining
+(`checkpoint_pooling`): [CLS] where a sentence task (NSP, SOP) trained it, the mean of the last
+layer where none did.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
 
 from ..config import ModelConfig
+from ..objectives.sentence import SENTENCE_TASKS
+from ..operations.tensor_files import CONFIG_FILE
+from ..pretrained import FORMAT_KEY
+from .twin import RUN_FILE
 
 LONG_TASKS = ("RTE", "STS-B")  # small training sets: more epochs (ELECTRA's 10)
 HELD_OUT = 0.1  # the share of the training rows an open choice is made on
@@ -43,7 +59,23 @@ GRID_SOURCE = ("Turc et al. 2019 (Well-Read Students Learn Better), the lr grid 
 BERT_RECIPE = dict(lr=2e-5, batch_size=BATCH_SIZE, epochs=3.0, weight_decay=0.01)  # Devlin et al. (2019), appendix A.3
 DROPOUT = 0.1  # on hidden states and attention while fine-tuning: ELECTRA's table, BERT's configs
 RECIPES = ("electra", "bert", "grid")
-RECIPE_FLAGS = ("lr", "layer_decay", "weight_decay", "dropout", "batch_size", "epochs")  # what a recipe sets, each a flag
+DEFAULT_RECIPE = "electra"
+RECIPE_FLAGS = ("lr", "layer_decay", "weight_decay", "dropout", "batch_size", "epochs", "pooling")  # what a recipe sets, each a flag
+# Hugging Face families by what their published checkpoints were pretrained with: BERT with next
+# sentence prediction, ALBERT with sentence order prediction; RoBERTa, DistilBERT and ELECTRA with none
+SENTENCE_TASK_OF_FAMILY = {"bert": "next sentence prediction", "albert": "sentence order prediction",
+                           "roberta": None, "distilbert": None, "electra": None}
+READS = {"cls": "the [CLS] vector", "mean": "the mean of the last layer"}  # each pooling, in words
+
+
+class Pooling(NamedTuple):
+    """The pooling a checkpoint's pretraining calls for, and why, in words."""
+
+    name: str  # in heads.POOLINGS
+    why: str  # what the checkpoint records that decides it
+
+
+BERT_POOLING = Pooling("cls", f"the checkpoint records no pretraining (no {RUN_FILE}, no Hugging Face model_type): BERT's default")
 
 
 @dataclass(frozen=True)
@@ -59,45 +91,112 @@ class Recipe:
     long_epochs: float  # RTE's and STS-B's
     source: str
     lrs: tuple[float, ...] = ()
+    pooling: Pooling = BERT_POOLING  # the checkpoint's (`checkpoint_pooling`)
 
-    def values(self, task: str) -> dict:
-        """The flags this recipe sets for `task` (a GLUE name); lr None when it is to be chosen."""
-        return {"lr": self.lr, "layer_decay": self.layer_decay, "weight_decay": self.weight_decay, "dropout": DROPOUT,
-                "batch_size": BATCH_SIZE, "epochs": self.long_epochs if task in LONG_TASKS else self.epochs}
+    def values(self, task: str | None = None, tagging: bool = False) -> dict:
+        """The flags this recipe sets for a task: `task` a GLUE name (RTE and STS-B take the long
+        epochs) or None (any other: the usual epochs); lr None when it is to be chosen. A tagging
+        task reads every token's own vector, so it is given no pooling."""
+        values = {"lr": self.lr, "layer_decay": self.layer_decay, "weight_decay": self.weight_decay, "dropout": DROPOUT,
+                  "batch_size": BATCH_SIZE, "epochs": self.long_epochs if task in LONG_TASKS else self.epochs}
+        return values if tagging else {**values, "pooling": self.pooling.name}
 
     def describe(self) -> dict:
         """The recipe as glue.json and eval.json record it."""
         return {"name": self.name, "row": self.row, "source": self.source, "lr": self.lr, "lrs": list(self.lrs),
                 "layer_decay": self.layer_decay, "weight_decay": self.weight_decay, "dropout": DROPOUT, "batch_size": BATCH_SIZE,
-                "epochs": self.epochs, "epochs_rte_stsb": self.long_epochs, "held_out": HELD_OUT if self.lrs else None}
+                "epochs": self.epochs, "epochs_rte_stsb": self.long_epochs, "held_out": HELD_OUT if self.lrs else None,
+                "pooling": self.pooling.name, "pooling_why": self.pooling.why}
 
     def line(self, args: argparse.Namespace) -> str:
-        """The one line the command prints: the recipe, its values, their source, the flags that override it."""
+        """The one line the command prints: the recipe, its values, their source, the flags that
+        override it; RTE's and STS-B's epochs under --glue alone, the only path that knows a task by name."""
         lr = (f"lr chosen per task from {{{', '.join(f'{lr:g}' for lr in self.lrs)}}} on a held-out "
               f"{HELD_OUT:.0%} of each task's training rows (seed 0; never dev), then trained on all of them"
               if self.lr is None else f"lr {self.lr:g}")
         decay = f"layer-wise lr decay {self.layer_decay:g}" if self.layer_decay else "no layer-wise lr decay"
-        epochs = (f"{self.epochs:g} epochs" if self.epochs == self.long_epochs else
+        epochs = (f"{self.epochs:g} epochs" if self.epochs == self.long_epochs or not args.glue else
                   f"{self.epochs:g} epochs ({self.long_epochs:g} for {' and '.join(LONG_TASKS)})")
         given = [f"--{name.replace('_', '-')}" for name in RECIPE_FLAGS if getattr(args, name) is not None]
         given += ["--steps"] if args.steps is not None else []
         return (f"recipe {self.name}, {self.row}: {lr}, {decay}, weight decay {self.weight_decay:g}, dropout {DROPOUT:g}, "
                 f"batch {BATCH_SIZE}, {epochs}; from {self.source}" + (f"; overridden by {', '.join(given)}" if given else ""))
 
+    def pooling_line(self, args: argparse.Namespace) -> str:
+        """The line that says what a sentence task's head reads, and why: the checkpoint's pooling, or --pooling's."""
+        own = self.pooling
+        if args.pooling is not None:
+            return (f"pooling {args.pooling}: the head reads {READS[args.pooling]}, as --pooling asks (without it: "
+                    f"{own.name}, since {own.why})")
+        other = next(name for name in READS if name != own.name)
+        return f"pooling {own.name}: the head reads {READS[own.name]}, since {own.why}; --pooling {other} reads {READS[other]}"
 
-def recipe_for(name: str, config: ModelConfig) -> Recipe:
-    """The recipe `name` (--glue-recipe) for an encoder of `config`'s width."""
+
+def recipe_for(name: str, config: ModelConfig, pooling: Pooling = BERT_POOLING) -> Recipe:
+    """The recipe `name` (--recipe) for an encoder of `config`'s width, whose pretraining calls for `pooling`."""
     if name == "bert":
         return Recipe("bert", "BERT-base's", BERT_RECIPE["lr"], None, BERT_RECIPE["weight_decay"], BERT_RECIPE["epochs"], 10.0,
-                      BERT_SOURCE)
+                      BERT_SOURCE, pooling=pooling)
     if name == "grid":
-        return Recipe("grid", "the lr grid", None, None, BERT_RECIPE["weight_decay"], 4.0, 4.0, GRID_SOURCE, GRID_LRS)
+        return Recipe("grid", "the lr grid", None, None, BERT_RECIPE["weight_decay"], 4.0, 4.0, GRID_SOURCE, GRID_LRS, pooling)
     if name != "electra":
-        raise ValueError(f"--glue-recipe {name!r}: choose among {', '.join(RECIPES)}")
+        raise ValueError(f"--recipe {name!r}: choose among {', '.join(RECIPES)}")
     width = config.hidden_size
     published, size, lr, decay = next((row for row in ELECTRA_ROWS if row[0] <= width), ELECTRA_ROWS[-1])
     takes = "" if width == published else f", H = {width} takes it"
-    return Recipe("electra", f"ELECTRA-{size}'s row (H = {published}{takes})", lr, decay, 0.0, 3.0, 10.0, ELECTRA_SOURCE)
+    return Recipe("electra", f"ELECTRA-{size}'s row (H = {published}{takes})", lr, decay, 0.0, 3.0, 10.0, ELECTRA_SOURCE,
+                  pooling=pooling)
+
+
+def with_recipe(args: argparse.Namespace, recipe: Recipe, values: dict) -> argparse.Namespace:
+    """The command's flags for one run: the recipe's `values` wherever the flag was not given
+    (--steps stands in for its epochs), with the recipe's name and its description (eval.json
+    records both). One function, so that every fine-tune applies a recipe the same way."""
+    chosen = {name: value for name, value in values.items() if getattr(args, name) is None}
+    if args.steps is not None:
+        chosen.pop("epochs", None)
+    return argparse.Namespace(**{**vars(args), **chosen, "recipe": recipe.name, "recipe_description": recipe.describe()})
+
+
+def checkpoint_pooling(init: str | Path) -> Pooling:
+    """What a sentence task's head reads by default: [CLS] when the checkpoint was pretrained
+    with a sentence task (NSP or SOP), the mean of the last layer when it was not.
+
+    Only a sentence task trains [CLS]: masked-LM never masks it and no other loss reads it, so
+    a [CLS] that no sentence task trained holds nothing sentence-level, while every token's
+    vector is what masked-LM did train. Read from what the folder records: a fine-tuned
+    classifier's own pooling, a minibert run's run.json (its layout: nsp, sop or
+    full_sentences), a Hugging Face folder's model_type (SENTENCE_TASK_OF_FAMILY). A folder
+    that records none of these takes BERT's [CLS], and the line says so."""
+    stored = read_record(Path(init) / CONFIG_FILE)
+    marker = stored.get(FORMAT_KEY)
+    if isinstance(marker, dict) and marker.get("head") == "classifier":
+        pooling = marker.get("pooling", "cls")
+        return Pooling(pooling, f"the checkpoint is a fine-tuned classifier whose head read {READS[pooling]}")
+    settings = read_record(Path(init) / RUN_FILE).get("settings")
+    layout = settings.get("layout") if isinstance(settings, dict) else None
+    if layout in SENTENCE_TASKS:
+        return Pooling("cls", f"the checkpoint was pretrained with a sentence task, which trains [CLS] ({RUN_FILE}: layout {layout})")
+    if layout is not None:
+        return Pooling("mean", f"the checkpoint was pretrained without a sentence task ({RUN_FILE}: layout {layout}), so "
+                               f"its [CLS] holds nothing sentence-level")
+    family = stored.get("model_type")
+    if family in SENTENCE_TASK_OF_FAMILY:
+        task = SENTENCE_TASK_OF_FAMILY[family]
+        if task:
+            return Pooling("cls", f"the checkpoint is Hugging Face {family}, pretrained with {task}, which trains [CLS]")
+        return Pooling("mean", f"the checkpoint is Hugging Face {family}, pretrained without a sentence task, so its [CLS] "
+                               f"holds nothing sentence-level")
+    return BERT_POOLING
+
+
+def read_record(path: Path) -> dict:
+    """A JSON object a checkpoint folder may hold; {} when it is absent or not one (the rule then reads on)."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
 
 
 def choose(scores: dict[float, float]) -> float:
