@@ -53,7 +53,7 @@ ABLATION = (
      ["--hidden-size", "256", "--num-layers", "4", "--num-heads", "4", "--intermediate-size", "1024", "--steps", "{quarter}"], []),
     ("a quarter of the steps", ["--steps", "{quarter}"], []),
     ("the classifier on [CLS], not the mean", [], ["--pooling", "cls"]),
-    ("BERT-base's fine-tuning recipe (lr 2e-5), not ELECTRA's for the width", [], ["--glue-recipe", "bert"]),
+    ("BERT-base's fine-tuning recipe (lr 2e-5), not ELECTRA's for the width", [], ["--recipe", "bert"]),
     # NSP's examples are single rows of the tasks (a pair's two sentences, or one sentence cut in two), a few
     # dozen tokens each, not 128 packed: 128 of them a step, not 32, keep a step's tokens near the recipe's.
     ("BERT's next sentence prediction on the tasks' own sentence pairs, 128 pairs a step",

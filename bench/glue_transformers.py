@@ -97,7 +97,7 @@ def main() -> int:
     rows, result = [], {}
     for task in TASKS:
         out = args.out / "minibert" / task
-        code = finetune(["--init", str(init), "--glue", str(args.glue), "--glue-tasks", task, "--glue-recipe", "bert", "--seeds", *map(str, args.seeds),
+        code = finetune(["--init", str(init), "--glue", str(args.glue), "--glue-tasks", task, "--recipe", "bert", "--seeds", *map(str, args.seeds),
                          "--epochs", str(args.epochs), "--out", str(out), "--device", "cpu", "--overwrite",
                          *(["--max-train-examples", str(budget[task])] if budget[task] else [])])
         if code:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from minibert.finetune.cli import build_parser as finetune_parser
+from minibert.finetune.recipes import BERT_RECIPE, DROPOUT
 
 from .budget import FINETUNE_BATCH, MLM_VARIANT, Budget
 from .measure import count_parameters, describe_machine
@@ -32,7 +33,9 @@ def budget_line(section, budget: Budget) -> str:
     warmup = finetune_parser().get_default("warmup")
     finetuning = (f"Fine-tuning (`python -m minibert.finetune`): "
                   + "; ".join(f"{steps[task]}, scored on the full dev set" for task in section.TASKS)
-                  + f"; {warmup:.0%} warm-up, the classifier on "
+                  + f"; BERT's recipe otherwise (`--recipe bert`: weight decay {BERT_RECIPE['weight_decay']:g}, dropout "
+                  f"{DROPOUT:g}), {warmup:.0%} warm-up, "
+                  f"the classifier on "
                   f"{'the mean of the last layer' if budget.pooling == 'mean' else 'the [CLS] token'} "
                   f"(`--pooling {budget.pooling}`); {finetune_seeds_line(section, budget)}.")
     return f"Budget. {pretraining} {section.plan(budget)} {finetuning} {command}"

@@ -113,12 +113,13 @@ class Runner:
     def finetune(self, name: str, init: str, train_file: Path, dev_file: Path, steps: int, lr: float, max_len: int,
                  seed: int, pooling: str, *extra: str) -> dict:
         """`python -m minibert.finetune` from `init` on a task's training and held-out files (plus
-        `extra` flags, e.g. a --teacher); with the held-out accuracy and the last training loss."""
+        `extra` flags, e.g. a --teacher); with the held-out accuracy and the last training loss.
+        The report's protocol names its own lr, steps and pooling, and BERT's recipe for the rest
+        (--recipe bert: every layer at the lr), whatever the command's defaults."""
         out = self.runs / "finetune" / name
         args = ["-m", "minibert.finetune", "--init", init, "--train", str(train_file), "--dev", str(dev_file),
-                "--out", str(out), "--steps", str(steps), "--batch-size", str(FINETUNE_BATCH), "--lr", f"{lr:g}",
-                "--max-len", str(max_len), "--seed", str(seed), "--device", "cpu",
-                *(["--pooling", pooling] if pooling != "cls" else []), *extra]  # cls: the default, left unsaid
+                "--out", str(out), "--recipe", "bert", "--steps", str(steps), "--batch-size", str(FINETUNE_BATCH),
+                "--lr", f"{lr:g}", "--max-len", str(max_len), "--seed", str(seed), "--device", "cpu", "--pooling", pooling, *extra]
         record = self.run(name, out, args, resumable=False)
         result = read_json_object(REPO / out / "eval.json", "delete the folder to run it again")
         return {**record, "out": str(out), "accuracy": result["accuracy"], "train_loss": result["train_loss"]}
