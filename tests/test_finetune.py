@@ -143,7 +143,7 @@ def test_classifier_loads_again_and_predicts_what_was_written(finetuned, toy):
     dev = read_task(toy[1])
     predicted = predict(classifier.model, classifier.tokenizer, dev, batch_size=7, max_len=64, device="cpu")
     rows = [line.split("\t") for line in (finetuned / "predictions.tsv").read_text().splitlines()]
-    assert rows[0] == ["index", "prediction", "label"]
+    assert rows[0] == ["index", "prediction", "label", "score"]
     assert [r[1] for r in rows[1:]] == [classifier.labels.names[p] for p in predicted]
     assert [r[2] for r in rows[1:]] == dev.labels
 
@@ -556,7 +556,7 @@ def test_tags_are_learned_at_each_words_first_sub_token(piece_model_dir, tmp_pat
        st.integers(4, 20))
 def test_word_inputs_read_each_tag_at_the_words_first_piece(words, max_len):
     from minibert.finetune.tagged import TaggedData
-    from minibert.finetune.job import word_inputs
+    from minibert.finetune.inference import word_inputs
     from minibert.heads import IGNORE_INDEX
 
     tokenizer = WordPieceTokenizer(PIECES)

@@ -14,11 +14,13 @@ first sub-token). OUT receives
                                                              Pearson, Spearman and MSE, or word accuracy
                                                              (and entity F1 for BIO tags)
     metrics.jsonl                                            the training loop's log, as in pretraining
-    predictions.tsv                                          prediction and gold label per dev example (per word)
+    predictions.tsv                                          prediction, gold label and the predicted class's
+                                                             probability per dev example (per word)
 
     tasks.py         the task files: columns, labels, train/dev (tagged.py: a tag per word)
     cli.py           the command line, and the table of a --tasks run
     job.py           one task: data, the model, the training loop, predictions, outputs
+    inference.py     a model run over examples: their inputs, the predictions and their scores
     glue_tasks.py    GLUE's tasks by name: their files, columns, labels and metrics; training text; submission files
     glue_sweep.py    --glue: every task per seed, the lr chosen where the recipe leaves it open, the two averages
     recipes.py       --recipe: ELECTRA's by width, BERT's, or an lr grid; the pooling the checkpoint's pretraining calls for
@@ -32,7 +34,8 @@ first sub-token). OUT receives
 
 from .checkpoint import Classifier, load_classifier, save_classifier
 from .cli import main
-from .job import finetune, model_inputs, predict, word_inputs
+from .inference import model_inputs, predict, word_inputs
+from .job import finetune
 from .scores import classification_metrics, entities, pearson, ranks, regression_metrics, spearman, tagging_metrics
 
 __all__ = ["Classifier", "classification_metrics", "entities", "finetune", "load_classifier", "main", "model_inputs",

@@ -42,7 +42,7 @@ from ..operations.files import write_atomic, write_json
 from ..operations.tensor_files import SAFETENSORS_FILE
 from .checkpoint import check_out, load_classifier
 from .glue_tasks import GLUE_TASKS, MISMATCHED, GlueTask, present_tasks, task_names, write_submission
-from .job import TaskFiles, check_max_len, finetune, load_backbone, predict, prediction_rows, recorded_args
+from .job import TaskFiles, check_max_len, finetune, load_backbone, predict_with_scores, prediction_rows, recorded_args
 from .recipes import HELD_OUT, Recipe, checkpoint_pooling, choose, recipe_for, with_recipe
 from .scores import dev_scores
 from .tasks import read_task
@@ -261,11 +261,11 @@ def score_mismatched(task: GlueTask, glue_dir: Path, files: TaskFiles, report: d
     classifier = load_classifier(out)
     dev = read_task(glue_dir / task.name / task.mismatched, columns=task.columns)
     gold = classifier.labels.encode(dev)
-    predicted = predict(classifier.model.to(device), classifier.tokenizer, dev, args.batch_size,
-                        check_max_len(args.max_len, classifier.model.config), device, amp)
+    predicted, scores = predict_with_scores(classifier.model.to(device), classifier.tokenizer, dev, args.batch_size,
+                                            check_max_len(args.max_len, classifier.model.config), device, amp)
     report = {**report, MISMATCHED: dev_scores(report["task"], predicted, gold, classifier.labels)["accuracy"]}
     write_json(out / "eval.json", report)
-    write_atomic(out / "predictions_mismatched.tsv", prediction_rows(dev, predicted, gold, classifier.labels))
+    write_atomic(out / "predictions_mismatched.tsv", prediction_rows(dev, predicted, gold, classifier.labels, scores))
     print(f"{files.name}: dev accuracy on {task.mismatched} {report[MISMATCHED]:.4f}", flush=True)
     return report
 

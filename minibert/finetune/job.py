@@ -25,7 +25,6 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from ..config import ModelConfig
 from ..tokenizers import load_tokenizer
 from .tagged import TaggedData, is_tagged, read_tagged
 from .tasks import Columns, LabelMap, TaskData, read_task, read_texts, regression_targets, task_of
@@ -45,8 +44,10 @@ from .checkpoint import Classifier, is_classifier, load_classifier, save_classif
 from .layer_decay import layer_lr_scales
 from .scores import dev_scores
 from .soft_targets import TaskDistillation
+from .inference import (  # noqa: F401  (DEFAULT_MAX_LEN and predict: cli.py, glue_tasks.py and the benches import them from here)
+    DEFAULT_MAX_LEN, check_max_len, encode, logit_batches, predict, predict_with_scores,
+)
 
-DEFAULT_MAX_LEN = 128
 DEFAULT_ALPHA, DEFAULT_TEMPERATURE = 0.5, 2.0  # --teacher: soft targets and labels weighed evenly, softened at T = 2 (soft_targets.py)
 CLIP = 1.0  # gradient-norm clip, as BERT's fine-tuning code does
 METRICS_FILE = "metrics.jsonl"
@@ -104,13 +105,13 @@ def finetune(args: argparse.Namespace, files: TaskFiles, backbone: tuple[Encoder
     objective = TaskLoss(model) if teacher_logits is None else TaskDistillation(model, args.alpha, args.temperature)
     train_loss = train_task(objective, tokenizer, train_data, train_targets, loop, args.batch_size, max_len, amp, files.out,
                             teacher_logits, args.layer_decay)
-    predicted = predict(model, tokenizer, dev, args.batch_size, max_len, device, amp)
+    predicted, scores = predict_with_scores(model, tokenizer, dev, args.batch_size, max_len, device, amp)
 
     report = dev_scores(task, predicted, dev_targets, labels)
     report.update(task=task, examples=len(dev), steps=steps, train_loss=train_loss, seconds=round(time.perf_counter() - started, 1),
                   args=recorded_args(args), recipe=args.recipe_description)
     write_outputs(files.out, Classifier(model, tokenizer, labels) if files.keep_model else None, report,
-                  prediction_rows(dev, predicted, dev_targets, labels))
+                  prediction_rows(dev, predicted, dev_targets, labels, scores))
     headline = HEADLINE[task]
     scored = f"held-out {headline} {report[headline]:.4f} on {len(dev)} training examples set aside" if files.held_out else \
         f"dev {headline} {report[headline]:.4f} on {len(dev)} examples"
@@ -204,14 +205,24 @@ def tag_ids(data: TaggedData, labels: LabelMap) -> list[list[int]]:
     return [[next(flat) for _ in words] for words in data.words]
 
 
-def prediction_rows(dev, predicted: list, gold: list, labels: LabelMap | None) -> str:
-    """predictions.tsv: one row per dev example (per word for tagging), prediction beside the gold label."""
+def prediction_rows(data, predicted: list, gold: list | None, labels: LabelMap | None, scores: list | None = None) -> str:
+    """predictions.tsv: one row per example (per word for tagging): the prediction, the gold
+    label beside it when there is one, and for classes the predicted one's probability
+    (`scores`; a regression prediction is its own score)."""
     show = (lambda score: f"{score:.6g}") if labels is None else (lambda label_id: f"{labels.names[label_id]}")
-    if isinstance(dev, TaggedData):  # words past --max-len have no prediction: "-"
-        return "sentence\tword\tprediction\tlabel\n" + "".join(
-            f"{i}\t{word}\t{show(p[j]) if j < len(p) else '-'}\t{show(g[j])}\n"
-            for i, (words, p, g) in enumerate(zip(dev.words, predicted, gold)) for j, word in enumerate(words))
-    return "index\tprediction\tlabel\n" + "".join(f"{i}\t{show(p)}\t{show(g)}\n" for i, (p, g) in enumerate(zip(predicted, gold)))
+    columns = {"prediction": (predicted, show)}
+    if gold is not None:
+        columns["label"] = (gold, show)
+    if scores is not None and labels is not None:
+        columns["score"] = (scores, lambda probability: f"{probability:.6g}")
+    if isinstance(data, TaggedData):  # one row per word; words past --max-len have no prediction: "-"
+        header = ["sentence", "word"]
+        rows = [[str(i), word, *(write(values[i][j]) if j < len(values[i]) else "-" for values, write in columns.values())]
+                for i, words in enumerate(data.words) for j, word in enumerate(words)]
+    else:
+        header = ["index"]
+        rows = [[str(i), *(write(values[i]) for values, write in columns.values())] for i in range(len(predicted))]
+    return "".join("\t".join(row) + "\n" for row in [header + list(columns), *rows])
 
 
 def write_outputs(out: Path, classifier: Classifier | None, report: dict, predictions: str) -> None:
@@ -234,65 +245,6 @@ def load_backbone(init: str | Path) -> tuple[Encoder, Tokenizer]:
     tokenizer = load_tokenizer(init)
     tokenizer.check_fits(encoder.config.vocab_size, str(init))
     return encoder, tokenizer
-
-
-def check_max_len(max_len: int | None, config: ModelConfig) -> int:
-    if max_len is None:
-        return min(DEFAULT_MAX_LEN, config.max_length)  # what the model was pretrained on, at most
-    if config.for_length(max_len) is None:
-        raise ValueError(f"--max-len {max_len} exceeds the {config.max_length} positions of this model; use at most {config.max_length}")
-    return max_len
-
-
-def model_inputs(tokenizer: Tokenizer, config: ModelConfig, data: TaskData, rows: list[int], max_len: int,
-                 device="cpu") -> dict:
-    """Token ids, attention mask and segment ids of some examples, as the model takes them.
-
-    A pair is [CLS] A [SEP] B [SEP] with segment ids 0 on A and 1 on B. Models with no
-    second segment embedding (RoBERTa, DistilBERT) tell A from B by the separators alone,
-    so their segment ids stay 0.
-    """
-    pairs = None if data.pairs is None else [data.pairs[i] for i in rows]
-    inputs = tokenizer.batch([data.texts[i] for i in rows], pairs, max_length=max_len)
-    if config.type_vocab_size < 2:
-        inputs["token_type_ids"].zero_()
-    return {name: tensor.to(device) for name, tensor in inputs.items()}
-
-
-def word_inputs(tokenizer: Tokenizer, data: TaggedData, rows: list[int], max_len: int, tags: list[list[int]] | None = None) -> tuple[dict, list[list[int]]]:
-    """Model inputs for sentences of given words, and the position of each word's first
-    sub-token, where its tag is read. `tags` given: `labels` [B, T] holds each word's tag
-    there and IGNORE_INDEX elsewhere. Words past `max_len` tokens are left out."""
-    encoded, starts = [], []
-    for row in rows:
-        ids, first = [], []
-        for word in data.words[row]:
-            pieces = tokenizer.tokenize_word(word) or [tokenizer.unk_id]  # a word of only stripped characters
-            if len(ids) + len(pieces) > max_len - tokenizer.num_special(pair=False):  # room for [CLS] and [SEP]
-                break
-            first.append(1 + len(ids))
-            ids += pieces
-        encoded.append(tokenizer.join(ids))
-        starts.append(first)
-    inputs = tokenizer.pad(encoded)
-    if tags is not None:
-        labels = torch.full_like(inputs["input_ids"], IGNORE_INDEX)
-        for i, (row, first) in enumerate(zip(rows, starts)):
-            labels[i, first] = torch.tensor(tags[row][:len(first)], dtype=torch.long)
-        inputs["labels"] = labels
-    return inputs, starts
-
-
-def encode(tokenizer: Tokenizer, config: ModelConfig, data: TaskData | TaggedData, rows: list[int], max_len: int,
-           targets: list | None = None) -> tuple[dict, list[list[int]] | None]:
-    """The model inputs of some examples (with `labels` when `targets` are given), and for
-    tagged sentences where each word starts."""
-    if isinstance(data, TaggedData):
-        return word_inputs(tokenizer, data, rows, max_len, targets)
-    inputs = model_inputs(tokenizer, config, data, rows, max_len)
-    if targets is not None:
-        inputs["labels"] = torch.tensor([targets[row] for row in rows])  # class ids, or float scores for regression
-    return inputs, None
 
 
 class TaskLoss(nn.Module):
@@ -337,32 +289,3 @@ def shuffled_batches(n: int, batch_size: int, generator: torch.Generator):
         order = torch.randperm(n, generator=generator).tolist()
         for start in range(0, n, batch_size):
             yield order[start:start + batch_size]
-
-
-@torch.no_grad()
-def predict(model: SequenceClassifier | TokenClassifier, tokenizer: Tokenizer, data: TaskData | TaggedData, batch_size: int,
-            max_len: int, device, amp: Precision | None = None) -> list:
-    """The predicted label id (or score, for regression) of every example, in file order; for
-    tagged sentences a list of tag ids per sentence, one per word within `max_len`. In fp32
-    unless `amp` says otherwise."""
-    predicted = []
-    for logits, starts in logit_batches(model, tokenizer, data, batch_size, max_len, device, amp):
-        if starts is not None:  # [B, T, tags] -> the tag at each word's first sub-token
-            predicted += [logits[i, first].argmax(-1).tolist() for i, first in enumerate(starts)]
-        else:
-            predicted += (logits.float().squeeze(-1) if model.num_labels == 1 else logits.argmax(-1)).tolist()
-    return predicted
-
-
-@torch.no_grad()
-def logit_batches(model, tokenizer: Tokenizer, data: TaskData | TaggedData, batch_size: int, max_len: int, device,
-                  amp: Precision | None = None):
-    """The model's logits on `data`, batch by batch in file order (in eval mode, fp32 unless
-    `amp` says otherwise): ([B, C] or [B, T, C] logits, where each word starts or None)."""
-    amp = amp or Precision("fp32", torch.device(device))
-    model.eval()
-    for start in range(0, len(data), batch_size):
-        rows = list(range(start, min(start + batch_size, len(data))))
-        inputs, starts = encode(tokenizer, model.config, data, rows, max_len)
-        with amp.autocast:
-            yield model(**{name: tensor.to(device) for name, tensor in inputs.items()}).logits, starts
