@@ -28,15 +28,18 @@ first sub-token). OUT receives
     layer_decay.py   --layer-decay: each layer below the top at a lower lr (ELECTRA's fine-tuning)
     scores.py        accuracy, F1, MCC; Pearson, Spearman; entity F1
     checkpoint.py    the fine-tuned model on disk
+    predictions.py   predictions on new data: `python -m minibert predict`, Classifier.predict
     teacher.py       --teacher: a fine-tuned teacher and its outputs on the training rows
     soft_targets.py  --teacher's loss: Hinton et al.'s soft targets mixed with the labels
 """
 
 from .checkpoint import Classifier, load_classifier, save_classifier
 from .cli import main
-from .inference import model_inputs, predict, word_inputs
+from .inference import Prediction, model_inputs, predict, word_inputs
 from .job import finetune
+from .predictions import predict_file
 from .scores import classification_metrics, entities, pearson, ranks, regression_metrics, spearman, tagging_metrics
 
-__all__ = ["Classifier", "classification_metrics", "entities", "finetune", "load_classifier", "main", "model_inputs",
-           "pearson", "predict", "ranks", "regression_metrics", "save_classifier", "spearman", "tagging_metrics", "word_inputs"]
+__all__ = ["Classifier", "Prediction", "classification_metrics", "entities", "finetune", "load_classifier", "main", "model_inputs",
+           "pearson", "predict", "predict_file", "ranks", "regression_metrics", "save_classifier", "spearman", "tagging_metrics",
+           "word_inputs"]

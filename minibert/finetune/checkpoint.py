@@ -19,6 +19,7 @@ from typing import NamedTuple
 import torch
 
 from ..tokenizers.load import load_tokenizer, tokenizer_file_names
+from .inference import DEFAULT_BATCH_SIZE, predict_rows
 from .tasks import LabelMap
 from ..tokenizers.base import Tokenizer
 from ..heads import SequenceClassifier, TokenClassifier
@@ -34,6 +35,11 @@ class Classifier(NamedTuple):
     model: SequenceClassifier | TokenClassifier
     tokenizer: Tokenizer
     labels: LabelMap | None  # None for regression
+
+    def predict(self, rows: list, batch_size: int = DEFAULT_BATCH_SIZE, max_len: int | None = None) -> list:
+        """A `Prediction` (label, score) per text or (a, b) pair of `rows`; for a tagger, whose rows
+        are sentences given as lists of words, a list of them per sentence (inference.py)."""
+        return predict_rows(self.model, self.tokenizer, self.labels, rows, batch_size, max_len)
 
 
 def is_classifier(stored_config: dict) -> bool:

@@ -1,14 +1,19 @@
 """A fine-tuned model run over examples: their model inputs, its logits batch by batch, and
 the predictions read from them with how sure the model is.
 
-Fine-tuning trains on these inputs and predicts its dev rows with these functions (job.py),
-as the GLUE sweep predicts its test files (glue_tasks.py).
+Fine-tuning trains on these inputs and predicts its dev rows with these functions (job.py);
+`Classifier.predict` (checkpoint.py) and `python -m minibert predict` (predictions.py) run the
+same code on new rows, so that a model predicts its own dev file as its fine-tune did.
 
 A sentence classifier reads [CLS] A [SEP] (B [SEP]); a tagger reads each word at its first
 sub-token. A class's score is its softmax probability; a regression output is its own score.
 """
 
 from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from tqdm import tqdm
@@ -18,9 +23,17 @@ from ..heads import IGNORE_INDEX, SequenceClassifier, TokenClassifier
 from ..operations.precision import Precision
 from ..tokenizers.base import Tokenizer
 from .tagged import TaggedData
-from .tasks import TaskData
+from .tasks import LabelMap, TaskData
 
 DEFAULT_MAX_LEN = 128
+DEFAULT_BATCH_SIZE = 32  # rows per batch when predicting (fine-tuning predicts at its --batch-size)
+
+
+class Prediction(NamedTuple):
+    """One example's prediction (for a tagger: one word's)."""
+
+    label: str | int | None  # the class or tag name; None for regression, and for a word cut by max_len
+    score: float  # the probability of `label`; for regression the predicted value itself (NaN for a cut word)
 
 
 def check_max_len(max_len: int | None, config: ModelConfig) -> int:
@@ -129,3 +142,43 @@ def logit_batches(model, tokenizer: Tokenizer, data: TaskData | TaggedData, batc
         with amp.autocast:
             yield model(**{name: tensor.to(device) for name, tensor in inputs.items()}).logits, starts
 
+
+def predict_rows(model: SequenceClassifier | TokenClassifier, tokenizer: Tokenizer, labels: LabelMap | None, rows: list,
+                 batch_size: int, max_len: int | None = None) -> list:
+    """`Classifier.predict`: a `Prediction` per text (or (a, b) pair), or a list of them per
+    sentence of words for a tagger; on the model's device, at fine-tuning's length unless `max_len`."""
+    check_batch_size(batch_size)
+    data = listed_rows(model, rows)
+    device = next(model.parameters()).device
+    max_len = check_max_len(max_len, model.config)
+    predicted, scores = predict_with_scores(model, tokenizer, data, batch_size, max_len, device) if len(data) else ([], [])
+    name = (lambda label_id: None) if labels is None else (lambda label_id: labels.names[label_id])
+    if isinstance(data, TaggedData):  # words past max_len have no prediction
+        return [[Prediction(name(tags[j]), sure[j]) if j < len(tags) else Prediction(None, math.nan) for j in range(len(words))]
+                for words, tags, sure in zip(data.words, predicted, scores)]
+    return [Prediction(name(p), score) for p, score in zip(predicted, scores)]
+
+
+def listed_rows(model: SequenceClassifier | TokenClassifier, rows: list) -> TaskData | TaggedData:
+    """Python rows as the file readers give them: lists of words for a tagger; texts, or (a, b)
+    pairs of texts, for a sentence classifier."""
+    where = Path("<rows>")
+    if not isinstance(rows, list):
+        raise ValueError(f"predict takes a list of rows, got {type(rows).__name__}; wrap one text as [text]")
+    if isinstance(model, TokenClassifier):
+        if not all(isinstance(words, (list, tuple)) and words and all(isinstance(w, str) for w in words) for words in rows):
+            raise ValueError("a tagger predicts a tag per word: give each sentence as a list of its words, "
+                             'e.g. [["EU", "rejects", "German", "call"]]')
+        return TaggedData(where, [list(words) for words in rows], [[""] * len(words) for words in rows],
+                          [[i] * len(words) for i, words in enumerate(rows, start=1)])
+    lines = list(range(1, len(rows) + 1))
+    if all(isinstance(text, str) for text in rows):
+        return TaskData(where, list(rows), None, [""] * len(rows), lines)
+    if all(isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(t, str) for t in pair) for pair in rows):
+        return TaskData(where, [a for a, _ in rows], [b for _, b in rows], [""] * len(rows), lines)
+    raise ValueError("a sentence classifier takes a list of texts, or a list of (a, b) pairs of texts; not a mix")
+
+
+def check_batch_size(batch_size: int) -> None:
+    if batch_size < 1:
+        raise ValueError(f"--batch-size {batch_size}: give a positive number of rows per batch")

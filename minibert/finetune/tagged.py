@@ -53,11 +53,13 @@ def is_tagged(path: str | Path) -> bool:
     return first is not None and "tokens" in first[1]
 
 
-def read_tagged(path: str | Path) -> TaggedData:
-    """Read a .conll or .jsonl token-classification file (formats in the module docstring)."""
+def read_tagged(path: str | Path, labelled: bool = True) -> TaggedData:
+    """Read a .conll or .jsonl token-classification file (formats in the module docstring).
+    `labelled=False`: the words alone, for predicting their tags (a .conll line may be just
+    its word, a .jsonl record need not have "tags"; tags there are ignored, read as "")."""
     path = Path(path)
     with task_file(path, FORMATS, "token-classification data") as file:
-        sentences = list(read_jsonl(path, file) if path.suffix == ".jsonl" else read_conll(path, file))
+        sentences = list(read_jsonl(path, file, labelled) if path.suffix == ".jsonl" else read_conll(path, file, labelled))
     if not sentences:
         raise ValueError(f"{path} holds no sentences; write one word and its tag per line (.conll) or "
                          f'{{"tokens": [...], "tags": [...]}} per line (.jsonl)')
@@ -65,7 +67,7 @@ def read_tagged(path: str | Path) -> TaggedData:
     return TaggedData(path, words, tags, lines)
 
 
-def read_conll(path: Path, file):
+def read_conll(path: Path, file, labelled: bool = True):
     """Yield (words, tags, line numbers) per sentence."""
     sentence: list[tuple[str, str, int]] = []
     for number, line in enumerate(file, start=1):
@@ -77,19 +79,21 @@ def read_conll(path: Path, file):
                 yield tuple(map(list, zip(*sentence)))
             sentence = []
             continue
-        if len(columns) < 2:
+        if labelled and len(columns) < 2:
             raise ValueError(f"{path} line {number}: {line.strip()!r} has no tag; write the word, then its tag")
-        sentence.append((columns[0], columns[-1], number))
+        sentence.append((columns[0], columns[-1] if labelled else "", number))
     if sentence:
         yield tuple(map(list, zip(*sentence)))
 
 
-def read_jsonl(path: Path, file):
+def read_jsonl(path: Path, file, labelled: bool = True):
     """Yield (words, tags, line numbers) per record."""
     for number, record in json_objects(path, file):
-        words, tags = record.get("tokens"), record.get("tags")
+        words = record.get("tokens")
+        tags = record.get("tags") if labelled else [""] * len(words) if isinstance(words, list) else None
         if not (isinstance(words, list) and isinstance(tags, list) and all(isinstance(x, str) for x in words + tags)):
-            raise ValueError(f'{path} line {number}: expected "tokens" and "tags", two lists of strings')
+            wanted = '"tokens" and "tags", two lists of strings' if labelled else '"tokens", a list of strings'
+            raise ValueError(f"{path} line {number}: expected {wanted}")
         if len(words) != len(tags) or not words:
             raise ValueError(f"{path} line {number}: {len(words)} tokens but {len(tags)} tags; give every token one tag")
         yield words, tags, [number] * len(words)

@@ -6,11 +6,13 @@
     python -m minibert attention DIR "The cat sat on the mat." [--layer L] [--head H] --out FILE.png
     python -m minibert export DIR OUT [--overwrite]
     python -m minibert curves RUN [RUN ...] --out FILE.png [--metric NAME ...]
+    python -m minibert predict CLF FILE --out predictions.tsv [--text-columns A [B]] [--overwrite]
 
 DIR is a minibert checkpoint (what `python train.py` leaves in checkpoints/<variant>) or a
 Hugging Face BERT-family directory with its vocab.txt. The work is done by probe.py
 (fill-mask, detect), info.py (info), attention_maps.py (attention) beside this file,
-minibert/interop/huggingface/export.py (export) and minibert/runs/curves.py (curves); this
+minibert/interop/huggingface/export.py (export), minibert/runs/curves.py (curves) and
+minibert/finetune/predictions.py (predict, with a fine-tuned CLF); this
 file only parses and prints (`minibert/__main__.py` calls `main`). Bad input is one line on
 stderr and exit status 2, through the same handler as `python train.py` (`--debug` shows the
 traceback).
@@ -22,6 +24,7 @@ import argparse
 import sys
 
 from ..runs.cli import Parser, report_errors
+from ..training.settings import DEVICES
 
 PROG = "python -m minibert"
 
@@ -41,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_attention_command(commands)
     add_export_command(commands)
     add_curves_command(commands)
+    add_predict_command(commands)
     for command in commands.choices.values():  # last in each command's --help, as in every minibert command line
         command.add_argument("--debug", action="store_true", help="show the traceback of an error")
     return parser
@@ -86,6 +90,25 @@ def add_curves_command(commands) -> None:
     curves.add_argument("--metric", nargs="+", metavar="NAME", help="only these curves, e.g. eval_mlm_accuracy loss")
 
 
+def add_predict_command(commands) -> None:
+    """`predict`: a fine-tuned classifier's label and score for every row of a file (minibert/finetune/predictions.py)."""
+    predict = add_command(commands, "predict", "a fine-tuned classifier's label and score for every row of a file (a tag "
+                          "per word for a tagger)", "Predict every row of FILE (its label column, if any, ignored) with the "
+                          "model `python train.py finetune` wrote to CLF, in batches, into a TSV laid out as its predictions.tsv.",
+                          checkpoint=False)
+    predict.add_argument("classifier", metavar="CLF", help="a fine-tuned model: python train.py finetune's --out folder")
+    predict.add_argument("file", metavar="FILE", help=".tsv, .csv or .jsonl of texts or pairs (.txt: one text a line); "
+                         ".conll or .jsonl of words for a tagger")
+    predict.add_argument("--out", required=True, metavar="FILE", help="the TSV to write (not replaced unless --overwrite)")
+    predict.add_argument("--text-columns", nargs="+", metavar="COLUMN", help="the text column(s) of FILE, named outright (default: "
+                         "found by name, as fine-tuning does)")
+    predict.add_argument("--batch-size", type=int, default=32, metavar="B", help="rows per batch (default 32)")
+    predict.add_argument("--max-len", type=int, metavar="T", help="tokens per row, as fine-tuning's --max-len (default 128, "
+                         "or the model's limit)")
+    predict.add_argument("--device", choices=DEVICES, default="auto", help="auto = cuda when available, else cpu")
+    predict.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+
+
 def draw(args: argparse.Namespace) -> None:
     from .attention_maps import attention_maps, draw_attention
 
@@ -103,6 +126,12 @@ def run(args: argparse.Namespace) -> None:
         from ..runs.curves import draw_curves
 
         return print(f"wrote {draw_curves(args.runs, args.out, args.metric)}")
+    if args.command == "predict":
+        from ..finetune.predictions import predict_file
+
+        predict_file(args.classifier, args.file, args.out, args.text_columns, args.batch_size, args.max_len, args.device,
+                     args.overwrite)
+        return
     if args.command == "export":
         from ..interop.huggingface.export import export, summary
 

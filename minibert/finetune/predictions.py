@@ -1,0 +1,57 @@
+"""Predictions on new data: `python -m minibert predict CLF FILE --out predictions.tsv`.
+
+FILE is read as fine-tuning reads a dev file, its label column (if any) ignored: a sentence
+classifier's .tsv, .csv or .jsonl with the columns `--text-columns` names, or found by name
+(tasks.py); a tagger's .conll or .jsonl of words (tagged.py). The model runs over it as over
+dev (inference.py, in batches, with a progress bar), and the rows are written as the
+fine-tune's predictions.tsv is (job.py's `prediction_rows`) less the gold label column: so a
+model's predictions on its own dev file are the ones its fine-tune wrote. In Python,
+`Classifier.predict` does the same for a list of texts, pairs or sentences of words.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..heads import TokenClassifier
+from ..operations.distributed import Distributed
+from ..operations.files import write_atomic
+from .checkpoint import Classifier, load_classifier
+from .inference import DEFAULT_BATCH_SIZE, check_batch_size, check_max_len, predict_with_scores
+from .job import prediction_rows
+from .tagged import TaggedData, read_tagged
+from .tasks import Columns, TaskData, read_texts
+
+
+def predict_file(classifier_dir: str | Path, file: str | Path, out: str | Path, text_columns: list[str] | None = None,
+                 batch_size: int = DEFAULT_BATCH_SIZE, max_len: int | None = None, device: str = "auto",
+                 overwrite: bool = False) -> Path:
+    """Write `out`: the prediction and score of every row of `file` (one row per word for a
+    tagger), as predictions.tsv lays them out. An existing `out` is refused unless `overwrite`."""
+    out = Path(out)
+    check_new_file(out, overwrite)
+    check_batch_size(batch_size)
+    model, tokenizer, labels = classifier = load_classifier(classifier_dir)
+    data = read_rows(classifier, file, text_columns)
+    max_len, device = check_max_len(max_len, model.config), Distributed().device(device)
+    predicted, scores = predict_with_scores(model.to(device), tokenizer, data, batch_size, max_len, device, progress=True)
+    write_atomic(out, prediction_rows(data, predicted, None, labels, scores))
+    print(f"{len(data)} {'sentences' if isinstance(data, TaggedData) else 'rows'} of {data.path} predicted into {out}", flush=True)
+    return out
+
+
+def read_rows(classifier: Classifier, file: str | Path, text_columns: list[str] | None) -> TaskData | TaggedData:
+    """The rows of `file` as the classifier reads them: words for a tagger, texts (or pairs) otherwise."""
+    if isinstance(classifier.model, TokenClassifier):
+        if text_columns:
+            raise ValueError("--text-columns names a sentence classifier's columns; a tagger reads a .conll or .jsonl "
+                             "file of words, so drop it")
+        return read_tagged(file, labelled=False)
+    return read_texts(file, Columns(tuple(text_columns)) if text_columns else None)
+
+
+def check_new_file(out: Path, overwrite: bool) -> None:
+    if out.is_dir():
+        raise FileExistsError(f"--out {out} is a folder; name the .tsv file to write")
+    if out.exists() and not overwrite:
+        raise FileExistsError(f"--out {out} already exists; pass --overwrite to replace it, or name another file")
