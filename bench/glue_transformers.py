@@ -27,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from minibert.finetune import classification_metrics, main as finetune  # noqa: E402
 from minibert.finetune.glue_tasks import GLUE_TASKS  # noqa: E402
-from minibert.finetune.job import CLIP, DEFAULT_MAX_LEN, shuffled_batches  # noqa: E402
+from minibert.finetune.inference import DEFAULT_MAX_LEN  # noqa: E402
+from minibert.finetune.job import CLIP, shuffled_batches  # noqa: E402
 from minibert.finetune.recipes import BERT_RECIPE  # noqa: E402
 from minibert.finetune.tasks import LabelMap, read_task  # noqa: E402
 

@@ -33,7 +33,8 @@ from .checkpoint import check_out
 from .glue_sweep import finished_runs, run_glue
 from .glue_tasks import GLUE_TASKS, write_training_text
 from .recipes import BATCH_SIZE, DEFAULT_RECIPE, DROPOUT, RECIPES, checkpoint_pooling, recipe_for, with_recipe
-from .job import DEFAULT_ALPHA, DEFAULT_MAX_LEN, DEFAULT_TEMPERATURE, TASKS, TaskFiles, finetune, load_backbone, reads_words
+from .inference import DEFAULT_MAX_LEN
+from .job import DEFAULT_ALPHA, DEFAULT_TEMPERATURE, TASKS, TaskFiles, finetune, load_backbone, reads_words
 
 PROG = "python -m minibert.finetune"
 TABLE = ("accuracy", "f1", "mcc", "pearson", "spearman")  # the score columns of the --tasks table

@@ -42,7 +42,8 @@ from ..operations.files import write_atomic, write_json
 from ..operations.tensor_files import SAFETENSORS_FILE
 from .checkpoint import check_out, load_classifier
 from .glue_tasks import GLUE_TASKS, MISMATCHED, GlueTask, present_tasks, task_names, write_submission
-from .job import TaskFiles, check_max_len, finetune, load_backbone, predict_with_scores, prediction_rows, recorded_args
+from .inference import check_max_len, predict_with_scores
+from .job import TaskFiles, finetune, load_backbone, prediction_rows, recorded_args
 from .recipes import HELD_OUT, Recipe, checkpoint_pooling, choose, recipe_for, with_recipe
 from .scores import dev_scores
 from .tasks import read_task

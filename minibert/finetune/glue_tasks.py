@@ -20,7 +20,7 @@ from typing import Iterator, NamedTuple
 
 from ..operations.files import write_atomic
 from .checkpoint import load_classifier
-from .job import check_max_len, predict
+from .inference import check_max_len, predict
 from .tasks import Columns, read_task
 
 NLI = ["entailment", "not_entailment"]

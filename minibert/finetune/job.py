@@ -44,9 +44,7 @@ from .checkpoint import Classifier, is_classifier, load_classifier, save_classif
 from .layer_decay import layer_lr_scales
 from .scores import dev_scores
 from .soft_targets import TaskDistillation
-from .inference import (  # noqa: F401  (DEFAULT_MAX_LEN and predict: cli.py, glue_tasks.py and the benches import them from here)
-    DEFAULT_MAX_LEN, check_max_len, encode, logit_batches, predict, predict_with_scores,
-)
+from .inference import check_max_len, encode, logit_batches, predict_with_scores
 
 DEFAULT_ALPHA, DEFAULT_TEMPERATURE = 0.5, 2.0  # --teacher: soft targets and labels weighed evenly, softened at T = 2 (soft_targets.py)
 CLIP = 1.0  # gradient-norm clip, as BERT's fine-tuning code does
