@@ -25,10 +25,15 @@ def attention_maps(checkpoint: str | Path, text: str) -> tuple[list[str], torch.
     """(the text's tokens, specials included; attention probabilities [layers, heads, T, T])."""
     encoder, tokenizer = from_pretrained(checkpoint), load_tokenizer(checkpoint)
     batch = tokenizer.batch([text])
-    with torch.no_grad():
-        attentions = encoder(**batch, output_attentions=True).attentions  # num_layers × [1, heads, T, T]
     tokens = [tokenizer.piece(int(i)) for i in batch["input_ids"][0]]
-    return tokens, torch.stack(attentions)[:, 0].float()  # [layers, heads, T, T]
+    return tokens, attention_probabilities(encoder, batch)
+
+
+def attention_probabilities(encoder, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Every layer's attention probabilities for the first sequence of a batch [layers, heads, T, T]."""
+    with torch.no_grad():
+        attentions = encoder(**batch, output_attentions=True).attentions  # num_layers × [B, heads, T, T]
+    return torch.stack(attentions)[:, 0].float()  # [layers, heads, T, T]
 
 
 def pick(count: int, index: int | None, what: str) -> range:

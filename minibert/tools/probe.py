@@ -89,14 +89,24 @@ def fill_mask(model_or_dir, text_or_texts: str | Sequence[str], top_k: int = 5, 
     texts, single = as_texts(text_or_texts)
     batch = tokenizer.pad([tokenizer.join(masked_ids(tokenizer, t)) for t in texts])
     masks = batch["input_ids"] == tokenizer.mask_id
-    with torch.no_grad():  # the last layer and the decoder run at the masks only
-        hidden = model.encoder(**batch, needed=masks).last_hidden_state[masks]  # [masks, H]
-        probabilities = model.predict(hidden).float().softmax(-1)  # [masks, V]
-    scores, ids = probabilities.topk(min(top_k, probabilities.shape[-1]))
-    candidates = [[Candidate(*spellings(tokenizer, i), float(s)) for s, i in zip(row_s, row_i)]
-                  for row_s, row_i in zip(scores, ids)]
+    candidates = best_candidates(tokenizer, mask_probabilities(model, batch, masks), top_k)
     per_text = list(split(candidates, masks.sum(1).tolist()))
     return per_text[0] if single else per_text
+
+
+def mask_probabilities(model: MaskedLM, batch: dict[str, torch.Tensor], masks: torch.Tensor) -> torch.Tensor:
+    """The MLM head's distribution over the vocabulary at the `masks` positions [B, T] of a
+    batch, in row-major order [masks, V]: what fill-mask reads, and what `python -m minibert
+    explore` reads at the positions a run's masking chose."""
+    with torch.no_grad():  # the last layer and the decoder run at the masks only
+        hidden = model.encoder(**batch, needed=masks).last_hidden_state[masks]  # [masks, H]
+        return model.predict(hidden).float().softmax(-1)  # [masks, V]
+
+
+def best_candidates(tokenizer: Tokenizer, probabilities: torch.Tensor, top_k: int) -> list[list[Candidate]]:
+    """The `top_k` most probable tokens of each row of `probabilities` [masks, V], best first."""
+    scores, ids = probabilities.topk(min(top_k, probabilities.shape[-1]))
+    return [[Candidate(*spellings(tokenizer, i), float(s)) for s, i in zip(row_s, row_i)] for row_s, row_i in zip(scores, ids)]
 
 
 def detect_replaced(model_or_dir, text_or_texts: str | Sequence[str], tokenizer: Tokenizer | None = None):
@@ -109,13 +119,18 @@ def detect_replaced(model_or_dir, text_or_texts: str | Sequence[str], tokenizer:
     model, tokenizer = load(model_or_dir, "rtd", tokenizer)
     texts, single = as_texts(text_or_texts)
     batch = tokenizer.batch(texts)
-    with torch.no_grad():
-        probabilities = model(**batch).logits.float().sigmoid()
+    probabilities = replaced_probabilities(model, batch)
     shown = batch["attention_mask"].bool()
     shown &= (batch["input_ids"] != tokenizer.cls_id) & (batch["input_ids"] != tokenizer.sep_id)
     per_text = [[Judgement(*spellings(tokenizer, i), float(p)) for i, p in zip(ids[row_shown], probs[row_shown])]
                 for ids, probs, row_shown in zip(batch["input_ids"], probabilities, shown)]
     return per_text[0] if single else per_text
+
+
+def replaced_probabilities(model: ReplacedTokenDetector, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The discriminator's probability that each token of a batch was replaced [B, T]."""
+    with torch.no_grad():
+        return model(**batch).logits.float().sigmoid()
 
 
 def load(model_or_dir, head: str, tokenizer: Tokenizer | None) -> tuple[nn.Module, Tokenizer]:
