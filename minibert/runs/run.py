@@ -226,6 +226,7 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
                            if k.startswith(("eval_", "baseline_")) and k.endswith(("accuracy", "auc")))
         print(f"done: {variant.name}, {progress.step} steps in {progress.elapsed:.0f}s{f' ({scores})' if scores else ''}; "
               f"load it with minibert.from_pretrained({str(out)!r}, head={variant.head!r})", flush=True)
+        print(f"watch it act on text: python -m minibert explore {out}", flush=True)
     return out
 
 
@@ -276,15 +277,7 @@ def build_batches(settings: Settings, dist: Distributed, tokenizer_dir: Path, vo
     find them in the cache, so no two processes write the same file.
     """
     streams_total = dist.world_size * settings.grad_accum
-    common = dict(
-        tokenizer_dir=tokenizer_dir, vocab_size=vocab_size, data_dir=cache_dir(settings),
-        seq_len=settings.seq_len, layout=settings.layout, masking=settings.masking, dupe_factor=dupe_factor(settings),
-        mask_prob=settings.mask_prob, replace_probs=tuple(settings.replace_probs), whole_word=settings.whole_word,
-        max_span=settings.max_span, short_seq_prob=settings.short_seq_prob, seed=settings.seed, mask_count=settings.mask_count,
-        max_predictions=settings.max_predictions, mask_smoothing=settings.mask_smoothing,
-        batch_size=settings.batch_size // streams_total, text_field=settings.text_field,
-        tokenizer_sentences=settings.tokenizer_sentences,
-    )
+    common = data_settings(settings, tokenizer_dir, vocab_size, batch_size=settings.batch_size // streams_total)
     if not dist.is_main:
         if dist.rank == 1:
             print(f"processes 1-{dist.world_size - 1} wait for rank 0 to build or check the data cache (up to "
@@ -305,6 +298,19 @@ def build_batches(settings: Settings, dist: Distributed, tokenizer_dir: Path, vo
             baselines = mlm_baselines(whole.baseline_counts(), itertools.islice(eval_batches, settings.eval_batches),
                                       unknown_ids=whole.tokenizer.special_ids)
     return [shard.train for shard in shards], eval_batches, first.tokenizer, baselines
+
+
+def data_settings(settings: Settings, tokenizer_dir: Path, vocab_size: int, batch_size: int) -> dict:
+    """What `build_pretraining_data` is asked for a run, the corpus paths aside: the run's
+    data settings (also what `python -m minibert explore` rebuilds a finished run's batches with)."""
+    return dict(
+        tokenizer_dir=tokenizer_dir, vocab_size=vocab_size, data_dir=cache_dir(settings),
+        seq_len=settings.seq_len, layout=settings.layout, masking=settings.masking, dupe_factor=dupe_factor(settings),
+        mask_prob=settings.mask_prob, replace_probs=tuple(settings.replace_probs), whole_word=settings.whole_word,
+        max_span=settings.max_span, short_seq_prob=settings.short_seq_prob, seed=settings.seed, mask_count=settings.mask_count,
+        max_predictions=settings.max_predictions, mask_smoothing=settings.mask_smoothing,
+        batch_size=batch_size, text_field=settings.text_field, tokenizer_sentences=settings.tokenizer_sentences,
+    )
 
 
 @contextmanager
