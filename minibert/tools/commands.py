@@ -7,12 +7,13 @@
     python -m minibert export DIR OUT [--overwrite]
     python -m minibert curves RUN [RUN ...] --out FILE.png [--metric NAME ...]
     python -m minibert predict CLF FILE --out predictions.tsv [--text-columns A [B]] [--overwrite]
+    python -m minibert explore DIR [--port P] [--no-browser] [--out page.html [--text TEXT ...]]
 
 DIR is a minibert checkpoint (what `python train.py` leaves in checkpoints/<variant>) or a
 Hugging Face BERT-family directory with its vocab.txt. The work is done by probe.py
 (fill-mask, detect), info.py (info), attention_maps.py (attention) beside this file,
-minibert/interop/huggingface/export.py (export), minibert/runs/curves.py (curves) and
-minibert/finetune/predictions.py (predict, with a fine-tuned CLF); this
+minibert/interop/huggingface/export.py (export), minibert/runs/curves.py (curves),
+minibert/finetune/predictions.py (predict, with a fine-tuned CLF) and explore/ (explore); this
 file only parses and prints (`minibert/__main__.py` calls `main`). Bad input is one line on
 stderr and exit status 2, through the same handler as `python train.py` (`--debug` shows the
 traceback).
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_export_command(commands)
     add_curves_command(commands)
     add_predict_command(commands)
+    add_explore_command(commands)
     for command in commands.choices.values():  # last in each command's --help, as in every minibert command line
         command.add_argument("--debug", action="store_true", help="show the traceback of an error")
     return parser
@@ -107,6 +109,30 @@ def add_predict_command(commands) -> None:
                          "or the model's limit)")
     predict.add_argument("--device", choices=DEVICES, default="auto", help="auto = cuda when available, else cpu")
     predict.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+def add_explore_command(commands) -> None:
+    """`explore`: a local page that shows the run's code acting on text (minibert/tools/explore/)."""
+    explore = add_command(commands, "explore", "open a local page that shows a checkpoint's batches, heads, losses and "
+                          "attention on real text", "Serve a page on 127.0.0.1 that shows what the run's own code does "
+                          "with its held-out text or yours: masking, the heads, ELECTRA's and DistilBERT's losses, "
+                          "attention, the parameters and the curves.")
+    explore.add_argument("--port", type=int, default=0, metavar="P", help="the port to listen on (default: a free one)")
+    explore.add_argument("--no-browser", action="store_true", help="print the address without opening a browser")
+    explore.add_argument("--out", metavar="FILE", help="write the page with a few answers inside to FILE instead of serving it")
+    explore.add_argument("--text", action="append", default=[], metavar="TEXT", help="with --out: a text of yours to "
+                         "include (repeatable)")
+
+
+def explore(args: argparse.Namespace) -> None:
+    from .explore import open_session, serve, write_page
+
+    if args.text and not args.out:
+        raise ValueError("--text chooses the texts a written page holds: add --out FILE, or type the text in the page")
+    if not 0 <= args.port < 65536:
+        raise ValueError(f"--port {args.port} is not a port: give 1 to 65535, or leave it out for a free one")
+    session = open_session(args.checkpoint)
+    if args.out:
+        return print(f"wrote {write_page(session, args.out, args.text)}")
+    serve(session, args.port, open_browser=not args.no_browser)
 
 
 def draw(args: argparse.Namespace) -> None:
@@ -122,6 +148,8 @@ def run(args: argparse.Namespace) -> None:
 
     if args.command == "attention":
         return draw(args)
+    if args.command == "explore":
+        return explore(args)
     if args.command == "curves":
         from ..runs.curves import draw_curves
 

@@ -1,0 +1,90 @@
+"""The explorer's answers that do not depend on the text: the model's parameter accounting,
+read from the live module; the run's settings and curves; the source of the code the panels name.
+
+The accounting is the two ALBERT ideas in numbers. Factorized embeddings: a V × E table and
+an E × H projection instead of one V × H table. Cross-layer sharing: the encoder keeps fewer
+sublayer modules than its depth and applies each at several depths (model.py: build_layers,
+Encoder.layer), so a shared layer is counted once and applied N times.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from pathlib import Path
+
+from torch import nn
+
+from ...runs.curves import panels, read_log, run_band
+from ..info import describe
+from .answers import CODE
+from .session import Session
+
+
+def overview(session: Session) -> dict:
+    """Everything the page shows once: what was loaded, the model panel, the run panel."""
+    return {"checkpoint": str(session.directory), "variant": session.variant.name if session.variant else None,
+            "head": session.head, "weights": session.weights, "notes": session.notes,
+            "static": session.static, "model": model_panel(session), "run": run_panel(session)}
+
+
+def count(module: nn.Module | None) -> int:
+    return 0 if module is None else sum(p.numel() for p in module.parameters())
+
+
+def model_panel(session: Session) -> dict:
+    """The encoder's parameters part by part, from the module itself (a shared module once)."""
+    encoder = session.encoder
+    config = encoder.config
+    V, H = config.vocab_size, config.hidden_size
+    E = config.embedding_size or H
+    embeddings = encoder.embeddings
+    word = embeddings.word_embeddings.weight.numel()
+    projection = count(encoder.embedding_projection)
+    depth = config.num_layers
+    sublayers = [{"name": name, "modules": len(modules), "applied": depth, "each": count(modules[0]), "counted": count(modules)}
+                 for name, modules in (("attention", encoder.attention), ("feed-forward", encoder.feed_forward))]
+    return {
+        "V": V, "E": E, "H": H, "layers": depth, "heads": config.num_heads, "share_layers": config.share_layers,
+        "word_embeddings": word, "projection": projection, "unfactorized": V * H,
+        "other_embeddings": count(embeddings) - word, "sublayers": sublayers, "pooler": count(encoder.pooler),
+        "final_norm": count(encoder.final_norm), "encoder": count(encoder),
+        "facts": describe(session.directory), "code": CODE["model"],
+    }
+
+
+def run_panel(session: Session) -> dict | None:
+    """run.json's settings, and each logged curve with the default run's band where the run was
+    measured as that run was (runs/curves.py reads both, as `python -m minibert curves` does)."""
+    if session.settings is None or not (session.directory / "metrics.jsonl").is_file():
+        return None
+    log = read_log(session.directory)
+    bands = run_band(session.directory)
+    curves = []
+    for name in panels([log], None):
+        band = bands.get(name)
+        curves.append({"metric": name, "points": [[r["step"], r[name]] for r in log if r.get(name) is not None],
+                       "band": None if band is None else {"variant": band.variant, "steps": band.steps, "mean": band.mean,
+                                                         "tolerance": band.tolerance}})
+    baselines = {name: value for record in log for name, value in record.items() if name.startswith("baseline_")}
+    return {"settings": session.settings.to_dict(), "curves": curves, "baselines": baselines, "code": CODE["run"]}
+
+
+def source(name: str) -> dict:
+    """The source of one function the panels name ("module:Qualified.name"), from the installed
+    package, with the file and first line it starts at."""
+    if name not in {ref for refs in CODE.values() for ref in refs}:
+        raise ValueError(f"{name!r} is not one of the functions the panels name")
+    module_name, qualified = name.split(":")
+    target = importlib.import_module(module_name)
+    for part in qualified.split("."):
+        target = getattr(target, part)
+    lines, first = inspect.getsourcelines(target)
+    package_root = Path(importlib.import_module("minibert").__file__).parent.parent
+    path = Path(inspect.getsourcefile(target)).resolve().relative_to(package_root.resolve())
+    return {"name": name, "file": path.as_posix(), "line": first, "source": "".join(lines)}
+
+
+def all_sources() -> dict[str, dict]:
+    """Every function the panels name, for a page that has no server to ask."""
+    return {ref: source(ref) for refs in CODE.values() for ref in refs}

@@ -1,0 +1,127 @@
+"""The explorer's page, served on the loopback interface, or written as one file.
+
+    python -m minibert explore DIR [--port P] [--no-browser]     a local page, answering as you type
+    python -m minibert explore DIR --out page.html               the same page with a few answers inside
+
+The server is Python's own (http.server.ThreadingHTTPServer): it serves the page and its JSON
+answers, nothing else, to 127.0.0.1 only. A request whose Host header is not this server's
+loopback address and port is refused (403), so a web page elsewhere cannot reach it through
+a name that resolves to 127.0.0.1 (DNS rebinding). A bad text is a message in the page; the
+server keeps answering.
+"""
+
+from __future__ import annotations
+
+import json
+import webbrowser
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+from ...operations.files import write_atomic
+from .answers import MAX_TEXT_CHARS, explore
+from .overview import all_sources, overview, source
+from .session import Session
+
+LOOPBACK = "127.0.0.1"
+ANSWERS_MARK = "/*EXPLORE-ANSWERS*/null"  # where page.html takes the answers of a page without a server
+STATIC_DRAWS = 3  # the run's own text, drawn (or its copies stepped through) this many times
+
+
+def page_template() -> str:
+    return resources.files(__package__).joinpath("page.html").read_text(encoding="utf-8")
+
+
+def embedded(answers: dict) -> str:
+    """JSON that is safe inside a <script> element; "://" is written with an escaped colon, so that
+    the file names no address (JSON.parse reads it back unchanged)."""
+    text = json.dumps(answers, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").replace("://", "\\u003a//")
+
+
+def write_page(session: Session, out: str | Path, texts: list[str] = ()) -> Path:
+    """One self-contained HTML file: the page with the answers for the run's own text (a few
+    draws) and for `texts`, the model and run panels, and the source the panels name."""
+    out = Path(out)
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a folder; give the file to write, e.g. {out / 'explore.html'}")
+    examples = []
+    if session.data is not None:
+        examples += [{"text": None, "draw": d, "answer": explore(session, None, d)} for d in range(STATIC_DRAWS)]
+    examples += [{"text": t, "draw": 0, "answer": explore(session, t, 0)} for t in texts]
+    if not examples:
+        raise ValueError(f"{session.directory} has no run corpus to show: pass a text (--text \"...\") for the page")
+    answers = {"overview": overview(session), "examples": examples, "sources": all_sources()}
+    write_atomic(out, page_template().replace(ANSWERS_MARK, embedded(answers)))
+    return out
+
+
+class Handler(BaseHTTPRequestHandler):
+    """GET /, /api/overview, /api/explore?text=&draw=, /api/source?name=; nothing else."""
+
+    session: Session  # set on the subclass `serve` makes
+
+    def do_GET(self) -> None:
+        port = self.server.server_address[1]
+        if self.headers.get("Host") not in (f"{LOOPBACK}:{port}", f"localhost:{port}"):
+            return self.reply(HTTPStatus.FORBIDDEN, {"error": f"this server answers only http requests for {LOOPBACK}:{port}"})
+        url = urlsplit(self.path)
+        query = {name: values[0] for name, values in parse_qs(url.query).items()}
+        try:
+            if url.path == "/":
+                return self.reply(HTTPStatus.OK, page_template().replace(ANSWERS_MARK, "null"), "text/html; charset=utf-8")
+            if url.path == "/api/overview":
+                return self.reply(HTTPStatus.OK, overview(self.session))
+            if url.path == "/api/source":
+                return self.reply(HTTPStatus.OK, source(query.get("name", "")))
+            if url.path == "/api/explore":
+                return self.reply(HTTPStatus.OK, explore(self.session, query.get("text"), draw_number(query.get("draw", "0"))))
+        except (ValueError, KeyError) as error:
+            return self.reply(HTTPStatus.BAD_REQUEST, {"error": str(error).strip("'\"")})
+        return self.reply(HTTPStatus.NOT_FOUND, {"error": f"nothing at {url.path}"})
+
+    def reply(self, status: HTTPStatus, body, content_type: str = "application/json") -> None:
+        data = (body if isinstance(body, str) else json.dumps(body)).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args) -> None:
+        """Quiet: the terminal keeps the one line that says where the page is."""
+
+
+def draw_number(text: str) -> int:
+    if not text.isdigit() or len(text) > 9:
+        raise ValueError(f"draw must be a whole number from 0, got {text!r}")
+    return int(text)
+
+
+def make_server(session: Session, port: int = 0) -> ThreadingHTTPServer:
+    """A server for `session` on the loopback interface (port 0: a free one), not yet serving."""
+    handler = type("ExploreHandler", (Handler,), {"session": session})
+    try:
+        server = ThreadingHTTPServer((LOOPBACK, port), handler)
+    except OSError as error:
+        raise ValueError(f"cannot listen on {LOOPBACK}:{port} ({error.strerror}); pick another --port or leave it out") from None
+    server.daemon_threads = True
+    return server
+
+
+def serve(session: Session, port: int = 0, open_browser: bool = True) -> None:
+    """Serve the page until Ctrl-C, which ends it in one line."""
+    server = make_server(session, port)
+    url = f"http://{LOOPBACK}:{server.server_address[1]}/"
+    print(f"exploring {session.directory} at {url} (texts up to {MAX_TEXT_CHARS:,} characters; Ctrl-C stops)", flush=True)
+    if open_browser:
+        webbrowser.open(url)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        print("stopped", flush=True)
+    finally:
+        server.server_close()

@@ -1,0 +1,162 @@
+"""The checkpoint that `python -m minibert explore DIR` looks at, loaded once.
+
+A folder `python train.py` left holds more than a model: run.json records the variant and
+every setting, so the explorer rebuilds what the run itself built, with the run's own code:
+
+    the pretrainer     the kept model with the objectives around it (variants.build_pretrainer),
+                       their weights from the run's newest checkpoint: the NSP/SOP head,
+                       ELECTRA's generator and DistilBERT's teacher are there, not in the model
+    the data           the run's corpus, cut, masked and batched by build_pretraining_data with
+                       the run's settings (runs/run.py:data_settings); the cache the run filled
+                       makes this a matter of opening files
+    the masking        the run's Masking, which draws the masks of a text the learner types
+
+A Hugging Face folder has no run: only its model and tokenizer, masked as BERT did (15%, 80/10/10).
+Every panel reads this object under `lock`: one model, many request threads.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from ...corpus.pipeline import PretrainingData, build_pretraining_data
+from ...data.masking import Masking
+from ...operations.checkpoint import Checkpoints
+from ...operations.outdir import GENERATOR_DIR
+from ...operations.state import load_trainable_state
+from ...operations.tensor_files import CONFIG_FILE, read_json
+from ...pretrained import MissingHead, checkpoint_directory, from_pretrained
+from ...runs.run import data_settings, dupe_factor, load_teacher
+from ...tokenizers import load_tokenizer
+from ...tokenizers.base import Tokenizer
+from ...training.loop import Pretrainer
+from ...training.settings import Settings
+from ...variants import Variant, build_pretrainer, get_variant
+from ..info import RUN_FILE
+
+# A Hugging Face folder was pretrained as BERT's paper says: 15% of the tokens, 80/10/10.
+PAPER_MASKING = dict(mask_prob=0.15, replace_probs=(0.8, 0.1, 0.1), max_span=1, whole_word=False)
+PREFIX_TOKENS = 8  # tokens of the corpus's first example that find where each static copy begins
+
+
+@dataclass
+class Session:
+    directory: Path
+    tokenizer: Tokenizer
+    model: nn.Module  # the kept model: MaskedLM, ReplacedTokenDetector, or a bare Encoder
+    head: str | None  # "mlm", "rtd" or None, as from_pretrained names them
+    masking: Masking  # what draws the masks of a typed text
+    settings: Settings | None = None  # the run's (None: a Hugging Face folder)
+    variant: Variant | None = None
+    pretrainer: Pretrainer | None = None  # the model with the run's objectives
+    weights: str = "the kept model"  # where the weights came from, in words
+    data: PretrainingData | None = None
+    notes: list[str] = field(default_factory=list)  # what the page cannot show, and why
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    _copy_rows: np.ndarray | None = None
+
+    @property
+    def encoder(self) -> nn.Module:
+        return getattr(self.model, "encoder", self.model)
+
+    @property
+    def static(self) -> bool:
+        """Under static masking the run's training examples carry their stored masks."""
+        return self.data is not None and self.data.train.static_masks is not None
+
+    def copy_rows(self) -> np.ndarray:
+        """The row of each static copy's first example, in copy order.
+
+        Every copy is cut from the corpus's first document on (data/static_masks.py:
+        dupe_factor_passes), so each one's first example begins with the same tokens as row 0's;
+        the copies follow one another in the table, about equally long, so copy c's is the
+        row with that beginning nearest to c / copies of the way through."""
+        if self._copy_rows is None:
+            examples, copies = self.data.train.examples, dupe_factor(self.settings)
+            prefix = min(PREFIX_TOKENS, int(examples.lengths[0]))
+            starts = np.flatnonzero((examples.input_ids[:, :prefix] == examples.input_ids[0, :prefix]).all(1))
+            expected = np.arange(copies) * len(examples) / copies
+            self._copy_rows = np.unique(starts[np.abs(starts[None, :] - expected[:, None]).argmin(1)])
+        return self._copy_rows
+
+
+def open_session(path: str | Path) -> Session:
+    """Load DIR: a `python train.py` run folder (run.json beside the model) or a Hugging Face one."""
+    torch.set_num_threads(1)  # a page answers one text at a time; one thread loads and answers fastest on a small model
+    directory = checkpoint_directory(path)
+    run = read_json(directory / RUN_FILE) if (directory / RUN_FILE).is_file() else {}
+    tokenizer = load_tokenizer(directory)
+    if "settings" not in run:
+        model, head = kept_model(directory, ("mlm", "rtd", None))
+        masking = Masking.for_tokenizer(tokenizer, **PAPER_MASKING)
+        return Session(directory, tokenizer, model, head, masking,
+                       notes=[f"{directory} holds no run.json: the run's batches, objectives and curves are unknown"])
+    settings = Settings(**run["settings"])
+    variant = get_variant(settings.variant)
+    model, head = kept_model(directory, (variant.head,))
+    session = Session(directory, tokenizer, model, head, Masking.for_tokenizer(tokenizer, **run_masking(settings)),
+                      settings=settings, variant=variant)
+    session.pretrainer = run_pretrainer(session)
+    session.data = run_data(session, run.get("model_overrides") or {})
+    if session.data is not None:
+        session.masking = session.data.train.masking
+    return session
+
+
+def kept_model(directory: Path, heads: tuple[str | None, ...]) -> tuple[nn.Module, str | None]:
+    """The model in DIR with the first of `heads` it holds, in eval mode."""
+    for head in heads:
+        try:
+            return from_pretrained(directory, head=head).eval(), head
+        except MissingHead:
+            if head == heads[-1]:
+                raise
+    raise AssertionError("unreachable")
+
+
+def run_masking(settings: Settings) -> dict:
+    return dict(mask_prob=settings.mask_prob, replace_probs=tuple(settings.replace_probs), max_span=settings.max_span,
+                whole_word=settings.whole_word)
+
+
+def run_pretrainer(session: Session) -> Pretrainer | None:
+    """The run's kept model and objectives, as `python train.py` built them, with the weights
+    of its newest checkpoint (where the heads it throws away live) or, without one, the kept model's."""
+    settings, variant, directory = session.settings, session.variant, session.directory
+    teacher = None
+    if variant.needs_teacher:
+        try:
+            teacher = load_teacher(settings.teacher, settings.seq_len)
+        except (ValueError, FileNotFoundError) as error:
+            session.notes.append(f"the teacher is not where the run found it ({error}); the DistilBERT panel needs it")
+            return None
+    generator_dir = directory / GENERATOR_DIR
+    generator = from_pretrained(generator_dir, head="mlm") if (generator_dir / CONFIG_FILE).is_file() else None
+    pretrainer = build_pretrainer(variant, settings, session.model.config, teacher, generator)
+    pretrainer.model.load_state_dict(session.model.state_dict())
+    saved = Checkpoints(directory / "checkpoints").load()
+    if saved is not None:
+        state, path = saved
+        load_trainable_state(pretrainer, state["model"])
+        session.weights = f"checkpoints/{path.name}, the run's newest checkpoint (the kept model and its training heads)"
+    else:
+        session.notes.append("no checkpoint beside the model: the NSP/SOP head is untrained here")
+    session.model = pretrainer.model.eval()
+    return pretrainer.eval()
+
+
+def run_data(session: Session, model_overrides: dict) -> PretrainingData | None:
+    """The run's examples and masks, rebuilt by the run's pipeline (from its cache, where it is)."""
+    settings = session.settings
+    asked = model_overrides.get("vocab_size", session.variant.model["vocab_size"])  # the tokenizer's size as the run asked it
+    try:
+        return build_pretraining_data(settings.data, **data_settings(settings, session.directory, asked, batch_size=1))
+    except (OSError, ValueError) as error:
+        session.notes.append(f"the run's corpus could not be read again ({error}); type a text instead")
+        return None

@@ -1,0 +1,168 @@
+"""`python -m minibert explore`: its answers are the project's own numbers (fill-mask's top-k,
+detect's probabilities, the run's masks and copies), and its server refuses what it must."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+
+from minibert import detect_replaced, fill_mask
+from minibert.__main__ import main
+from minibert.runs.cli import main as train
+from minibert.runs.run import dupe_factor
+from minibert.tools.explore import make_server, open_session
+from minibert.tools.explore.answers import MAX_TEXT_CHARS, explore
+from minibert.tools.explore.overview import overview, source
+from tiny_run import tiny_args, write_corpus
+
+FAMILIES = ("bert", "roberta", "albert", "electra", "distilbert")
+MASKED_TEXT = "The small [MASK] eats the dog."
+PLAIN_TEXT = "The small cat eats the dog."
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """family -> a tiny `python train.py --variant FAMILY` folder (DistilBERT distils the BERT one)."""
+    root = tmp_path_factory.mktemp("explore")
+    corpus = write_corpus(root / "corpus.txt", documents=24)
+    folders = {}
+    for family in FAMILIES:
+        folders[family] = root / family
+        teacher = ["--teacher", str(folders["bert"])] if family == "distilbert" else []
+        args = tiny_args(family, corpus, root / "cache", folders[family], 2, "--eval-every", "2", "--save-every", "2", *teacher)
+        assert train(args) == 0
+    return folders
+
+
+@pytest.fixture(scope="module")
+def sessions(runs):
+    return {family: open_session(folder) for family, folder in runs.items()}
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "albert", "distilbert"])
+def test_mlm_top_k_is_fill_masks(family, runs, sessions):
+    answer = explore(sessions[family], MASKED_TEXT, 0)["mlm"]
+    expected = fill_mask(runs[family], MASKED_TEXT, top_k=5)
+    assert len(answer["positions"]) == len(expected) == 1
+    for shown, candidates in zip(answer["positions"], expected):
+        assert [c["id"] for c in shown["top"]] == [c.token_id for c in candidates]
+        torch.testing.assert_close(torch.tensor([c["prob"] for c in shown["top"]]), torch.tensor([c.score for c in candidates]))
+
+
+def test_mlm_loss_at_each_position_averages_to_the_runs_mlm_loss(sessions):
+    session = sessions["roberta"]
+    answer = explore(session, None, 0)
+    losses = [p["loss"] for p in answer["mlm"]["positions"]]
+    assert losses and all(p["right"] == (p["top"][0]["id"] == p["original"]["id"]) for p in answer["mlm"]["positions"])
+    chosen = [t for t in answer["batch"]["tokens"] if t["fate"]]
+    assert [t["position"] for t in chosen] == [p["position"] for p in answer["mlm"]["positions"]]
+    assert {t["fate"] for t in chosen} <= {"mask", "random", "kept"}
+    for t in chosen:  # the fate is what the model was shown
+        assert (t["fate"] == "mask") == (t["shown"]["id"] == session.tokenizer.mask_id)
+        assert (t["fate"] == "kept") == (t["shown"]["id"] == t["original"]["id"])
+
+
+def test_electra_probabilities_are_detects(runs, sessions):
+    answer = explore(sessions["electra"], PLAIN_TEXT, 0)["electra"]
+    expected = detect_replaced(runs["electra"], PLAIN_TEXT)
+    written = [t["p_written"] for t in answer["tokens"][1:-1]]  # detect leaves [CLS] and [SEP] out
+    torch.testing.assert_close(torch.tensor(written), torch.tensor([j.probability for j in expected]))
+    assert answer["played"] and answer["losses"]["rtd_weight"] == 50.0
+    for t in answer["tokens"]:  # replaced means changed, and only a generator's sample can change a token
+        assert t["replaced"] == (t["shown"]["id"] != t["original"]["id"])
+        assert t["sampled"] or not t["replaced"]
+
+
+def test_draw_again_draws_a_new_mask_under_dynamic_masking(sessions):
+    session = sessions["roberta"]
+    fates = [[(t["fate"], t["shown"]["id"]) for t in explore(session, None, draw)["batch"]["tokens"]] for draw in (0, 1, 0)]
+    assert fates[0] != fates[1] and fates[0] == fates[2]  # a new mask, and the same one for the same draw
+    answer = explore(session, None, 1)["batch"]
+    assert answer["masking"] == "dynamic" and "epoch 1" in answer["source"]
+
+
+def test_draw_again_steps_through_the_static_copies(sessions):
+    session = sessions["bert"]
+    copies = dupe_factor(session.settings)
+    answers = [explore(session, None, draw)["batch"] for draw in range(copies + 1)]
+    assert [a["copy"] for a in answers] == [*range(copies), 0] and {a["copies"] for a in answers} == {copies}
+    assert all(a["masking"] == "static" and f"copy {a['copy'] + 1} of {copies}" in a["source"] for a in answers)
+    tokens = [[(t["shown"]["id"], t["fate"]) for t in a["tokens"]] for a in answers]
+    assert tokens[0] == tokens[copies] and len({tuple(t) for t in tokens[:copies]}) > 1  # each copy its own cut and mask
+    rows = session.copy_rows()
+    assert len(rows) == copies and (rows[1:] > rows[:-1]).all()
+
+
+def test_sentence_verdict_and_distillation_losses(sessions):
+    sentence = explore(sessions["albert"], None, 0)["batch"]["sentence"]
+    assert sentence["task"] == "sop" and sentence["label"] in (0, 1) and sentence["verdict"] in (0, 1)
+    distil = explore(sessions["distilbert"], None, 0)["distil"]
+    assert distil["teacher_layers"] == [0] and distil["temperature"] == 2.0
+    assert all(distil["losses"][name] is not None for name in ("soft", "mlm", "cosine"))
+    for position in distil["positions"]:
+        assert sum(t["teacher"] for t in position["tokens"]) <= 1 + 1e-6
+
+
+def test_model_panel_counts_factorized_and_shared_parameters(sessions):
+    session = sessions["albert"]
+    model = overview(session)["model"]
+    assert model["word_embeddings"] == model["V"] * model["E"] and model["E"] < model["H"]
+    assert model["projection"] == model["E"] * model["H"] + model["H"]
+    assert all(s["modules"] == 1 and s["applied"] == model["layers"] for s in model["sublayers"])
+    assert model["encoder"] == sum(p.numel() for p in session.encoder.parameters())
+    assert "def build_layers" in source("minibert.model:build_layers")["source"]
+    with pytest.raises(ValueError, match="not one of the functions"):
+        source("os:system")
+
+
+def get(port: int, path: str, host: str | None = None) -> tuple[int, dict | str]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection.request("GET", path, headers={"Host": host or f"127.0.0.1:{port}"})
+    response = connection.getresponse()
+    body = response.read().decode()
+    connection.close()
+    return response.status, json.loads(body) if response.getheader("Content-Type", "").startswith("application/json") else body
+
+
+def test_server_refuses_foreign_hosts_and_long_texts_and_keeps_answering(sessions):
+    server = make_server(sessions["albert"])
+    port = server.server_address[1]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        assert get(port, "/", host=f"attacker.example:{port}")[0] == 403
+        assert get(port, "/", host="127.0.0.1:1")[0] == 403
+        status, answer = get(port, "/api/explore?text=" + "a" * (MAX_TEXT_CHARS + 1))
+        assert status == 400 and f"at most {MAX_TEXT_CHARS:,}" in answer["error"]
+        assert get(port, "/api/explore?draw=x")[0] == 400
+        status, page = get(port, "/", host=f"localhost:{port}")
+        assert status == 200 and 'id="panel-batch"' in page
+        with ThreadPoolExecutor(2) as pool:  # concurrent questions, one model
+            replies = list(pool.map(lambda draw: get(port, f"/api/explore?draw={draw}"), (0, 1)))
+        assert [status for status, _ in replies] == [200, 200]
+        assert replies[0][1]["batch"]["draw"] == 0 and replies[1][1]["batch"]["draw"] == 1
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_out_writes_one_page_without_addresses(runs, tmp_path, capsys):
+    out = tmp_path / "page.html"
+    assert main(["explore", str(runs["electra"]), "--out", str(out), "--text", PLAIN_TEXT]) == 0
+    assert list(tmp_path.iterdir()) == [out]
+    page = out.read_text(encoding="utf-8")
+    assert not re.search(r"https?://", page) and "<link" not in page and "src=" not in page
+    embedded = json.loads(re.search(r'<script id="answers" type="application/json">(.*?)</script>', page, re.S).group(1))
+    assert [e["text"] for e in embedded["examples"]] == [None, None, None, PLAIN_TEXT]
+    assert embedded["examples"][0]["answer"]["electra"]["played"]
+
+
+def test_bad_input_is_one_line(runs, capsys):
+    assert main(["explore", str(runs["bert"]), "--text", "x"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--out FILE" in err
