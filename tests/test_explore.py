@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -19,7 +23,7 @@ from minibert.runs.run import dupe_factor
 from minibert.tools.explore import make_server, open_session
 from minibert.tools.explore.answers import MAX_TEXT_CHARS, explore
 from minibert.tools.explore.overview import overview, source
-from tiny_run import tiny_args, write_corpus
+from tiny_run import REPO, tiny_args, write_corpus
 
 FAMILIES = ("bert", "roberta", "albert", "electra", "distilbert")
 MASKED_TEXT = "The small [MASK] eats the dog."
@@ -166,3 +170,16 @@ def test_bad_input_is_one_line(runs, capsys):
     assert main(["explore", str(runs["bert"]), "--text", "x"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--out FILE" in err
+
+
+def test_ctrl_c_stops_the_server_in_one_line(runs):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "minibert", "explore", str(runs["roberta"]), "--no-browser"], cwd=REPO,
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a terminal starts it
+    first = process.stdout.readline()
+    port = int(re.search(r"127\.0\.0\.1:(\d+)/", first).group(1))
+    assert get(port, "/api/overview")[0] == 200
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 0 and out == "stopped\n" and err == "", err

@@ -129,10 +129,13 @@ def explore(args: argparse.Namespace) -> None:
         raise ValueError("--text chooses the texts a written page holds: add --out FILE, or type the text in the page")
     if not 0 <= args.port < 65536:
         raise ValueError(f"--port {args.port} is not a port: give 1 to 65535, or leave it out for a free one")
-    session = open_session(args.checkpoint)
-    if args.out:
-        return print(f"wrote {write_page(session, args.out, args.text)}")
-    serve(session, args.port, open_browser=not args.no_browser)
+    try:
+        session = open_session(args.checkpoint)
+        if args.out:
+            return print(f"wrote {write_page(session, args.out, args.text)}")
+        serve(session, args.port, open_browser=not args.no_browser)
+    except KeyboardInterrupt:  # Ctrl-C, loading or serving: the page is gone, nothing to keep
+        print("stopped", flush=True)
 
 
 def draw(args: argparse.Namespace) -> None:

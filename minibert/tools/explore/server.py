@@ -113,15 +113,13 @@ def make_server(session: Session, port: int = 0) -> ThreadingHTTPServer:
 
 
 def serve(session: Session, port: int = 0, open_browser: bool = True) -> None:
-    """Serve the page until Ctrl-C, which ends it in one line."""
+    """Serve the page until Ctrl-C (KeyboardInterrupt, which the command turns into one line)."""
     server = make_server(session, port)
-    url = f"http://{LOOPBACK}:{server.server_address[1]}/"
-    print(f"exploring {session.directory} at {url} (texts up to {MAX_TEXT_CHARS:,} characters; Ctrl-C stops)", flush=True)
-    if open_browser:
-        webbrowser.open(url)
     try:
+        url = f"http://{LOOPBACK}:{server.server_address[1]}/"
+        print(f"exploring {session.directory} at {url} (texts up to {MAX_TEXT_CHARS:,} characters; Ctrl-C stops)", flush=True)
+        if open_browser:
+            webbrowser.open(url)
         server.serve_forever()
-    except KeyboardInterrupt:
-        print("stopped", flush=True)
     finally:
         server.server_close()
