@@ -24,22 +24,20 @@ import pytest
 import torch
 
 import minibert
-from minibert import Encoder, MaskedLM, ModelConfig, ReplacedTokenDetector
+from minibert import Encoder, MaskedLM, ReplacedTokenDetector
 from minibert.__main__ import main
 from minibert.corpus.vocabulary import train_tokenizer
 from minibert.finetune.checkpoint import load_classifier, save_classifier
 from minibert.finetune.tasks import LabelMap
 from minibert.heads import SequenceClassifier
 from minibert.operations.files import TMP_PREFIX
-from minibert.objectives.kd import student_config
 from minibert.interop.huggingface import custom_code
 from minibert.interop.huggingface.export_check import CUSTOM_TOLERANCE, TOLERANCE
 from minibert.interop.huggingface.families import ROFORMER
 from minibert.tokenizers import load_tokenizer
 from minibert.tools.info import describe
 from minibert.runs.cli import main as train_main
-from minibert.variants import VARIANTS
-from tiny_run import tiny_args, write_corpus
+from tiny_run import tiny_args, wide_config, write_corpus
 
 ERROR = "python -m minibert: error: "
 QKV = "attention.{i}.fn.qkv"
@@ -73,11 +71,7 @@ def wide_model(corpus, folder: Path, variant: str = "bert", kind=MaskedLM, **cha
     as a run saves it: its outputs move visibly when any tensor is exchanged for another."""
     text, cache = corpus
     tokenizer = train_tokenizer(text, vocab_size=400, cache_dir=cache)
-    tiny = dict(vocab_size=tokenizer.vocab_size, hidden_size=32, num_heads=2, intermediate_size=64, max_positions=40,
-                initializer_range=0.5)
-    config = ModelConfig(**{**VARIANTS[variant].model, **tiny, **changes})
-    if variant == "distilbert":  # a student: its teacher's shape, half the layers, no segments
-        config = student_config(ModelConfig(**{**VARIANTS["bert"].model, **tiny, **changes}))
+    config = wide_config(tokenizer.vocab_size, variant, **changes)
     torch.manual_seed(0)
     return minibert.save_pretrained(kind(config), folder, tokenizer=tokenizer)
 

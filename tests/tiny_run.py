@@ -47,6 +47,20 @@ def model_flags(variant: str) -> list[str]:
     return [*TINY_MODEL, *EMBEDDING.get(variant, [])]
 
 
+def wide_config(vocab_size: int, variant: str = "bert", **changes):
+    """A variant's architecture at a tiny size with wide initial weights (a model's outputs then
+    move visibly when any tensor is exchanged for another); DistilBERT's is a student's: its
+    teacher's shape, half the layers, no segments."""
+    from minibert import ModelConfig
+    from minibert.objectives.kd import student_config
+    from minibert.variants import VARIANTS
+
+    tiny = dict(vocab_size=vocab_size, hidden_size=32, num_heads=2, intermediate_size=64, max_positions=40, initializer_range=0.5)
+    if variant == "distilbert":
+        return student_config(ModelConfig(**{**VARIANTS["bert"].model, **tiny, **changes}))
+    return ModelConfig(**{**VARIANTS[variant].model, **tiny, **changes})
+
+
 def run_cli(args: list[str], **popen) -> subprocess.CompletedProcess:
     """`python train.py ARGS` in a fresh process, as a user would run it."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
