@@ -28,7 +28,8 @@ from ...tokenizers import SentencePieceTokenizer
 from ..tokenizers.json_export import CONFIG_FILE as TOKENIZER_CONFIG_FILE, hugging_face_files
 from .custom_code import MODEL_TYPE as CUSTOM_CODE, custom_plan, save_custom_code
 from .families import EXPORT_ORDER, FAMILIES, ROFORMER
-from .family import Family
+from .family import TASK_HEADS, Family
+from .task_heads import label_fields
 
 def reference_plan(stored: dict, head: str | None, tensors: TensorFile) -> CheckpointPlan:
     """A Hugging Face checkpoint: the family's tables name every tensor."""
@@ -63,7 +64,7 @@ def save_hf(model: nn.Module, directory: Path, head: str | None, tokenizer, fami
             labels: list | None = None) -> None:
     """`save_pretrained(format="hf")`: a Hugging Face directory of the first family whose
     checkpoints hold the model exactly, or of `family`; with family="minibert" transformers'
-    custom code (custom_code.py: any model, a fine-tuned classifier with its `labels` too). A
+    custom code (custom_code.py: any model); a fine-tuned classifier with its `labels`. A
     SentencePiece tokenizer is also written as tokenizer.json & co., which
     `transformers.AutoTokenizer` loads (a WordPiece vocab.txt is already Hugging Face's format)."""
     chosen = None if family == CUSTOM_CODE else export_family(model.config, head, family)
@@ -73,6 +74,8 @@ def save_hf(model: nn.Module, directory: Path, head: str | None, tokenizer, fami
         save_custom_code(model, directory, head, labels)
     else:
         stored_config = chosen.reference_config(model.config, head)
+        if head in TASK_HEADS:  # a fine-tuned model (written by export, in its family's layout: task_heads.py)
+            stored_config.update(label_fields(model, labels))
         names = export_names(chosen, model, head)
         computed = chosen.computed_tensors(model.config, prefixed=head is not None)
         directory.mkdir(parents=True, exist_ok=True)

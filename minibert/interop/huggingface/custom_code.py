@@ -20,7 +20,7 @@ so it runs where only torch and transformers are installed, and computes what mi
 with the same code. `python -m minibert export` writes one wherever no built-in family holds
 the model exactly (the default albert, electra and distilbert runs: rotary positions with
 shared layers, a replaced-token head or no segment embeddings; pre-LN; attention-only or
-FFN-only sharing; a fine-tuned classifier), and `save_pretrained(format="hf", family="minibert")`
+FFN-only sharing; a fine-tuned head no built-in class computes, task_heads.py), and `save_pretrained(format="hf", family="minibert")`
 writes one for any model. `minibert.from_pretrained` reads the folder back (`custom_plan`).
 """
 
@@ -35,7 +35,9 @@ from ...config import ModelConfig
 from ...operations.files import write_atomic, write_json
 from ...operations.tensor_files import CONFIG_FILE, SAFETENSORS_FILE, TensorFile, save_tensors
 from ...pretrained import HEAD_NAMES, HEADS, CheckpointPlan, MissingHead
+from .family import TASK_HEADS
 from .source_copy import copied_sources
+from .task_heads import label_fields
 
 MODEL_TYPE = "minibert"  # config.json's model_type, and the name `family=` picks this export by
 TEMPLATES = Path(__file__).parent / "templates"  # the wrapper's two files, copied as they are
@@ -89,12 +91,8 @@ def custom_config(model: nn.Module, head: str | None, labels: list | None) -> di
     if fields["attention_backend"] == "triton":  # the kernel stays out of the folder (source_copy.LEFT_OUT)
         fields["attention_backend"] = "auto"
     config = {"model_type": MODEL_TYPE, "architectures": [ARCHITECTURES[head]], "auto_map": AUTO_MAP, **fields}
-    if head in ("classifier", "token_classifier"):
-        names = labels if labels is not None else [f"LABEL_{i}" for i in range(model.num_labels)]  # regression: one score
-        config["id2label"] = {str(i): str(name) for i, name in enumerate(names)}
-        config["label2id"] = {str(name): i for i, name in enumerate(names)}
-        if model.num_labels == 1:
-            config["problem_type"] = "regression"
+    if head in TASK_HEADS:
+        config.update(label_fields(model, labels))
         if hasattr(model, "pooling"):
             config["pooling"] = model.pooling
     return config

@@ -3,10 +3,12 @@ folder, published only once transformers has read it back.
 
 It is the README's recipe (from_pretrained with the checkpoint's own head, save_pretrained with
 format="hf" and the checkpoint's tokenizer) as one command, plus the check of export_check.py.
-Where a built-in transformers family holds the model exactly, the folder is of that family;
-otherwise (rotary positions with shared layers, a replaced-token head or no segment embeddings,
-pre-LN, attention-only or FFN-only sharing, a fine-tuned classifier) it is transformers' custom
-code, minibert's own source in the folder, loaded with `trust_remote_code=True` (custom_code.py).
+Where a built-in transformers family holds the model exactly, the folder is of that family (a
+fine-tuned classifier: its *ForSequenceClassification or *ForTokenClassification, task_heads.py,
+with a model card, model_card.py); otherwise (rotary positions with shared layers, a
+replaced-token head or no segment embeddings, pre-LN, attention-only or FFN-only sharing, a
+classifier head no built-in class computes) it is transformers' custom code, minibert's own
+source in the folder, loaded with `trust_remote_code=True` (custom_code.py).
 The folder is written beside OUT under a temporary name and renamed to OUT only when the check
 passes (or is skipped because transformers is not installed), so a refused export leaves OUT
 as it was. OUT is never clobbered by accident: a folder that holds a model is replaced only with
@@ -22,16 +24,18 @@ from pathlib import Path
 from torch import nn
 
 from ...finetune.checkpoint import is_classifier, load_classifier
-from ...operations.files import TMP_PREFIX, publish_dir
+from ...operations.files import TMP_PREFIX, publish_dir, write_atomic
 from ...tokenizers.base import Tokenizer
 from ...tokenizers.load import load_tokenizer, tokenizer_file_names
 from ...pretrained import FORMAT_KEY, HEADS, checkpoint_directory, from_pretrained
 from . import CUSTOM_CODE, export_family, export_names, save_hf
 from ...operations.tensor_files import CONFIG_FILE, PICKLE_FILE, SAFETENSORS_FILE, listing, open_tensors, read_json
 from .custom_code import ARCHITECTURES, HEAD_OF, code_file_names
-from .export_check import AUTO_CLASSES, INSTALL, Check, ExportMismatch, check_export
+from .export_check import AUTO_CLASSES, INSTALL, SCORE_TOLERANCE, Check, ExportMismatch, check_export
 from .families import FAMILIES
-from .family import Family
+from .model_card import CARD_FILE, model_card
+from .family import TASK_HEADS, Family
+from .task_heads import in_family_layout, misfit
 
 MODEL_FILES = (CONFIG_FILE, SAFETENSORS_FILE, PICKLE_FILE)
 
@@ -44,6 +48,7 @@ class Exported:
     head: str | None
     files: tuple[str, ...]  # what OUT holds
     check: Check | None  # None: transformers is not installed
+    why: str | None = None  # why a fine-tuned model is custom code: no built-in class computes it
 
 
 def export(checkpoint: str | Path, out: str | Path, overwrite: bool = False) -> Exported:
@@ -54,14 +59,19 @@ def export(checkpoint: str | Path, out: str | Path, overwrite: bool = False) -> 
     check_out(out, source, overwrite)
     model, tokenizer, head, labels = load_checkpoint(source)
     tokenizer.check_fits(model.config.vocab_size, f"{source}", "the checkpoint's tokenizer is not its model's")
-    family = holding_family(model.config, head)  # None: transformers' custom code
+    family, why = holding_family(model, head)  # None: transformers' custom code
     model_type = CUSTOM_CODE if family is None else family.model_type
-    names = {name: (name,) for name in model.state_dict()} if family is None else export_names(family, model, head)
+    written = model if family is None or head not in TASK_HEADS else in_family_layout(model, family, head)
+    names = {name: (name,) for name in model.state_dict()} if family is None else export_names(family, written, head)
+    architecture = ARCHITECTURES[head] if family is None else family.architectures[head]
     checks: list[Check | None] = []
 
     def write_and_check(folder: Path) -> None:
-        save_hf(model, folder, head, tokenizer, model_type, labels)
-        checks.append(check_export(folder, model, tokenizer, head, names, custom=family is None))
+        save_hf(written, folder, head, tokenizer, model_type, labels)
+        if head in TASK_HEADS:
+            card = model_card(source, out, architecture, head, labels, family is None, model.config.max_length)
+            write_atomic(folder / CARD_FILE, card)
+        checks.append(check_export(folder, model, tokenizer, head, names, custom=family is None, labels=labels))
 
     try:
         publish_dir(write_and_check, out, replace=overwrite)
@@ -71,12 +81,21 @@ def export(checkpoint: str | Path, out: str | Path, overwrite: bool = False) -> 
             f"the checkpoint: please report this line"
         ) from None
     files = tuple(sorted(path.name for path in out.iterdir()))
-    architecture = ARCHITECTURES[head] if family is None else family.architectures[head]
-    return Exported(out, model_type, architecture, head, files, checks[0])
+    return Exported(out, model_type, architecture, head, files, checks[0], why)
 
 
-def holding_family(config, head: str | None) -> Family | None:
-    """The built-in family whose checkpoints hold the model exactly; None where none does."""
+def holding_family(model: nn.Module, head: str | None) -> tuple[Family | None, str | None]:
+    """The built-in family whose class holds the model exactly (None: none does), and for a
+    fine-tuned model that none holds, why (the export prints it)."""
+    family = first_holding(model.config, head)
+    if head not in TASK_HEADS:
+        return family, None
+    why = misfit(model, family or first_holding(model.config, None), head)
+    return (None, why) if why else (family, None)
+
+
+def first_holding(config, head: str | None) -> Family | None:
+    """The first family whose checkpoints hold `config` with `head` exactly; None where none does."""
     try:
         return export_family(config, head, None)
     except ValueError:  # export_family says why; the export then writes custom code instead
@@ -107,7 +126,7 @@ def check_out(out: Path, source: Path, overwrite: bool) -> None:
     model = any(name in held for name in MODEL_FILES)
     if model and not overwrite:
         raise FileExistsError(f"{out} already holds a model; pass --overwrite to replace it, or choose another OUT")
-    writable = set(MODEL_FILES) | set(tokenizer_file_names()) | set(code_file_names())
+    writable = {*MODEL_FILES, CARD_FILE, *tokenizer_file_names(), *code_file_names()}
     foreign = [name for name in held if name not in writable or (out / name).is_dir()]
     if foreign or not model:
         raise FileExistsError(
@@ -144,7 +163,8 @@ def summary(exported: Exported) -> list[str]:
     """What `python -m minibert export` prints: what was written, then what the check found."""
     custom = exported.family == CUSTOM_CODE
     kind = f"{exported.family}: transformers' custom code, load it with trust_remote_code=True" if custom else exported.family
-    lines = [f"wrote {exported.out}: {exported.architecture} ({kind}) with its tokenizer ({', '.join(exported.files)})"]
+    why = f"; no built-in class: {exported.why}" if exported.why else ""
+    lines = [f"wrote {exported.out}: {exported.architecture} ({kind}) with its tokenizer ({', '.join(exported.files)}){why}"]
     check = exported.check
     if check is None:
         return lines + [f"check skipped: transformers is not installed; to check this export, {INSTALL} and run "
@@ -159,4 +179,5 @@ def summary(exported: Exported) -> list[str]:
         f"  weights  every one read as written{unused}",
         f"  {check.output:<8} largest difference {check.difference:.2e} (allowed {check.tolerance * check.scale:.1e}: "
         f"{check.tolerance:.0e} x the largest |{check.output}|, at least 1)",
-    ]
+    ] + ([] if check.scores is None else [
+        f"  pipeline text-classification: minibert's labels, scores within {check.scores:.2e} (allowed {SCORE_TOLERANCE:.0e})"])

@@ -9,6 +9,8 @@ read every weight (none missing, none unexpected but the pooler a class without 
 and its outputs must equal ours within TOLERANCE. Any failure is an ExportMismatch that names
 what differs: the tensors transformers did not read, the probe text whose ids differ, or the
 first stage (embeddings, a layer, the head) whose outputs differ and the tensors it is made of.
+A sequence classifier must also give, through transformers' text-classification pipeline,
+minibert's label and score (softmax probability, or a regression's score) on every probe text.
 
 A custom-code export (custom_code.py) is loaded the same way, with `trust_remote_code=True`:
 its code is minibert's own, so its outputs must equal ours within the tighter CUSTOM_TOLERANCE.
@@ -31,6 +33,7 @@ from ...operations.tensor_files import listing
 
 TOLERANCE = 1e-4  # largest difference allowed, relative to the largest output (or 1, if larger)
 CUSTOM_TOLERANCE = 1e-5  # the same, for an export that runs minibert's own code: only float rounding may differ
+SCORE_TOLERANCE = 1e-5  # a classifier's scores from transformers' pipeline: probabilities (a regression's score, relative)
 INSTALL = "pip install transformers"
 
 # The Auto class a user loads each kind of export with: it must give the class config.json names.
@@ -71,23 +74,25 @@ class Check:
     difference: float  # largest absolute difference of that output over the real tokens
     scale: float  # what the tolerance is relative to
     tolerance: float  # TOLERANCE, or CUSTOM_TOLERANCE for custom code
+    scores: float | None = None  # a sequence classifier's: largest difference of the pipeline's scores from ours
 
 
 def check_export(directory: Path, model: nn.Module, tokenizer: Tokenizer, head: str | None,
-                 names: dict[str, tuple[str, ...]], custom: bool = False) -> Check | None:
+                 names: dict[str, tuple[str, ...]], custom: bool = False, labels: list | None = None) -> Check | None:
     """Load `directory` with transformers and compare it with `model` and `tokenizer`, which it
     was written from (`names`: our parameter -> the tensors it was written as; `custom`: a
-    custom-code folder). None when transformers is not installed; an ExportMismatch when the
-    export is not what was meant."""
+    custom-code folder; `labels`: a classifier's class names). None when transformers is not
+    installed; an ExportMismatch when the export is not what was meant."""
     try:
         import transformers  # the one import of transformers in minibert: here, at run time, if installed
     except ImportError:
         return None
-    return compare(transformers, Path(directory), model, tokenizer, head, names, CUSTOM_TOLERANCE if custom else TOLERANCE)
+    tolerance = CUSTOM_TOLERANCE if custom else TOLERANCE
+    return compare(transformers, Path(directory), model, tokenizer, head, names, tolerance, labels)
 
 
 def compare(transformers, directory: Path, model: nn.Module, tokenizer: Tokenizer, head: str | None,
-            names: dict[str, tuple[str, ...]], tolerance: float) -> Check:
+            names: dict[str, tuple[str, ...]], tolerance: float, labels: list | None = None) -> Check:
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     reference, unused = load_reference(transformers, directory, head, pooler_tensors(names))
@@ -96,7 +101,7 @@ def compare(transformers, directory: Path, model: nn.Module, tokenizer: Tokenize
     max_length = model.config.max_length
     batches = probe_batches(tokenizer, max_length)
     output = "last_hidden_state" if head is None else "logits"
-    difference, scale, inputs = 0.0, 1.0, ()
+    difference, scale, inputs, scores = 0.0, 1.0, (), None
     for firsts, seconds in batches:
         ours = tokenizer.batch(firsts, seconds, max_length=max_length)
         encoded = theirs(firsts, seconds, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
@@ -115,8 +120,36 @@ def compare(transformers, directory: Path, model: nn.Module, tokenizer: Tokenize
                 f"{gap:.2e} (allowed {tolerance * scale:.1e}){where}"
             )
         difference = max(difference, gap)
+        if head in SEQUENCE_HEADS:
+            pipe = transformers.pipeline("text-classification", model=reference, tokenizer=theirs, device="cpu")
+            scores = max(scores or 0.0, same_predictions(pipe, firsts, seconds, want, labels, max_length))
     return Check(transformers.__version__, type(reference).__name__, sum(len(firsts) for firsts, _ in batches), inputs,
-                 unused, output, difference, scale, tolerance)
+                 unused, output, difference, scale, tolerance, scores)
+
+
+def same_predictions(pipe, firsts: list[str], seconds: list[str] | None, logits: torch.Tensor, labels: list | None,
+                     max_length: int) -> float:
+    """transformers' text-classification pipeline gives minibert's predictions: the class named
+    `labels`[argmax] with its softmax probability, or a regression's score as it is. Returns the
+    largest score difference; an ExportMismatch names the first text predicted otherwise."""
+    texts = firsts if seconds is None else [{"text": a, "text_pair": b} for a, b in zip(firsts, seconds)]
+    theirs = pipe(texts, truncation=True, max_length=max_length)
+    regression = logits.shape[-1] == 1
+    probabilities = logits.float() if regression else logits.float().softmax(-1)
+    largest = 0.0
+    for row, (text, got) in enumerate(zip(firsts, theirs)):
+        top = probabilities[row].topk(min(2, probabilities.shape[-1]))
+        score = top.values[0].item()
+        gap = abs(got["score"] - score) / max(1.0, abs(score))
+        tied = len(top.values) > 1 and top.values[0] - top.values[1] <= SCORE_TOLERANCE  # either label is right
+        if not regression and got["label"] != str(labels[top.indices[0]]) and not tied:
+            raise ExportMismatch(f"transformers' text-classification pipeline predicts {got['label']!r} for {text[:60]!r}, "
+                                 f"minibert {labels[top.indices[0]]!r}")
+        if gap > SCORE_TOLERANCE:
+            raise ExportMismatch(f"transformers' text-classification pipeline scores {text[:60]!r} {got['score']:.6f}, "
+                                 f"minibert {score:.6f}")
+        largest = max(largest, gap)
+    return largest
 
 
 def probe_batches(tokenizer: Tokenizer, max_length: int) -> list[tuple[list[str], list[str] | None]]:

@@ -27,7 +27,7 @@ import torch
 
 from ...attention import Rotary
 from ...config import ModelConfig
-from .family import Family, Names
+from .family import HIDDEN_ACT, Family, Names, SequenceHead
 
 # --- config.json ------------------------------------------------------------------------------
 
@@ -122,10 +122,12 @@ BERT_TIED = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")  
 
 def family(stem: str, **tables) -> Family:
     """A family named as transformers names it: model_type `stem` in lower case, the backbone under
-    `<model_type>.` inside task checkpoints, the bare model `<stem>Model` and the masked LM
-    `<stem>ForMaskedLM` (`architectures` adds another head's class)."""
+    `<model_type>.` inside task checkpoints, the bare model `<stem>Model`, the masked LM
+    `<stem>ForMaskedLM` and the fine-tuned classifiers `<stem>For{Sequence,Token}Classification`
+    (`architectures` adds another head's class)."""
     model_type = stem.lower()
-    architectures = {None: f"{stem}Model", "mlm": f"{stem}ForMaskedLM", **tables.pop("architectures", {})}
+    architectures = {None: f"{stem}Model", "mlm": f"{stem}ForMaskedLM", "classifier": f"{stem}ForSequenceClassification",
+                     "token_classifier": f"{stem}ForTokenClassification", **tables.pop("architectures", {})}
     return Family(model_type=model_type, prefix=f"{model_type}.", architectures=architectures, **tables)
 
 
@@ -147,6 +149,7 @@ ROBERTA = family(
     heads={"mlm": {"transform": "lm_head.dense", "norm": "lm_head.layer_norm", "bias": "lm_head.bias"}},
     # Position ids count from pad_token_id + 1 (fairseq's convention), hence 514 positions.
     fixed={**LEARNED, "position_offset": lambda fields: fields.get("pad_token_id", 0) + 1},
+    sequence_head=SequenceHead("tanh"),  # RobertaClassificationHead: a pooler of its own
     head_fixed={"mlm": {"activation": "gelu"}},  # RoBERTa's LM head applies GELU whatever hidden_act says
     requires=BERT_REQUIRES,
     tied=("lm_head.decoder.weight", "lm_head.decoder.bias"),
@@ -172,6 +175,7 @@ DISTILBERT = family(
     heads={"mlm": {"transform": "vocab_transform", "norm": "vocab_layer_norm", "bias": "vocab_projector.bias"}},
     fixed={**LEARNED, "position_offset": 0, "layer_norm_eps": 1e-12},  # DistilBERT hard-codes its LayerNorm eps
     requires={"sinusoidal_pos_embds": False},
+    sequence_head=SequenceHead("relu", dense="pre_classifier", out="classifier"),
     tied=("vocab_projector.weight",),
 )
 
@@ -191,6 +195,7 @@ ELECTRA = family(
         },
     },
     architectures={"rtd": "ElectraForPreTraining"},
+    sequence_head=SequenceHead("gelu"),  # ElectraClassificationHead applies GELU whatever hidden_act says
     fixed={**LEARNED, "position_offset": 0},
     head_fixed={"mlm": {"activation": "gelu"}},  # the generator head applies GELU whatever hidden_act says
     requires=BERT_REQUIRES,
@@ -223,6 +228,7 @@ ROFORMER = family(
     # No position_offset: rotary attention sees only offsets between positions, so a model
     # whose positions start at 1 (RoBERTa's) computes the same function from 0.
     fixed={"position_encoding": "rotary"},
+    sequence_head=SequenceHead(HIDDEN_ACT),
     requires={"rotary_value": False, "is_decoder": False, "add_cross_attention": False},
     tied=BERT_TIED,
     computed={"encoder.embed_positions.weight": rotation_table},

@@ -27,6 +27,29 @@ ACTIVATIONS = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "silu": 
 # Buffers the reference recomputes from the config; some older checkpoints store them.
 BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
 
+# A fine-tuned model's heads (finetune/checkpoint.py), which export writes as a family's task class
+TASK_HEADS = ("classifier", "token_classifier")
+HIDDEN_ACT = "hidden_act"  # a classification head applying the encoder's own activation (RoFormer's)
+
+
+@dataclass(frozen=True)
+class SequenceHead:
+    """How a family's *ForSequenceClassification turns the first token into logits: with
+    `activation` None, the backbone's pooler, then the Linear `out` (BERT, ALBERT); otherwise a
+    Linear `dense`, the activation, then `out` (RoBERTa: tanh; ELECTRA: GELU; DistilBERT: ReLU;
+    RoFormer: HIDDEN_ACT)."""
+
+    activation: str | None = None
+    dense: str = "classifier.dense"
+    out: str = "classifier.out_proj"
+
+    @property
+    def needs_pooler(self) -> bool:
+        """Whether it holds minibert's head on a model with a pooler, Linear(tanh(dense(first))):
+        a pooler and a Linear, or a dense layer, tanh and a Linear. Any other activation holds
+        minibert's head on a model without one (task_heads.py)."""
+        return self.activation in (None, "tanh")
+
 
 @dataclass(frozen=True)
 class Family:
@@ -38,6 +61,7 @@ class Family:
     backbone: Names
     heads: dict[str, Names]  # "mlm" / "rtd" -> table of our head's parameters
     architectures: dict[str | None, str]  # head -> the HF class that holds it
+    sequence_head: SequenceHead = SequenceHead(out="classifier")
     fixed: dict[str, object] = field(default_factory=dict)  # value, or fn(ModelConfig fields)
     head_fixed: dict[str, dict[str, object]] = field(default_factory=dict)  # head -> fixed
     requires: dict[str, object] = field(default_factory=dict)  # config.json key -> only value
@@ -54,9 +78,20 @@ class Family:
         """Our parameter name (of an Encoder, or `encoder.*` / `head.*` of a task model)
         -> the checkpoint tensor(s) it is made of."""
         if name.startswith("head."):
-            return lookup(self.heads[head], name.removeprefix("head."))
+            table = self.task_head_table(head) if head in TASK_HEADS else self.heads[head]
+            return lookup(table, name.removeprefix("head."))
         prefix = self.prefix if prefixed else ""
         return tuple(prefix + reference for reference in lookup(self.backbone, name.removeprefix("encoder.")))
+
+    def task_head_table(self, head: str) -> Names:
+        """A fine-tuned head as export writes it (task_heads.py) -> the task class's modules: one
+        Linear `classifier` (every token classifier; BERT's and ALBERT's sequence classifier on
+        the pooler), or `dense` and `out_proj` on the first token."""
+        if head == "token_classifier":
+            return {"classifier": "classifier"}
+        if self.sequence_head.activation is None:
+            return {"classifier": self.sequence_head.out}
+        return {"dense": self.sequence_head.dense, "out_proj": self.sequence_head.out}
 
     def head_tensors(self, head: str) -> list[str]:
         """The reference modules / parameters of one head (prefixes of its tensor names)."""
@@ -130,7 +165,7 @@ class Family:
     def mismatch(self, config: ModelConfig, head: str | None) -> str | None:
         """Why this family's checkpoints cannot hold `config` exactly, or None if they can."""
         name = self.model_type
-        if head is not None and head not in self.heads:
+        if head is not None and head not in self.heads and head not in TASK_HEADS:
             return f"{name} has no {head!r} head"
         if config.pooler and "pooler" not in self.backbone:
             return f"pooler=True, but {name} has no pooler"
@@ -144,6 +179,11 @@ class Family:
             return f"type_vocab_size={config.type_vocab_size}, but {name} {has} segment embeddings"
         if self.share_key is None and config.share_layers != "none":
             return f"share_layers={config.share_layers!r}, but {name} does not share layers"
+        if head == "classifier" and config.pooler != self.sequence_head.needs_pooler:
+            if config.pooler:
+                activation = config.activation if self.sequence_head.activation == HIDDEN_ACT else self.sequence_head.activation
+                return f"{self.architectures[head]} reads the first token through {activation}, not a pooler's tanh"
+            return f"{self.architectures[head]} reads a pooler (tanh of a dense layer), and this model has none"
         fields = config.to_dict()
         for field_name, value in {**self.fixed, **self.head_fixed.get(head, {})}.items():
             expected = value(fields) if callable(value) else value

@@ -1,0 +1,111 @@
+"""README.md of an exported fine-tuned model: the model card the Hugging Face Hub shows.
+
+A card says what a model is for and how far its numbers go. Everything on it comes from what
+fine-tuning recorded beside the model (finetune/job.py's eval.json: the dev metrics, the task,
+the flags of the command, the recipe) and, for the base checkpoint, the pretraining run's
+run.json; a seed's siblings in a --glue sweep (OUT/<task>/seed-<n>/) add their dev metrics.
+Where nothing was recorded, the card says so rather than guess.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ...finetune.cli import build_parser
+from ...operations.tensor_files import read_json
+
+CARD_FILE = "README.md"
+EVAL_FILE, RUN_FILE = "eval.json", "run.json"  # written by finetune/job.py and runs/run.py
+NOT_METRICS = ("examples", "steps", "train_loss", "seconds")  # eval.json's numbers that score nothing
+PIPELINES = {"classifier": "text-classification", "token_classifier": "token-classification"}
+
+
+def model_card(source: Path, out: Path, architecture: str, head: str, labels: list | None, custom: bool,
+               max_length: int) -> str:
+    """The card of the fine-tuned checkpoint `source`, exported to `out` as `architecture`."""
+    report = recorded(source / EVAL_FILE) or {}
+    args = report.get("args", {})
+    task = report.get("task", "tokens" if head == "token_classifier" else "regression" if labels is None else "classification")
+    outputs = "one score" if labels is None else f"{len(labels)} classes: {', '.join(map(str, labels))}"
+    trust = ", trust_remote_code=True" if custom else ""
+    training = [
+        "## Base checkpoint", "", base_checkpoint(args.get("init")), "",
+        "## Task and data", "", task_and_data(report, args), "",
+        "## Recipe", "", *recipe(report, args), "",
+        "## Dev metrics", "", *metric_rows(source, report), "",
+        "## Commands", "", "```", command(args), f"python -m minibert export {source} {out.name}", "```", "",
+    ] if report else ["## Training", "", f"Not recorded: no {EVAL_FILE} beside {source} (`python train.py finetune` writes one).", ""]
+    lines = [
+        "---", "library_name: transformers", f"pipeline_tag: {PIPELINES[head]}", "tags:", "- minibert", "---", "",
+        f"# {out.name}", "",
+        f"{architecture}, fine-tuned with minibert for {task}: {outputs}.", "",
+        "```python", "from transformers import pipeline", "",
+        f'classify = pipeline("{PIPELINES[head]}", model="{out.name}"{trust})', "```", "",
+        *training,
+        "## Intended use and limits", "",
+        f"- For {task} of texts like its training data; scores on other kinds of text say little.",
+        f"- It reads at most {max_length} tokens: pass `truncation=True` to the pipeline for longer texts.",
+        "- The dev metrics above are its only evaluation: no test set, no check for bias or robustness.",
+        "- A research model of a small library: measure it on your own data before relying on it.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def recorded(path: Path) -> dict | None:
+    """A JSON record fine-tuning or pretraining left; None where there is none (or it is unreadable)."""
+    try:
+        return read_json(path)
+    except (OSError, ValueError):
+        return None
+
+
+def base_checkpoint(init) -> str:
+    """The checkpoint fine-tuning started from, with its pretraining run where run.json records one."""
+    init = init[0] if isinstance(init, list) else init
+    settings = (recorded(Path(init) / RUN_FILE) or {}).get("settings", {})
+    if "variant" in settings:
+        return f"`{init}`: minibert's {settings['variant']} run, {settings.get('steps')} steps (its {RUN_FILE} holds every setting)."
+    return f"`{init}`."
+
+
+def task_and_data(report: dict, args: dict) -> str:
+    data = (f"GLUE from `{args['glue']}`" if args.get("glue")
+            else f"trained on `{args.get('train')}`, scored on `{args.get('dev')}`")
+    sample = f", on {args['max_train_examples']} training examples" if args.get("max_train_examples") else ""
+    return f"{report.get('task')}: {data}{sample}; {report.get('examples')} dev examples."
+
+
+def recipe(report: dict, args: dict) -> list[str]:
+    lines = [f"{report['recipe']}."] if report.get("recipe") else []
+    settings = {"steps": report.get("steps"), "batch size": args.get("batch_size"), "peak lr": args.get("lr"),
+                "warm-up": args.get("warmup"), "weight decay": args.get("weight_decay"),
+                "layer-wise lr decay": args.get("layer_decay"), "max length": args.get("max_len"),
+                "dropout": args.get("dropout"), "pooling": args.get("pooling"), "teacher": args.get("teacher")}
+    return lines + [f"- {name}: {value}" for name, value in settings.items() if value is not None]
+
+
+def metric_rows(source: Path, report: dict) -> list[str]:
+    """A table of the dev metrics: this model's seed, and the other seeds of its sweep."""
+    runs = {source: report}
+    if re.fullmatch(r"seed-\d+", source.name):  # a --glue sweep: OUT/<task>/seed-<n>/
+        runs.update({folder: recorded(folder / EVAL_FILE) for folder in sorted(source.parent.glob("seed-*"))})
+    runs = {folder: run for folder, run in runs.items() if run}
+    names = [key for key, value in report.items() if isinstance(value, (int, float)) and key not in NOT_METRICS]
+    rows = ["| seed | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    for folder, run in sorted(runs.items(), key=lambda item: item[1].get("args", {}).get("seed", 0)):
+        seed = f"{run.get('args', {}).get('seed')}{' (this model)' if folder == source and len(runs) > 1 else ''}"
+        rows.append(f"| {seed} | " + " | ".join(f"{run.get(name, float('nan')):.4f}" for name in names) + " |")
+    return rows
+
+
+def command(args: dict) -> str:
+    """The fine-tuning command as eval.json records its flags (those not at their default)."""
+    defaults = {action.dest: (action.option_strings[-1], action.default) for action in build_parser()._actions if action.option_strings}
+    flags = []
+    for name, value in args.items():
+        option, default = defaults.get(name, (None, None))
+        if option is None or value is None or value is False or value == default or (name == "seed" and args.get("glue")):
+            continue  # not a flag, or at its default; a --glue sweep's runs each take one of its --seeds
+        flags.append(option if value is True else f"{option} {' '.join(map(str, value)) if isinstance(value, list) else value}")
+    return " ".join(["python train.py finetune", *flags])
