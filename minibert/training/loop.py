@@ -128,6 +128,7 @@ class Progress:
     skipped_steps: int = 0  # steps skipped for a NaN/Inf loss (--skip-nonfinite)
     saved_step: int | None = None  # the newest checkpoint
     elapsed: float = 0.0  # seconds spent in the loop, over every resumed part of the run
+    stopped: bool = False  # an evaluation ended the run before its steps (fine-tuning's --patience)
 
     def position(self, settings: LoopSettings) -> tuple[float, float]:
         """(done, total) in the run's own unit: optimizer steps, or seconds of its --budget."""
@@ -136,23 +137,24 @@ class Progress:
     def finished(self, settings: LoopSettings) -> bool:
         """At the end: of the steps (or the --budget), or of this phase (--stop-at)."""
         done, total = self.position(settings)
-        return done >= total or self.step >= (settings.stop_at or math.inf)
+        return self.stopped or done >= total or self.step >= (settings.stop_at or math.inf)
 
 
 def train(module, optimizer, streams, eval_batches, settings: LoopSettings, progress: Progress, *, dist,
-          device: torch.device, amp, log, report=None,
-          save: Callable[[Progress], None] | None = None) -> dict:
+          device: torch.device, amp, log, report=None, save: Callable[[Progress], None] | None = None,
+          evaluation: Callable[[dict, float], None] | None = None) -> dict:
     """Run optimizer steps until `settings.steps` (or the --budget deadline, or --stop-at);
     return the last logged record. `streams`: one batch iterator per micro-step.
     `eval_batches`: the held-out batches, shown and checked by `report` (None: no evaluation).
-    `save(progress)` writes a checkpoint (None: the run keeps none, as fine-tuning)."""
+    `save(progress)` writes a checkpoint (None: the run keeps none). `evaluation(record,
+    fraction)`: a held-out evaluation of the run's own instead (fine-tuning's dev scores)."""
     model = dist.wrap(module, device)  # DDP under torchrun; the module itself in one process
-    evaluation = None if eval_batches is None else functools.partial(
-        evaluate_held_out, module, eval_batches, settings.eval_batches, device, amp, report, dist)
+    if eval_batches is not None:
+        evaluation = functools.partial(evaluate_held_out, module, eval_batches, settings.eval_batches, device, amp, report, dist)
     logbook = Logbook(log, dist, evaluation)
     nonfinite = NonfiniteCheck(settings, dist, amp, resumable=save is not None)
     streams = [map(logbook.count_tokens, stream) for stream in streams]  # each batch's tokens counted as it is read
-    record = logbook.write_start(report.baselines) if progress.step == 0 and evaluation is not None else {}
+    record = logbook.write_start(report.baselines) if progress.step == 0 and eval_batches is not None else {}
     clock = Clock(progress, settings, dist)
     schedule = dict(peak=settings.lr, warmup=settings.warmup, schedule=settings.schedule, min_lr=settings.min_lr,
                     wsd_decay=settings.wsd_decay)
@@ -368,7 +370,7 @@ def nonfinite_loss(step: int, progress: Progress, settings: LoopSettings, resuma
     kept = f"the last good checkpoint (step {progress.saved_step})" if progress.saved_step else "no checkpoint yet"
     return NonFiniteLoss(
         f"the loss became NaN/Inf at step {step}; {settings.out} keeps {kept}. "
-        f"Lower --lr (or raise --warmup) and rerun with --resume, or pass --skip-nonfinite to skip such steps"
+        f"Lower --lr (now {settings.lr:g}) or raise --warmup and rerun with --resume, or pass --skip-nonfinite to skip such steps"
     )
 
 
