@@ -4,7 +4,6 @@ NaN handling, and a one-line error with exit status 2 for every bad input."""
 import hashlib
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from minibert.training.loop import Pretrainer
 from minibert.runs.cli import main
 from minibert.operations.outdir import OutputDir
 from minibert.runs.metrics import MetricsLog
-from tiny_run import REPO, run_cli, tiny_args, write_corpus
+from tiny_run import REPO, kill_at_random_moments, run_cli, tiny_args, write_corpus
 
 
 @pytest.fixture(scope="module")
@@ -55,17 +54,7 @@ def test_sigkill_at_any_moment_then_resume_is_bit_identical(corpus, tmp_path):
 
     killed = tmp_path / "killed"
     command = [sys.executable, str(REPO / "train.py"), *args_for(corpus, killed, *flags, variant="electra", steps=steps)]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    rng = random.Random(0)
-    for attempt in range(3):
-        process = subprocess.Popen(command + (["--resume"] if attempt else []), cwd=REPO, env=env,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 120
-        while not (killed / "metrics.jsonl").exists() and process.poll() is None and time.time() < deadline:
-            time.sleep(0.05)  # wait until training has started
-        time.sleep(rng.uniform(0.0, 1.5))
-        process.send_signal(signal.SIGKILL)
-        process.wait()
+    kill_at_random_moments(command, killed / "metrics.jsonl", latest=1.5)
     finished = run_cli(args_for(corpus, killed, *flags, "--resume", variant="electra", steps=steps))
     assert finished.returncode == 0, finished.stderr
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -77,3 +79,19 @@ def strip_model_flags(args: list[str]) -> list[str]:
             continue
         kept.append(arg)
     return kept
+
+
+def kill_at_random_moments(command: list[str], started: Path, latest: float, attempts: int = 3) -> None:
+    """Run `command` `attempts` times (with --resume after the first), each killed with SIGKILL at a
+    random moment up to `latest` seconds after `started` appears (training has begun)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    rng = random.Random(0)
+    for attempt in range(attempts):
+        process = subprocess.Popen(command + (["--resume"] if attempt else []), cwd=REPO, env=env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 120
+        while not started.exists() and process.poll() is None and time.time() < deadline:
+            time.sleep(0.02)
+        time.sleep(rng.uniform(0.0, latest))
+        process.send_signal(signal.SIGKILL)
+        process.wait()

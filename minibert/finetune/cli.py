@@ -5,6 +5,7 @@
     python train.py finetune --init DIR --glue glue_data --seeds 0 1 2 --out OUT      (glue_sweep.py)
     python train.py finetune --init DIR --glue glue_data --against-untrained --out OUT
     python train.py finetune --glue glue_data --write-training-text glue-train.txt
+    torchrun --nproc_per_node=N train.py finetune ...                                 (DDP, training.py)
 
 A task folder holds one train.* and one dev.* file (.tsv, .csv, .jsonl or .conll: GLUE's layout).
 With --tasks every folder is fine-tuned from the same checkpoint into OUT/<folder name>,
@@ -25,6 +26,8 @@ from pathlib import Path
 from . import tagged, tasks
 from ..heads import POOLINGS
 from ..runs.cli import Parser, report_errors
+from ..operations import distributed
+from ..operations.checkpoint import Checkpoints
 from ..operations.distributed import Distributed
 from ..operations.precision import Precision
 from ..operations.tensor_files import SAFETENSORS_FILE
@@ -34,6 +37,7 @@ from .glue_sweep import finished_runs, run_glue
 from .glue_tasks import GLUE_TASKS, write_training_text
 from .recipes import BATCH_SIZE, DEFAULT_RECIPE, DROPOUT, RECIPES, checkpoint_pooling, recipe_for, with_recipe
 from .inference import DEFAULT_MAX_LEN
+from .training import CHECKPOINTS, rank_0_prints
 from .job import DEFAULT_ALPHA, DEFAULT_TEMPERATURE, TASKS, TaskFiles, finetune, load_backbone, reads_words
 
 PROG = "python -m minibert.finetune"
@@ -129,9 +133,28 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                              "without bf16 such as the T4 (default auto)")
     parser.add_argument("--skip-nonfinite", action="store_true",
                         help="skip (and count) steps whose loss or gradient is NaN/Inf instead of stopping")
+    tools = parser.add_argument_group("evaluation while training, and the run tools pretraining has")
+    tools.add_argument("--eval-every", type=eval_interval, metavar="N|epoch",
+                       help="score dev every N steps (or every epoch) and at the end, and keep the model of the best score "
+                            "by the task's own metric (default: dev scored once, at the end; the last model kept)")
+    tools.add_argument("--patience", type=int, metavar="K",
+                       help="with --eval-every: stop after K evaluations in a row without a better score")
+    tools.add_argument("--resume", action="store_true",
+                       help="go on from the newest checkpoint in --out (written at each evaluation, else each epoch) "
+                            "with the same flags, as if never stopped")
+    tools.add_argument("--grad-accum", type=int, default=1, metavar="A",
+                       help="micro-steps whose gradients make one step of --batch-size examples (default 1)")
+    tools.add_argument("--compile", action="store_true", help="torch.compile the encoder's layers, as pretraining's --compile")
     parser.add_argument("--overwrite", action="store_true", help="replace a model already in --out, or the --write-training-text FILE")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     return parser
+
+
+def eval_interval(text: str) -> int | str:
+    """--eval-every's value: a positive number of steps, or "epoch"."""
+    if text == "epoch" or (text.isdigit() and int(text) > 0):
+        return text if text == "epoch" else int(text)
+    raise argparse.ArgumentTypeError(f"takes a positive number of steps or 'epoch', got {text!r}")
 
 
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
@@ -162,9 +185,13 @@ def interrupted(args: argparse.Namespace | None, started: float) -> str:
         finished = len(finished_runs(out))
         if not finished:
             return "interrupted before any run finished; run the same command again"
+        cut_short = " (with --resume, and goes on with the one cut short)" if any(out.rglob(f"{CHECKPOINTS}/step-*")) else ""
         return (f"interrupted; {finished} finished run{'s' * (finished > 1)} kept in {out}: the same command reads "
-                f"{'them' if finished > 1 else 'it'} back and trains only the rest")
+                f"{'them' if finished > 1 else 'it'} back and trains only the rest{cut_short}")
     folders = [out / Path(folder).resolve().name for folder in args.tasks] if args.tasks else [out]
+    resumable = [folder for folder in folders if Checkpoints(folder / CHECKPOINTS).steps()]
+    if resumable:
+        return f"interrupted; its training state kept in {resumable[0] / CHECKPOINTS}: the same command with --resume goes on from there"
     saved = [folder.name for folder in folders if (folder / SAFETENSORS_FILE).is_file()
              and (folder / SAFETENSORS_FILE).stat().st_mtime >= started]
     if not saved:
@@ -180,14 +207,24 @@ def run(args: argparse.Namespace) -> list[dict] | dict:
     check_args(args)
     if args.write_training_text:
         return write_training_text(args.glue, args.write_training_text, args.glue_tasks, args.max_train_examples, args.overwrite)
-    device = Distributed().device(args.device)
+    dist = distributed.setup(args.device)  # under torchrun: join the other processes (DDP)
+    try:
+        with rank_0_prints(dist):
+            return run_tasks(args, dist)
+    finally:
+        dist.close()
+
+
+def run_tasks(args: argparse.Namespace, dist: Distributed) -> list[dict] | dict:
+    device = dist.device(args.device)
     amp = Precision.of(args.precision, device)  # a device or format that cannot work fails now
     if args.glue:
         return run_glue(args, device, amp)
     args.init = args.init[0]
     jobs = task_files(args)
     for job in jobs:
-        check_out(job.out, args.overwrite)
+        if not args.resume:
+            check_out(job.out, args.overwrite)
     backbone = load_backbone(args.init)
     recipe = recipe_for(args.recipe, backbone[0].config, checkpoint_pooling(args.init))
     tagging = [reads_words(args.task, job.train) for job in jobs]
@@ -223,9 +260,11 @@ def check_args(args: argparse.Namespace) -> None:
     if args.recipe == "grid" and args.lr is None and not args.glue:
         raise ValueError("--recipe grid chooses each GLUE task's lr on held-out training rows, which --glue does; "
                          "add --lr LR, or take --recipe electra or bert")
+    if args.patience is not None and args.eval_every is None:
+        raise ValueError("--patience counts evaluations while training; add --eval-every N (or epoch)")
     if args.text_columns is not None and not 1 <= len(args.text_columns) <= 2:
         raise ValueError(f"--text-columns names one text column or the two of a pair, got {len(args.text_columns)}")
-    for name in ("steps", "epochs", "batch_size", "lr", "max_len", "max_train_examples"):
+    for name in ("steps", "epochs", "batch_size", "lr", "max_len", "max_train_examples", "patience", "grad_accum"):
         value = getattr(args, name)
         if value is not None and not value > 0:
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {value}")

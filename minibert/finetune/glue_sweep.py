@@ -151,7 +151,8 @@ def sweep(args: argparse.Namespace, found: list[GlueTask], seeds: list[int], rec
         for seed in seeds:
             run_args = task_args(args, seed, values, recipe, side)
             files = TaskFiles(f"{side.label}{task.name} seed {seed}", glue_dir / task.name / "train.tsv", glue_dir / task.name / task.dev,
-                              run_folder(side, task, seed), task.columns, task.labels, args.max_train_examples)
+                              run_folder(side, task, seed), task.columns, task.labels, args.max_train_examples,
+                              metric=task.selected_by)
             report = read_back(args, files, task.file_metrics, run_args) or finetune(run_args, files, backbone, device, amp)
             if task.mismatched and MISMATCHED not in report:  # scored once the model is saved: a run stopped before is scored now
                 report = score_mismatched(task, glue_dir, files, report, run_args, device, amp)
@@ -170,7 +171,7 @@ def choose_lr(args: argparse.Namespace, task: GlueTask, seed: int, recipe: Recip
         run_args = task_args(args, seed, {**values, "lr": lr}, recipe, side, held_out=HELD_OUT)
         files = TaskFiles(f"{side.label}{task.name} lr {lr:g}", glue_dir / task.name / "train.tsv", None,
                           choice_folder(side, task, lr), task.columns, task.labels, args.max_train_examples,
-                          held_out=HELD_OUT, keep_model=False)
+                          held_out=HELD_OUT, keep_model=False, metric=task.selected_by)
         report = read_back(args, files, task.file_metrics, run_args, marker="eval.json") or finetune(run_args, files, backbone, device, amp)
         scores[lr] = statistics.mean(report[metric] for metric in task.file_metrics)
     chosen = choose(scores)

@@ -46,6 +46,11 @@ class GlueTask(NamedTuple):
         """The metrics one scored file gives (all but MNLI's mismatched accuracy)."""
         return tuple(metric for metric in self.metrics if metric != MISMATCHED)
 
+    @property
+    def selected_by(self) -> str:
+        """The metric that picks the model kept among evaluations while training (selection.py): ELECTRA's."""
+        return self.electra or self.metrics[0]
+
 
 GLUE_TASKS = {task.name: task for task in (
     GlueTask("CoLA", Columns(("sentence",), "label", names=("source", "label", "mark", "sentence")), [0, 1], ("mcc",), "mcc"),

@@ -35,20 +35,17 @@ from ..model import Encoder
 from ..pretrained import from_pretrained
 from ..operations.files import write_atomic, write_json
 from ..operations.tensor_files import CONFIG_FILE, read_json
-from ..operations.distributed import Distributed
-from ..training.loop import LoopSettings, Progress, train
-from ..training.optimizer import build_optimizer
-from ..runs.metrics import MetricsLog
+from ..training.loop import LoopSettings
 from ..operations.precision import Precision
 from .checkpoint import Classifier, is_classifier, load_classifier, save_classifier
-from .layer_decay import layer_lr_scales
 from .scores import dev_scores
+from .selection import Evaluations
+from .training import claimed, done, processes, task_streams, train_steps
 from .soft_targets import TaskDistillation
 from .inference import check_max_len, encode, logit_batches, predict_with_scores
 
 DEFAULT_ALPHA, DEFAULT_TEMPERATURE = 0.5, 2.0  # --teacher: soft targets and labels weighed evenly, softened at T = 2 (soft_targets.py)
 CLIP = 1.0  # gradient-norm clip, as BERT's fine-tuning code does
-METRICS_FILE = "metrics.jsonl"
 HEADLINE = {"classification": "accuracy", "regression": "pearson", "tokens": "accuracy"}  # the score printed for each kind of task
 TASKS = tuple(HEADLINE)
 
@@ -65,13 +62,22 @@ class TaskFiles(NamedTuple):
     max_train: int | None = None  # train on this many examples, a random subsample (seed 0: the same rows for every --seed)
     held_out: float | None = None  # score on this share of the training rows (seed 0) and train on the rest; no dev file read
     keep_model: bool = True  # False: eval.json and predictions only (a run that only chooses a setting)
+    metric: str | None = None  # the score that picks the model kept (selection.py); None: the kind's HEADLINE
 
 
 def finetune(args: argparse.Namespace, files: TaskFiles, backbone: tuple[Encoder, Tokenizer], device: torch.device,
              amp: Precision) -> dict:
-    """Train on `files.train`, evaluate on `files.dev`, write everything into `files.out`;
-    return eval.json's contents. `args` are the command's flags with a recipe's values
-    (recipes.py:with_recipe): every length, rate and, for a sentence task, the pooling."""
+    """Train on `files.train`, evaluate on `files.dev`, write everything into `files.out`, which
+    this run holds alone meanwhile (training.py); return eval.json's contents. `args` are the
+    command's flags with a recipe's values (recipes.py:with_recipe): every length, rate and, for
+    a sentence task, the pooling."""
+    dist = processes()
+    with claimed(files.out, args, dist):
+        return finetune_into(args, files, backbone, device, amp, dist)
+
+
+def finetune_into(args: argparse.Namespace, files: TaskFiles, backbone: tuple[Encoder, Tokenizer], device: torch.device,
+                  amp: Precision, dist) -> dict:
     task = "tokens" if reads_words(args.task, files.train) else args.task
     task, train_data, dev, labels, train_targets, dev_targets = read_splits(task, files)
     encoder, tokenizer = backbone
@@ -85,9 +91,12 @@ def finetune(args: argparse.Namespace, files: TaskFiles, backbone: tuple[Encoder
         config = config.replace(hidden_dropout=args.dropout, attention_dropout=args.dropout)
     if args.reference:
         config = config.replace(reference=True)
-    steps = args.steps or math.ceil(args.epochs * math.ceil(len(train_data) / args.batch_size))
+    epoch = math.ceil(len(train_data) / args.batch_size)  # steps per epoch
+    steps = args.steps or math.ceil(args.epochs * epoch)
+    every = {None: steps, "epoch": epoch}.get(args.eval_every, args.eval_every)  # no --eval-every: dev scored at the end
     loop = LoopSettings(steps=steps, lr=args.lr, warmup=args.warmup, weight_decay=args.weight_decay, clip=CLIP, seed=args.seed,
-                        log_every=max(1, steps // 10), eval_every=steps, save_every=steps, skip_nonfinite=args.skip_nonfinite)
+                        log_every=max(1, steps // 10), eval_every=every, save_every=every if args.eval_every else epoch,
+                        skip_nonfinite=args.skip_nonfinite, out=str(files.out))
 
     torch.manual_seed(args.seed)  # the head's initialisation and dropout
     outputs = 1 if labels is None else len(labels)  # regression: one output, the score
@@ -101,26 +110,38 @@ def finetune(args: argparse.Namespace, files: TaskFiles, backbone: tuple[Encoder
     model.to(device)
     started = time.perf_counter()
     objective = TaskLoss(model) if teacher_logits is None else TaskDistillation(model, args.alpha, args.temperature)
-    train_loss = train_task(objective, tokenizer, train_data, train_targets, loop, args.batch_size, max_len, amp, files.out,
-                            teacher_logits, args.layer_decay)
-    predicted, scores = predict_with_scores(model, tokenizer, dev, args.batch_size, max_len, device, amp)
 
-    report = dev_scores(task, predicted, dev_targets, labels)
+    def score() -> tuple[dict, tuple[list, list]]:  # the dev scores, and what predictions.tsv writes: each prediction and its score
+        predicted, scores = predict_with_scores(model, tokenizer, dev, args.batch_size, max_len, device, amp)
+        return dev_scores(task, predicted, dev_targets, labels), (predicted, scores)
+
+    evaluations = Evaluations(model, score, files.metric or HEADLINE[task], args.patience, dist)
+    train_loss = train_task(objective, tokenizer, train_data, train_targets, loop, args, max_len, amp, files.out, evaluations,
+                            teacher_logits)
+    kept = evaluations.keep_best()
+    predicted, scores = kept.pop("predicted")
+
+    report = dict(kept)
     report.update(task=task, examples=len(dev), steps=steps, train_loss=train_loss, seconds=round(time.perf_counter() - started, 1),
                   args=recorded_args(args), recipe=args.recipe_description)
-    write_outputs(files.out, Classifier(model, tokenizer, labels) if files.keep_model else None, report,
-                  prediction_rows(dev, predicted, dev_targets, labels, scores))
+    if dist.is_main:
+        write_outputs(files.out, Classifier(model, tokenizer, labels) if files.keep_model else None, report,
+                      prediction_rows(dev, predicted, dev_targets, labels, scores))
+    done(files.out, dist)
     headline = HEADLINE[task]
     scored = f"held-out {headline} {report[headline]:.4f} on {len(dev)} training examples set aside" if files.held_out else \
         f"dev {headline} {report[headline]:.4f} on {len(dev)} examples"
-    print(f"{files.name}: {scored}; {'model, ' if files.keep_model else ''}eval.json and predictions.tsv in {files.out}", flush=True)
+    kept_at = f" (step {report['kept_step']}, the best {report['selected_by']} of {len(report['evaluations'])} evaluations)" \
+        if len(report["evaluations"]) > 1 else ""
+    print(f"{files.name}: {scored}{kept_at}; {'model, ' if files.keep_model else ''}eval.json and predictions.tsv in "
+          f"{files.out}", flush=True)
     return report
 
 
 def recorded_args(args: argparse.Namespace) -> dict:
     """The flags of a run as eval.json records them (as JSON reads them back): all but those
     that only say how to treat OUT or errors, and the recipe's description (eval.json's own key)."""
-    return json.loads(json.dumps({k: v for k, v in vars(args).items() if k not in ("overwrite", "debug", "recipe_description")},
+    return json.loads(json.dumps({k: v for k, v in vars(args).items() if k not in ("overwrite", "resume", "debug", "recipe_description")},
                                  default=str))
 
 
@@ -258,32 +279,23 @@ class TaskLoss(nn.Module):
 
 
 def train_task(objective: TaskLoss | TaskDistillation, tokenizer, data: TaskData | TaggedData, targets: list,
-               loop: LoopSettings, batch_size: int, max_len: int, amp: Precision, out: Path,
-               teacher_logits: torch.Tensor | None = None, layer_decay: float | None = None) -> float:
-    """`loop.steps` steps of the pretraining loop (training/loop.py: schedule, clipping, NaN
-    policy, precision, progress bar, OUT/metrics.jsonl) on shuffled batches, a new order each
-    epoch; each batch carries its rows of `teacher_logits` when there are any. `layer_decay`:
-    each encoder layer below the top at that factor of the lr above it (layer_decay.py).
-    Returns the mean loss of the last logged window: the last tenth of the steps."""
-    order = torch.Generator().manual_seed(loop.seed)
-    batches = (with_teacher(encode(tokenizer, objective.model.config, data, rows, max_len, targets)[0], teacher_logits, rows)
-               for rows in shuffled_batches(len(data), batch_size, order))
-    out.mkdir(parents=True, exist_ok=True)
-    (out / METRICS_FILE).unlink(missing_ok=True)  # a new run: its own log
-    scales = None if layer_decay is None else layer_lr_scales(objective, objective.model.encoder, layer_decay)
-    optimizer = build_optimizer(objective, lr=loop.lr, weight_decay=loop.weight_decay, lr_scales=scales)
-    record = train(objective, optimizer, [batches], None, loop, Progress(), dist=Distributed(), device=amp.device, amp=amp,
-                   log=MetricsLog(out / METRICS_FILE))
-    return record.get("loss", math.nan)  # NaN if every step of the last window was skipped
+               loop: LoopSettings, args: argparse.Namespace, max_len: int, amp: Precision, out: Path, evaluations: Evaluations,
+               teacher_logits: torch.Tensor | None = None) -> float:
+    """`loop.steps` steps of the pretraining loop with its run tools (training.py) on shuffled
+    batches, a new order each epoch, split over the processes and --grad-accum; dev scored by
+    `evaluations`; each batch carries its rows of `teacher_logits` when there are any. Returns
+    the mean loss of the last logged window: the last tenth of the steps."""
+    streams = task_streams(len(data), args.batch_size, loop.seed, args.grad_accum, processes())
+    batches = [(with_teacher(encode(tokenizer, objective.model.config, data, rows, max_len, targets)[0], teacher_logits, rows)
+                for rows in stream) for stream in streams]
+    return train_steps(objective, batches, streams, loop, args, amp, out, evaluations, recorded_args(args))
 
 
 def with_teacher(batch: dict, teacher_logits: torch.Tensor | None, rows: list[int]) -> dict:
     return batch if teacher_logits is None else {**batch, "teacher_logits": teacher_logits[rows]}  # [B, C]
 
 
-def shuffled_batches(n: int, batch_size: int, generator: torch.Generator):
-    """Endless batches of example indices: every epoch one new random order, the last batch smaller."""
-    while True:
-        order = torch.randperm(n, generator=generator).tolist()
-        for start in range(0, n, batch_size):
-            yield order[start:start + batch_size]
+    if dist.is_main:
+        write_outputs(files.out, Classifier(model, tokenizer, labels) if files.keep_model else None, report,
+                      prediction_rows(dev, predicted, dev_targets, labels, scores))
+    done(files.out, dist)
