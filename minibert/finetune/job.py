@@ -293,9 +293,3 @@ def train_task(objective: TaskLoss | TaskDistillation, tokenizer, data: TaskData
 
 def with_teacher(batch: dict, teacher_logits: torch.Tensor | None, rows: list[int]) -> dict:
     return batch if teacher_logits is None else {**batch, "teacher_logits": teacher_logits[rows]}  # [B, C]
-
-
-    if dist.is_main:
-        write_outputs(files.out, Classifier(model, tokenizer, labels) if files.keep_model else None, report,
-                      prediction_rows(dev, predicted, dev_targets, labels, scores))
-    done(files.out, dist)
