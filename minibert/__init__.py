@@ -1,7 +1,8 @@
 """minibert: the BERT family as configurations of one small, readable encoder.
 
-    from minibert import ModelConfig, Encoder
+    from minibert import ModelConfig, Encoder, pretrain
     encoder = Encoder(ModelConfig.preset("albert-base"))
+    result = pretrain("bert", steps=200)   # = python train.py --variant bert --steps 200
 """
 
 from .config import ModelConfig
@@ -12,7 +13,9 @@ from .model import Encoder, ModelOutput
 from .pretrained import from_pretrained, save_pretrained
 from . import interop  # registers Hugging Face's checkpoint layout and the released tokenizer layouts
 from .tools.probe import detect_replaced, fill_mask
+from .runs.api import PretrainResult, pretrain
 
 __all__ = ["ModelConfig", "Encoder", "ModelOutput", "MaskedLM", "ReplacedTokenDetector", "SequenceClassifier",
            "TokenClassifier", "MaskedLMOutput", "ReplacedTokenOutput", "ClassifierOutput", "TokenClassifierOutput",
-           "from_pretrained", "save_pretrained", "WordPieceTokenizer", "load_tokenizer", "fill_mask", "detect_replaced"]
+           "from_pretrained", "save_pretrained", "WordPieceTokenizer", "load_tokenizer", "fill_mask", "detect_replaced",
+           "pretrain", "PretrainResult"]

@@ -95,3 +95,12 @@ def kill_at_random_moments(command: list[str], started: Path, latest: float, att
         time.sleep(rng.uniform(0.0, latest))
         process.send_signal(signal.SIGKILL)
         process.wait()
+
+
+def tiny_keywords(variant: str, corpus: Path, cache: Path, out: Path, steps: int = 20) -> dict:
+    """tiny_args as keywords of minibert.pretrain (tests/test_pretrain_api.py checks that they agree)."""
+    model = dict(seq_len=32) if variant == "distilbert" else dict(
+        hidden_size=32, num_heads=2, intermediate_size=64, num_layers=2, vocab_size=400, seq_len=32,
+        **{"albert": dict(embedding_size=16), "electra": dict(embedding_size=8)}.get(variant, {}))
+    return dict(variant=variant, data=str(corpus), cache_dir=cache, out=out, steps=steps, batch_size=8, threads=1,
+                eval_every=10, eval_batches=2, log_every=5, save_every=10, **model)

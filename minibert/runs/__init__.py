@@ -1,6 +1,7 @@
 """Machinery: a pretraining run around the chapter's loop, from flags to a saved model.
 
     cli.py         `python train.py`: the command line, generated from the settings dataclasses
+    api.py         minibert.pretrain(...): the same run from Python, each flag a keyword
     run.py         a run from settings to a saved model, step by step
     resolved.py    the start-up block: each value and the layer it came from
     plan.py        --plan: a run's FLOPs and wall time, before it starts

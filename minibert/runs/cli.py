@@ -2,8 +2,9 @@
 
 Every `Settings` field and every `ModelConfig` field is a flag spelled `--field-name`, so a
 new field is a new flag with no code here. Flags default to "the variant's value", and
-`--help` lists those values per variant. A bad value is one line on stderr and exit
-status 2 — never a traceback, unless `--debug` asks for it.
+`--help` lists those values per variant. The flags read are resolved as `minibert.pretrain`'s
+keywords are (api.py), and the run is the one it starts (run.py). A bad value is one line on
+stderr and exit status 2 — never a traceback, unless `--debug` asks for it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Callable
 from ..corpus.formats import CORPUS_FORMATS
 from ..config import ACTIVATION_CHOICES, ATTENTION_CHOICES, NORM_CHOICES, POSITION_CHOICES, SHARE_CHOICES, ModelConfig
 from ..variants import CLASSIC, VARIANTS, with_layout
+from .api import resolve
 from .errors import EXIT_USER_ERROR, RUN_ERRORS, USER_ERRORS
 from ..training.settings import Settings, flag
 
@@ -141,16 +143,12 @@ def build_parser() -> Parser:
 
 
 def parse(argv: list[str]) -> tuple[Settings, dict, dict]:
-    """argv -> (settings, ModelConfig overrides, run flags). Flags not given are absent from
-    argparse's result (default=SUPPRESS), so `--embedding-size none` still counts as given."""
-    args = vars(build_parser().parse_args(argv))
-    run = {name: args.pop(name) for name in RUN_FLAGS}
-    settings_names = {f.name for f in dataclasses.fields(Settings)}
-    given = dict(args)  # only the flags on the command line: the rest default to the variant's
-    variant = VARIANTS[given.pop("variant", Settings.variant)]
-    settings = variant.default_settings(**{k: v for k, v in given.items() if k in settings_names})
-    overrides = {k: v for k, v in given.items() if k not in settings_names}
-    return settings, overrides, run
+    """argv -> (settings, ModelConfig overrides, run flags), resolved as `minibert.pretrain`'s
+    keywords are (api.py). Flags not given are absent from argparse's result (default=SUPPRESS),
+    so they keep the variant's values, and `--embedding-size none` still counts as given."""
+    given = vars(build_parser().parse_args(argv))
+    run = {name: given.pop(name) for name in RUN_FLAGS}
+    return (*resolve(given), run)
 
 
 def one_line(error: BaseException) -> str:

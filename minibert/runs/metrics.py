@@ -24,6 +24,17 @@ class MetricsLog:
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
 
+    def last(self) -> dict:
+        """The last whole record ({} when there is none): how the run ended."""
+        if not self.path.exists():
+            return {}
+        for line in reversed(self.path.read_text(encoding="utf-8").splitlines()):
+            try:
+                return json.loads(line)
+            except ValueError:
+                pass  # a line cut short by a crash
+        return {}
+
     def keep_until(self, step: int) -> None:
         """After a resume from `step`: drop the lines the interrupted run wrote after it,
         so the file reads as one uninterrupted run."""
