@@ -121,7 +121,8 @@ def test_bert_s_static_copies_are_each_cut_anew_with_balanced_labels(seed, copie
     of the corpus draws its own target lengths, cut points and random next segments, so the copies'
     segment pairs differ (most pairs of one copy are in no other), while each copy's NSP labels stay
     balanced (within 6 standard deviations of 0.5). `write_examples(copies=k)`, running
-    `dupe_factor_passes`, stores exactly the k copies one after the other, and copy 0 is the examples of a run without copies."""
+    `dupe_factor_passes`, stores exactly the k copies one after the other, each one's first row recorded
+    (the copies' lengths differ), and copy 0 is the examples of a run without copies."""
     from minibert.corpus.stored_examples import write_examples
 
     shape = [[(d * 7 + s * 3) % 25 + 5 for s in range(20)] for d in range(30)]
@@ -141,3 +142,21 @@ def test_bert_s_static_copies_are_each_cut_anew_with_balanced_labels(seed, copie
         expected = [Examples.from_spans(store, spans, PositionTokenizer(), 32) for spans in passes]
         for name in Examples.FIELDS:
             assert np.array_equal(getattr(stored, name), np.concatenate([getattr(e, name) for e in expected])), name
+        assert stored.copy_starts.tolist() == np.cumsum([0] + [len(e) for e in expected[:-1]]).tolist()
+
+
+def test_examples_cached_before_copy_starts_were_recorded_still_load(tmp_path):
+    """An older cache's meta.json has no copy_starts: its examples load as they were, the copies' starts unknown."""
+    import json
+
+    from minibert.corpus.stored_examples import load_examples, write_examples
+
+    store = numbered_store([[6, 7, 8]] * 6, tmp_path)
+    options = dict(layout="nsp", max_length=16, short_seq_prob=0.1, seed=0, specials=(2, 3))
+    stored = write_examples(store, PositionTokenizer(), range(6), options, tmp_path / "examples", copies=2)
+    meta = json.loads((tmp_path / "examples" / "meta.json").read_text())
+    del meta["copy_starts"]
+    (tmp_path / "examples" / "meta.json").write_text(json.dumps(meta))
+    old = load_examples(tmp_path / "examples")
+    assert old.copy_starts is None and len(stored.copy_starts) == 2
+    assert all(np.array_equal(getattr(old, name), getattr(stored, name)) for name in Examples.FIELDS if getattr(old, name) is not None)

@@ -18,41 +18,25 @@ import torch
 
 from minibert import detect_replaced, fill_mask
 from minibert.__main__ import main
-from minibert.runs.cli import main as train
 from minibert.runs.run import dupe_factor
 from minibert.tools.explore import make_server, open_session
 from minibert.tools.explore.answers import MAX_TEXT_CHARS, explore
 from minibert.tools.explore.overview import overview, source
-from tiny_run import REPO, tiny_args, write_corpus
+from tiny_run import REPO
 
-FAMILIES = ("bert", "roberta", "albert", "electra", "distilbert")
 MASKED_TEXT = "The small [MASK] eats the dog."
 PLAIN_TEXT = "The small cat eats the dog."
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """family -> a tiny `python train.py --variant FAMILY` folder (DistilBERT distils the BERT one)."""
-    root = tmp_path_factory.mktemp("explore")
-    corpus = write_corpus(root / "corpus.txt", documents=24)
-    folders = {}
-    for family in FAMILIES:
-        folders[family] = root / family
-        teacher = ["--teacher", str(folders["bert"])] if family == "distilbert" else []
-        args = tiny_args(family, corpus, root / "cache", folders[family], 2, "--eval-every", "2", "--save-every", "2", *teacher)
-        assert train(args) == 0
-    return folders
-
-
-@pytest.fixture(scope="module")
-def sessions(runs):
-    return {family: open_session(folder) for family, folder in runs.items()}
+def sessions(family_runs):
+    return {family: open_session(folder) for family, folder in family_runs.items()}
 
 
 @pytest.mark.parametrize("family", ["bert", "roberta", "albert", "distilbert"])
-def test_mlm_top_k_is_fill_masks(family, runs, sessions):
+def test_mlm_top_k_is_fill_masks(family, family_runs, sessions):
     answer = explore(sessions[family], MASKED_TEXT, 0)["mlm"]
-    expected = fill_mask(runs[family], MASKED_TEXT, top_k=5)
+    expected = fill_mask(family_runs[family], MASKED_TEXT, top_k=5)
     assert len(answer["positions"]) == len(expected) == 1
     for shown, candidates in zip(answer["positions"], expected):
         assert [c["id"] for c in shown["top"]] == [c.token_id for c in candidates]
@@ -72,9 +56,9 @@ def test_mlm_loss_at_each_position_averages_to_the_runs_mlm_loss(sessions):
         assert (t["fate"] == "kept") == (t["shown"]["id"] == t["original"]["id"])
 
 
-def test_electra_probabilities_are_detects(runs, sessions):
+def test_electra_probabilities_are_detects(family_runs, sessions):
     answer = explore(sessions["electra"], PLAIN_TEXT, 0)["electra"]
-    expected = detect_replaced(runs["electra"], PLAIN_TEXT)
+    expected = detect_replaced(family_runs["electra"], PLAIN_TEXT)
     written = [t["p_written"] for t in answer["tokens"][1:-1]]  # detect leaves [CLS] and [SEP] out
     torch.testing.assert_close(torch.tensor(written), torch.tensor([j.probability for j in expected]))
     assert answer["played"] and answer["losses"]["rtd_weight"] == 50.0
@@ -99,8 +83,21 @@ def test_draw_again_steps_through_the_static_copies(sessions):
     assert all(a["masking"] == "static" and f"copy {a['copy'] + 1} of {copies}" in a["source"] for a in answers)
     tokens = [[(t["shown"]["id"], t["fate"]) for t in a["tokens"]] for a in answers]
     assert tokens[0] == tokens[copies] and len({tuple(t) for t in tokens[:copies]}) > 1  # each copy its own cut and mask
-    rows = session.copy_rows()
-    assert len(rows) == copies and (rows[1:] > rows[:-1]).all()
+    assert session.copy_rows().tolist() == session.data.train.examples.copy_starts.tolist()
+
+
+def test_each_static_copy_shows_the_corpus_s_first_example_masked_anew(sessions):
+    """Every copy is cut from the corpus's first sentence on, and segment A is only ever cut short
+    at its end (to one token, at a short target length): copy k's first example is copy 0's, perhaps
+    longer or shorter, with its own mask."""
+    session = sessions["bert"]
+    answers = [explore(session, None, draw)["batch"] for draw in range(dupe_factor(session.settings))]
+    first = [[t["original"]["id"] for t in a["tokens"] if t["segment"] == 0] for a in answers]
+    fates = [[t["fate"] for t in a["tokens"]] for a in answers]
+    for k in range(1, len(answers)):
+        common = min(len(first[0]), len(first[k])) - 1  # segment A's [SEP] ends it
+        assert first[k][:common] == first[0][:common] and common >= 2, k  # [CLS] and at least one token
+        assert fates[k] != fates[0], k
 
 
 def test_sentence_verdict_and_distillation_losses(sessions):
@@ -155,9 +152,9 @@ def test_server_refuses_foreign_hosts_and_long_texts_and_keeps_answering(session
         server.server_close()
 
 
-def test_out_writes_one_page_without_addresses(runs, tmp_path, capsys):
+def test_out_writes_one_page_without_addresses(family_runs, tmp_path, capsys):
     out = tmp_path / "page.html"
-    assert main(["explore", str(runs["electra"]), "--out", str(out), "--text", PLAIN_TEXT]) == 0
+    assert main(["explore", str(family_runs["electra"]), "--out", str(out), "--text", PLAIN_TEXT]) == 0
     assert list(tmp_path.iterdir()) == [out]
     page = out.read_text(encoding="utf-8")
     assert not re.search(r"https?://", page) and "<link" not in page and "src=" not in page
@@ -166,15 +163,15 @@ def test_out_writes_one_page_without_addresses(runs, tmp_path, capsys):
     assert embedded["examples"][0]["answer"]["electra"]["played"]
 
 
-def test_bad_input_is_one_line(runs, capsys):
-    assert main(["explore", str(runs["bert"]), "--text", "x"]) == 2
+def test_bad_input_is_one_line(family_runs, capsys):
+    assert main(["explore", str(family_runs["bert"]), "--text", "x"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--out FILE" in err
 
 
-def test_ctrl_c_stops_the_server_in_one_line(runs):
+def test_ctrl_c_stops_the_server_in_one_line(family_runs):
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "minibert", "explore", str(runs["roberta"]), "--no-browser"], cwd=REPO,
+    process = subprocess.Popen([sys.executable, "-m", "minibert", "explore", str(family_runs["roberta"]), "--no-browser"], cwd=REPO,
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a terminal starts it
     first = process.stdout.readline()

@@ -7,6 +7,7 @@ in order, so memory holds a few blocks whatever the corpus size and the result d
 depend on the number of workers. Reading back is np.memmap: a batch pages in its rows only.
 
     input_ids.bin, token_type_ids.bin, lengths.bin, sentence_label.bin, meta.json   Examples
+                     (meta.json: the row width, and where each static copy begins)
     mask_offsets.bin, mask_positions.bin, mask_ids.bin                              StaticMasks
 """
 
@@ -36,20 +37,26 @@ def load_examples(directory: Path) -> Examples:
               if name != "sentence_label" or meta["sentence_label"]}
     for name in ("input_ids", "token_type_ids"):
         arrays[name] = arrays[name].reshape(-1, meta["seq_len"])
-    return Examples(**{"sentence_label": None, **arrays})
+    copy_starts = np.asarray(meta["copy_starts"], dtype=np.int64) if "copy_starts" in meta else None  # older caches: unrecorded
+    return Examples(**{"sentence_label": None, **arrays}, copy_starts=copy_starts)
 
 
 class ExampleWriters:
     """The files of `Examples`, appended block by block: flat arrays (storage.py's `ArrayWriter`)
-    and a meta.json with the row width, written last."""
+    and a meta.json with the row width and each copy's first row, written last."""
 
     def __init__(self, directory: Path, token_dtype, seq_len: int, labelled: bool):
         self.directory, self.seq_len, self.labelled, self.rows = Path(directory), seq_len, labelled, 0
+        self.copy_starts: list[int] = []
         self.directory.mkdir(parents=True, exist_ok=True)
         self.token_dtype = np.dtype(token_dtype)
         dtypes = dict(EXAMPLE_DTYPES, input_ids=token_dtype)
         self.writers = {name: ArrayWriter(self.directory / f"{name}.bin", dtypes[name]) for name in Examples.FIELDS
                         if name != "sentence_label" or labelled}
+
+    def start_copy(self) -> None:
+        """The rows appended next are a new copy's (a copy's blocks may yield none: it starts where the next does)."""
+        self.copy_starts.append(self.rows)
 
     def append(self, examples: Examples) -> None:
         if len(examples) == 0:
@@ -61,7 +68,8 @@ class ExampleWriters:
     def close(self) -> None:
         for writer in self.writers.values():
             writer.close()
-        meta = dict(rows=self.rows, seq_len=self.seq_len, token_dtype=self.token_dtype.name, sentence_label=self.labelled)
+        meta = dict(rows=self.rows, seq_len=self.seq_len, token_dtype=self.token_dtype.name, sentence_label=self.labelled,
+                    copy_starts=self.copy_starts)
         (self.directory / "meta.json").write_text(json.dumps(meta))
 
 
@@ -82,7 +90,8 @@ def write_examples(store: TokenStore, tokenizer: Tokenizer, documents: range, se
                    workers: int = 1, copies: int = 1) -> Examples:
     """Cut and lay out the examples of `documents`, block by block, into `directory`'s files;
     `copies` times over (BERT's static copies: the chapter's loop, data/static_masks.py's
-    `dupe_factor_passes`), one copy after the other.
+    `dupe_factor_passes`), one copy after the other. Each copy's first row is recorded
+    (`Examples.copy_starts`): the copies' lengths differ, as each draws its own cut.
 
     Each block of each copy is cut with its own generator (`build_examples`' `block` and `copy`)
     and laid out in a worker process; the main process appends them in order, so memory holds a
@@ -93,7 +102,9 @@ def write_examples(store: TokenStore, tokenizer: Tokenizer, documents: range, se
     writers = ExampleWriters(directory, store.tokens.dtype, settings["max_length"], labelled)
     blocks = dupe_factor_passes(example_blocks(store, documents), copies)
     job = (store.directory, tokenizer, settings, documents)
-    for examples in in_workers(_examples_of_block, job, blocks, workers):
+    for (_, number, _), examples in zip(blocks, in_workers(_examples_of_block, job, blocks, workers)):
+        if number == 0:
+            writers.start_copy()
         writers.append(examples)
     writers.close()
     if writers.rows == 0:

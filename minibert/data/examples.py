@@ -89,6 +89,9 @@ class Examples:
     token_type_ids: np.ndarray  # [n, seq_len] segment ids: 0 for [CLS] A [SEP], 1 for B [SEP]
     lengths: np.ndarray  # [n] real tokens of each example
     sentence_label: np.ndarray | None  # [n] the NSP/SOP target; None for full sentences
+    # [copies] the first row of each of BERT's static copies (corpus/stored_examples.py records
+    # them); None where they are not known: examples laid out in memory, or an older cache
+    copy_starts: np.ndarray | None = None
 
     FIELDS = ("input_ids", "token_type_ids", "lengths", "sentence_label")
 

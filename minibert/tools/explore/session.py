@@ -32,7 +32,7 @@ from ...operations.outdir import GENERATOR_DIR
 from ...operations.state import load_trainable_state
 from ...operations.tensor_files import CONFIG_FILE, read_json
 from ...pretrained import MissingHead, checkpoint_directory, from_pretrained
-from ...runs.run import data_settings, dupe_factor, load_teacher
+from ...runs.run import data_settings, load_teacher
 from ...tokenizers import load_tokenizer
 from ...tokenizers.base import Tokenizer
 from ...training.loop import Pretrainer
@@ -42,7 +42,6 @@ from ..info import RUN_FILE
 
 # A Hugging Face folder was pretrained as BERT's paper says: 15% of the tokens, 80/10/10.
 PAPER_MASKING = dict(mask_prob=0.15, replace_probs=(0.8, 0.1, 0.1), max_span=1, whole_word=False)
-PREFIX_TOKENS = 8  # tokens of the corpus's first example that find where each static copy begins
 
 
 @dataclass
@@ -59,7 +58,6 @@ class Session:
     data: PretrainingData | None = None
     notes: list[str] = field(default_factory=list)  # what the page cannot show, and why
     lock: threading.Lock = field(default_factory=threading.Lock)
-    _copy_rows: np.ndarray | None = None
 
     @property
     def encoder(self) -> nn.Module:
@@ -71,19 +69,13 @@ class Session:
         return self.data is not None and self.data.train.static_masks is not None
 
     def copy_rows(self) -> np.ndarray:
-        """The row of each static copy's first example, in copy order.
-
-        Every copy is cut from the corpus's first document on (data/static_masks.py:
-        dupe_factor_passes), so each one's first example begins with the same tokens as row 0's;
-        the copies follow one another in the table, about equally long, so copy c's is the
-        row with that beginning nearest to c / copies of the way through."""
-        if self._copy_rows is None:
-            examples, copies = self.data.train.examples, dupe_factor(self.settings)
-            prefix = min(PREFIX_TOKENS, int(examples.lengths[0]))
-            starts = np.flatnonzero((examples.input_ids[:, :prefix] == examples.input_ids[0, :prefix]).all(1))
-            expected = np.arange(copies) * len(examples) / copies
-            self._copy_rows = np.unique(starts[np.abs(starts[None, :] - expected[:, None]).argmin(1)])
-        return self._copy_rows
+        """The row of each static copy's first example, in copy order, as write_examples recorded
+        them when it stored the copies one after the other. A cache from before that record
+        gives the first copy only (open_session notes it); a copy whose blocks yielded no
+        example has none to show."""
+        examples = self.data.train.examples
+        starts = examples.copy_starts if examples.copy_starts is not None else np.zeros(1, dtype=np.int64)
+        return starts[starts < np.append(starts[1:], len(examples))]
 
 
 def open_session(path: str | Path) -> Session:
@@ -106,6 +98,9 @@ def open_session(path: str | Path) -> Session:
     session.data = run_data(session, run.get("model_overrides") or {})
     if session.data is not None:
         session.masking = session.data.train.masking
+    if session.static and session.data.train.examples.copy_starts is None:
+        session.notes.append("the run's examples were cached before each static copy's first row was recorded: "
+                             "Draw again shows copy 1 only (a cache built now records them)")
     return session
 
 
