@@ -73,3 +73,9 @@ def test_ci_runs_the_quick_start_read_from_the_readme():
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     assert "README.md" in ci and "## Quick start" in ci and 'bash -c "$command"' in ci
     assert "python3 -m venv" in ci  # a fresh environment, not what earlier sessions installed
+
+
+def test_ci_installs_the_browser_before_the_quick_start_and_requires_its_tests():
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    install = ci.index("--no-install-recommends chromium chromium-driver")
+    assert install < ci.index('bash -c "$command"') and "export MINIBERT_BROWSER_TESTS=required" in ci

@@ -59,7 +59,8 @@ def write_page(session: Session, out: str | Path, texts: list[str] = ()) -> Path
 
 
 class Handler(BaseHTTPRequestHandler):
-    """GET /, /api/overview, /api/explore?text=&draw=, /api/source?name=; nothing else."""
+    """GET /, /api/overview, /api/explore?text=&draw=, /api/source?name=; nothing else (a browser's
+    /favicon.ico gets an empty answer, so that its console shows no error)."""
 
     session: Session  # set on the subclass `serve` makes
 
@@ -72,6 +73,8 @@ class Handler(BaseHTTPRequestHandler):
         try:
             if url.path == "/":
                 return self.reply(HTTPStatus.OK, page_template().replace(ANSWERS_MARK, "null"), "text/html; charset=utf-8")
+            if url.path == "/favicon.ico":
+                return self.reply(HTTPStatus.NO_CONTENT, "", "image/x-icon")
             if url.path == "/api/overview":
                 return self.reply(HTTPStatus.OK, overview(self.session))
             if url.path == "/api/source":

@@ -1,0 +1,198 @@
+"""`python -m minibert explore` in a real browser (headless Chromium, driven by selenium): the page a
+learner sees shows the project's own numbers, answers its buttons, reaches every panel by keyboard,
+and logs no error, served or written as one file.
+
+Without Chromium, its driver or selenium these tests skip with one line; with
+MINIBERT_BROWSER_TESTS=required (.ci/run sets it) they fail instead, so CI cannot pass untested.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+from minibert import detect_replaced, fill_mask
+from minibert.tools.explore import make_server, open_session, write_page
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"  # Debian's chromium and chromium-driver
+PANELS = ("panel-batch", "panel-mlm", "panel-electra", "panel-distil", "panel-model", "panel-attention", "panel-run")
+MASKED_TEXT = "The small [MASK] eats the dog."
+PLAIN_TEXT = "The small cat eats the dog."
+WAIT_S = 20
+
+
+def unavailable(reason: str):
+    """Skip, or fail where the browser tests are required (CI)."""
+    if os.environ.get("MINIBERT_BROWSER_TESTS") == "required":
+        pytest.fail(f"MINIBERT_BROWSER_TESTS=required, but {reason}")
+    pytest.skip(reason)
+
+
+def test_a_missing_browser_fails_where_required_and_skips_elsewhere(monkeypatch):
+    monkeypatch.setenv("MINIBERT_BROWSER_TESTS", "required")
+    with pytest.raises(pytest.fail.Exception, match="required, but no chromium"):
+        unavailable("no chromium")
+    monkeypatch.delenv("MINIBERT_BROWSER_TESTS")
+    with pytest.raises(pytest.skip.Exception, match="no chromium"):
+        unavailable("no chromium")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium for the module, its console kept (goog:loggingPrefs) for the error checks."""
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        unavailable("selenium is not installed (pip install -e '.[dev]')")
+    missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not shutil.which(path)]
+    if missing:
+        unavailable(f"no {' or '.join(missing)} (apt-get install chromium chromium-driver)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1000"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)  # never a downloaded driver
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture(scope="module")
+def sessions(browser, family_runs):
+    return {family: open_session(folder) for family, folder in family_runs.items()}
+
+
+@pytest.fixture(scope="module")
+def pages(sessions):
+    """family -> the address of its own explorer server, serving in a thread."""
+    servers = {family: make_server(session) for family, session in sessions.items()}
+    for server in servers.values():
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield {family: f"http://127.0.0.1:{server.server_address[1]}/" for family, server in servers.items()}
+    for server in servers.values():
+        server.shutdown()
+        server.server_close()
+
+
+def wait_until_answered(driver) -> None:
+    """Until the page has rendered an answer (page.html sets window.exploreReady then)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    message = lambda: driver.execute_script("return document.getElementById('message').textContent")  # noqa: E731
+    WebDriverWait(driver, WAIT_S).until(lambda d: d.execute_script("return window.exploreReady === true"),
+                                        message="the page rendered no answer")
+    assert "error" not in driver.find_element("id", "message").get_attribute("class"), message()
+
+
+def open_page(driver, url: str) -> None:
+    driver.get(url)
+    wait_until_answered(driver)
+
+
+def act(driver, button: str, text: str | None = None) -> None:
+    """Type `text` (if any) and press a button, then wait for the answer it asks for."""
+    driver.execute_script("window.exploreReady = false")
+    if text is not None:
+        box = driver.find_element("id", "text")
+        box.clear()
+        box.send_keys(text)
+    driver.find_element("id", button).click()
+    wait_until_answered(driver)
+
+
+def console_errors(driver) -> list[str]:
+    """What the page logged at error level since the last call (reading the log empties it)."""
+    return [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+
+
+def attribute(driver, selector: str, name: str) -> list[str]:
+    return [e.get_attribute(name) for e in driver.find_elements("css selector", selector)]
+
+
+def panel_texts(driver) -> dict[str, str]:
+    return {panel: driver.find_element("id", panel).text for panel in PANELS}
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "albert", "electra", "distilbert"])
+def test_page_loads_with_every_panel_and_no_console_error(family, browser, pages):
+    console_errors(browser)
+    open_page(browser, pages[family])
+    texts = panel_texts(browser)
+    assert all(texts[panel].count("\n") >= 1 for panel in PANELS), texts  # a heading and a body, each panel
+    assert "python train.py --variant " + family in browser.find_element("id", "loaded").text
+    assert console_errors(browser) == []
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "albert", "distilbert"])
+def test_typed_mask_shows_fill_masks_top_k(family, browser, pages, family_runs):
+    open_page(browser, pages[family])
+    act(browser, "run", MASKED_TEXT)
+    expected = fill_mask(family_runs[family], MASKED_TEXT, top_k=5)[0]
+    assert [int(i) for i in attribute(browser, "#panel-mlm li[data-token]", "data-token")] == [c.token_id for c in expected]
+    shown = [float(p) for p in attribute(browser, "#panel-mlm li[data-prob]", "data-prob")]
+    torch.testing.assert_close(torch.tensor(shown), torch.tensor([c.score for c in expected]))
+    assert console_errors(browser) == []
+
+
+def test_electra_probabilities_are_detects(browser, pages, family_runs):
+    open_page(browser, pages["electra"])
+    act(browser, "run", PLAIN_TEXT)
+    shown = [float(p) for p in attribute(browser, "#panel-electra td[data-prob-written]", "data-prob-written")]
+    expected = [j.probability for j in detect_replaced(family_runs["electra"], PLAIN_TEXT)]
+    torch.testing.assert_close(torch.tensor(shown[1:-1]), torch.tensor(expected))  # detect leaves [CLS] and [SEP] out
+
+
+def test_draw_again_draws_a_new_mask_under_dynamic_masking(browser, pages):
+    open_page(browser, pages["roberta"])
+    fates = [attribute(browser, "#panel-batch .tok", "data-fate")]
+    act(browser, "draw-again")
+    fates.append(attribute(browser, "#panel-batch .tok", "data-fate"))
+    line = browser.find_element("id", "masking-line")
+    assert line.get_attribute("data-masking") == "dynamic" and line.get_attribute("data-draw") == "1"
+    assert fates[0] != fates[1]
+
+
+def test_draw_again_steps_through_the_static_copies(browser, pages):
+    open_page(browser, pages["bert"])
+    copies = [browser.find_element("id", "masking-line").get_attribute("data-copy")]
+    for _ in range(2):
+        act(browser, "draw-again")
+        copies.append(browser.find_element("id", "masking-line").get_attribute("data-copy"))
+    assert copies == ["0", "1", "2"]
+    assert browser.find_element("id", "masking-line").get_attribute("data-masking") == "static"
+
+
+def test_tab_reaches_every_panel(browser, pages):
+    """Pressing Tab from the top of the page, focus lands on each panel or on something inside it."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    open_page(browser, pages["albert"])
+    browser.execute_script("document.activeElement.blur()")
+    reached = set()
+    for _ in range(400):
+        ActionChains(browser).send_keys(Keys.TAB).perform()
+        panel = browser.execute_script("const s = document.activeElement.closest('section'); return s && s.id")
+        reached.add(panel)
+        if reached >= set(PANELS):
+            break
+    assert set(PANELS) <= reached, set(PANELS) - reached
+
+
+def test_out_page_renders_the_same_panels_from_a_file(browser, pages, sessions, tmp_path):
+    """--out's one file, opened from file:// with no server, draws what the served page draws."""
+    open_page(browser, pages["electra"])
+    served = panel_texts(browser)
+    out = write_page(sessions["electra"], tmp_path / "page.html", [PLAIN_TEXT])
+    console_errors(browser)
+    open_page(browser, Path(out).resolve().as_uri())
+    assert panel_texts(browser) == served
+    act(browser, "draw-again")  # the file holds a few draws of the run's text
+    assert browser.find_element("id", "masking-line").get_attribute("data-draw") == "1"
+    assert console_errors(browser) == []
