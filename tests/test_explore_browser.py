@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import threading
 from pathlib import Path
 
@@ -19,11 +20,12 @@ import torch
 from minibert import detect_replaced, fill_mask
 from minibert.tools.explore import make_server, open_session, write_page
 
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"  # Debian's chromium and chromium-driver
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from explore_page import CHROMEDRIVER, CHROMIUM, headless_chromium, wait_until_answered  # noqa: E402
+
 PANELS = ("panel-batch", "panel-mlm", "panel-electra", "panel-distil", "panel-model", "panel-attention", "panel-run")
 MASKED_TEXT = "The small [MASK] eats the dog."
 PLAIN_TEXT = "The small cat eats the dog."
-WAIT_S = 20
 
 
 def unavailable(reason: str):
@@ -46,19 +48,13 @@ def test_a_missing_browser_fails_where_required_and_skips_elsewhere(monkeypatch)
 def browser():
     """One headless Chromium for the module, its console kept (goog:loggingPrefs) for the error checks."""
     try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
+        import selenium  # noqa: F401
     except ImportError:
         unavailable("selenium is not installed (pip install -e '.[dev]')")
     missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not shutil.which(path)]
     if missing:
         unavailable(f"no {' or '.join(missing)} (apt-get install chromium chromium-driver)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1000"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)  # never a downloaded driver
+    driver = headless_chromium()
     yield driver
     driver.quit()
 
@@ -78,16 +74,6 @@ def pages(sessions):
     for server in servers.values():
         server.shutdown()
         server.server_close()
-
-
-def wait_until_answered(driver) -> None:
-    """Until the page has rendered an answer (page.html sets window.exploreReady then)."""
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    message = lambda: driver.execute_script("return document.getElementById('message').textContent")  # noqa: E731
-    WebDriverWait(driver, WAIT_S).until(lambda d: d.execute_script("return window.exploreReady === true"),
-                                        message="the page rendered no answer")
-    assert "error" not in driver.find_element("id", "message").get_attribute("class"), message()
 
 
 def open_page(driver, url: str) -> None:
