@@ -7,7 +7,7 @@ the page (GET /), and to the page's first answer (the overview and the run's own
 page asks for on load); then each interaction's answer time, the median of REPEATS: a typed text
 with a [MASK], and Draw again on the run's own text (a new draw each time). Answers are timed at
 the server (HTTP) and, where Chromium is installed, in the page (the click to the drawn answer).
-Aims: start-up within 5 s, an answer within 300 ms.
+The aims it prints each figure beside are AIMS (seconds): start-up, and one answer.
 """
 
 from __future__ import annotations
