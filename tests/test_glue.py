@@ -168,9 +168,9 @@ def test_a_task_without_its_test_file_says_it_gets_no_submission_file(tmp_path, 
 
 def test_the_median_seed_is_the_middle_of_the_task_scores():
     scores = {0: {"f1": 0.9, "accuracy": 0.8}, 1: {"f1": 0.5, "accuracy": 0.6}, 2: {"f1": 0.7, "accuracy": 0.7}, 3: {"f1": 0.1, "accuracy": 0.2}}
-    import argparse
+    from minibert.finetune.settings import FinetuneSettings
 
-    args = argparse.Namespace(lr=2e-5, layer_decay=None, weight_decay=0.01, dropout=0.1, batch_size=32, epochs=3.0, steps=None, max_len=None, seed=0)
+    args = FinetuneSettings(lr=2e-5, weight_decay=0.01, dropout=0.1, batch_size=32, epochs=3.0)
     result = summary(GLUE_TASKS["MRPC"], scores, args)
     assert result["metrics"]["f1"] == {"median": 0.6, "min": 0.1, "max": 0.9, "seeds": {str(s): v["f1"] for s, v in scores.items()}}
     assert result["median_seed"] == 1  # task scores 0.85, 0.55, 0.7, 0.15: the lower middle of four is 0.55

@@ -19,7 +19,7 @@ from minibert import Encoder, ModelConfig, save_pretrained
 from minibert.corpus.documents import read_documents
 from minibert.finetune import job, main
 from minibert.finetune.checkpoint import load_classifier
-from minibert.finetune.cli import build_parser
+from minibert.finetune.cli import build_parser, parse
 from minibert.finetune.glue_sweep import Side, choose_lr
 from minibert.finetune.glue_tasks import GLUE_TASKS, training_text
 from minibert.finetune.job import TaskLoss, load_backbone
@@ -289,8 +289,7 @@ def test_the_grid_chooses_its_lr_without_a_dev_file_and_scores_only_held_out_tra
 
     monkeypatch.setattr(job, "train_task", spy)
     out = tmp_path / "out"
-    args = build_parser().parse_args(["--init", str(tiny), "--glue", str(glue), "--out", str(out), "--glue-recipe", "grid",
-                                      *STEPS])
+    args = parse(["--init", str(tiny), "--glue", str(glue), "--out", str(out), "--glue-recipe", "grid", *STEPS])
     backbone, task = load_backbone(tiny), GLUE_TASKS["RTE"]
     recipe = recipe_for("grid", backbone[0].config)
     choice = choose_lr(args, task, 0, recipe, recipe.values("RTE"), backbone, Side("", out, str(tiny)), glue, torch.device("cpu"),

@@ -17,8 +17,10 @@ first sub-token). OUT receives
     predictions.tsv                                          prediction, gold label and the predicted class's
                                                              probability per dev example (per word)
 
+    settings.py      FinetuneSettings: every flag, its default and its checks
+    cli.py           the command line, a thin layer over run.py
+    run.py           the command's run: one task, every --tasks folder and their table, or --glue
     tasks.py         the task files: columns, labels, train/dev (tagged.py: a tag per word)
-    cli.py           the command line, and the table of a --tasks run
     job.py           one task: data, the model, the training loop, predictions, outputs
     inference.py     a model run over examples: their inputs, the predictions and their scores
     glue_tasks.py    GLUE's tasks by name: their files, columns, labels and metrics; training text; submission files
@@ -39,7 +41,8 @@ from .inference import Prediction, model_inputs, predict, word_inputs
 from .job import finetune
 from .predictions import predict_file
 from .scores import classification_metrics, entities, pearson, ranks, regression_metrics, spearman, tagging_metrics
+from .settings import FinetuneSettings
 
-__all__ = ["Classifier", "Prediction", "classification_metrics", "entities", "finetune", "load_classifier", "main", "model_inputs",
-           "pearson", "predict", "predict_file", "ranks", "regression_metrics", "save_classifier", "spearman", "tagging_metrics",
-           "word_inputs"]
+__all__ = ["Classifier", "FinetuneSettings", "Prediction", "classification_metrics", "entities", "finetune",
+           "load_classifier", "main", "model_inputs", "pearson", "predict", "predict_file", "ranks", "regression_metrics",
+           "save_classifier", "spearman", "tagging_metrics", "word_inputs"]

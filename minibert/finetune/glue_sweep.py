@@ -32,7 +32,6 @@ Spearman for STS-B, accuracy for the others, MNLI's matched) and GLUE's leaderbo
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 from pathlib import Path
@@ -43,9 +42,10 @@ from ..operations.tensor_files import SAFETENSORS_FILE
 from .checkpoint import check_out, load_classifier
 from .glue_tasks import GLUE_TASKS, MISMATCHED, GlueTask, present_tasks, task_names, write_submission
 from .inference import check_max_len, predict_with_scores
-from .job import TaskFiles, finetune, load_backbone, prediction_rows, recorded_args
-from .recipes import HELD_OUT, Recipe, checkpoint_pooling, choose, recipe_for, with_recipe
+from .job import TaskFiles, finetune, load_backbone, prediction_rows
+from .recipes import HELD_OUT, Recipe, checkpoint_pooling, choose, recipe_for
 from .scores import dev_scores
+from .settings import FinetuneSettings
 from .tasks import read_task
 from .twin import across, gains, gains_table, init_seed, spread, untrained_twin
 
@@ -62,62 +62,62 @@ class Side(NamedTuple):
     untrained_seed: int | None = None  # the twin's initialisation seed; None: the checkpoint itself
 
 
-def run_glue(args: argparse.Namespace, device, amp) -> dict:
+def run_glue(settings: FinetuneSettings, device, amp) -> dict:
     """Fine-tune every task found, once per seed, from each --init (and its untrained twin with
     --against-untrained); print the tables, both averages and the gains; write glue.json and the
     submission files. Returns OUT/glue.json's contents."""
-    glue_dir, out = Path(args.glue), Path(args.out)
-    seeds = list(dict.fromkeys(args.seeds if args.seeds is not None else [args.seed]))
-    found = present_tasks(glue_dir, task_names(args.glue_tasks))
-    folders = checkpoint_folders(args.init, out)
+    glue_dir, out = Path(settings.glue), Path(settings.out)
+    seeds = list(dict.fromkeys(settings.seeds if settings.seeds is not None else [settings.seed]))
+    found = present_tasks(glue_dir, task_names(settings.glue_tasks))
+    folders = checkpoint_folders(settings.init, out)
     plans, said = {}, set()
     for name, (init, folder) in folders.items():
         backbone = load_backbone(init)
-        recipe = recipe_for(args.recipe, backbone[0].config, checkpoint_pooling(init))
-        for line in (recipe.line(args), recipe.pooling_line(args)):
+        recipe = recipe_for(settings.recipe, backbone[0].config, checkpoint_pooling(init))
+        for line in (recipe.line(settings.recipe_overrides(), glue=True), recipe.pooling_line(settings.pooling)):
             if line not in said:
                 print(line, flush=True)
                 said.add(line)
         prefix = f"{name} " if len(folders) > 1 else ""
         sides = [Side(prefix, folder, init)]
-        if args.against_untrained:
+        if settings.against_untrained:
             seed, line = init_seed(Path(init))
             print(line, flush=True)
             sides.append(Side(f"{prefix}untrained ", folder / UNTRAINED, init, seed))
         plans[name] = backbone, recipe, sides
     for _, recipe, sides in plans.values():  # a run in the way is refused now, before anything is trained
         for side in sides:
-            for folder, metrics, run_args, marker in planned_runs(args, found, seeds, recipe, side):
+            for folder, metrics, run_settings, marker in planned_runs(settings, found, seeds, recipe, side):
                 check_out(folder, overwrite=True)
-                finished_run(folder, metrics, run_args, marker)
-    checkpoints = {name: checkpoint_sweep(args, found, seeds, glue_dir, *plan, device, amp) for name, plan in plans.items()}
+                finished_run(folder, metrics, run_settings, marker)
+    checkpoints = {name: checkpoint_sweep(settings, found, seeds, glue_dir, *plan, device, amp) for name, plan in plans.items()}
     if len(checkpoints) == 1:
         result = next(iter(checkpoints.values()))
     else:
-        result = {"checkpoints": checkpoints, "seeds": seeds, "max_train_examples": args.max_train_examples}
-        if args.against_untrained:
+        result = {"checkpoints": checkpoints, "seeds": seeds, "max_train_examples": settings.max_train_examples}
+        if settings.against_untrained:
             per_gains = {name: checkpoint["gains"] for name, checkpoint in checkpoints.items()}
             result["gains"] = across(per_gains)
             print(gains_table(per_gains, result["gains"]), flush=True)
         write_json(out / "glue.json", result)
     print(f"the tables as JSON in {out / 'glue.json'}; each run in {out}/{'<checkpoint>/' * (len(checkpoints) > 1)}"
-          f"{'[untrained/]' * bool(args.against_untrained)}<task>/seed-<n>/", flush=True)
+          f"{'[untrained/]' * bool(settings.against_untrained)}<task>/seed-<n>/", flush=True)
     return result
 
 
-def checkpoint_sweep(args: argparse.Namespace, found: list[GlueTask], seeds: list[int], glue_dir: Path, backbone,
+def checkpoint_sweep(settings: FinetuneSettings, found: list[GlueTask], seeds: list[int], glue_dir: Path, backbone,
                      recipe: Recipe, sides: list[Side], device, amp) -> dict:
     """One checkpoint's sweep, and its untrained twin's when `sides` has one: the tables, the
     submission files, and its glue.json (the pretrained side's, with `untrained` and `gains`)."""
     pretrained = sides[0]
-    result = {**sweep(args, found, seeds, recipe, backbone, pretrained, glue_dir, device, amp), "seeds": seeds,
-              "max_train_examples": args.max_train_examples, "init": pretrained.init, "recipe": recipe.describe()}
+    result = {**sweep(settings, found, seeds, recipe, backbone, pretrained, glue_dir, device, amp), "seeds": seeds,
+              "max_train_examples": settings.max_train_examples, "init": pretrained.init, "recipe": recipe.describe()}
     print(table(result, pretrained.label + ("pretrained" if len(sides) > 1 else "")), flush=True)
-    result["submission"] = write_submission(found, result["tasks"], glue_dir, pretrained.out, args, device, amp)
+    result["submission"] = write_submission(found, result["tasks"], glue_dir, pretrained.out, settings, device, amp)
     for twin in sides[1:]:
-        untrained = sweep(args, found, seeds, recipe, untrained_twin(backbone, twin.untrained_seed), twin, glue_dir, device, amp)
+        untrained = sweep(settings, found, seeds, recipe, untrained_twin(backbone, twin.untrained_seed), twin, glue_dir, device, amp)
         result["untrained"] = {**untrained, "init_seed": twin.untrained_seed}
-        print(table({**untrained, "seeds": seeds, "max_train_examples": args.max_train_examples},
+        print(table({**untrained, "seeds": seeds, "max_train_examples": settings.max_train_examples},
                     f"{twin.label}twin (seed {twin.untrained_seed})"), flush=True)
         result["gains"] = gains(result, untrained)
         print(gains_table({Path(pretrained.init).name or pretrained.init: result["gains"]}, None), flush=True)
@@ -137,42 +137,42 @@ def checkpoint_folders(inits: list[str], out: Path) -> dict[str, tuple[str, Path
     return {name: (init, out / name) for name, init in zip(names, inits)}
 
 
-def sweep(args: argparse.Namespace, found: list[GlueTask], seeds: list[int], recipe: Recipe, backbone, side: Side,
+def sweep(settings: FinetuneSettings, found: list[GlueTask], seeds: list[int], recipe: Recipe, backbone, side: Side,
           glue_dir: Path, device, amp) -> dict:
     """One model through every task: the lr chosen on held-out training rows where the recipe leaves
     it open, then one run per seed (read back when it finished earlier). Returns {tasks, averages, seed_averages}."""
     results = {}
     for task in found:
         values, choice = recipe.values(task.name), None
-        if values["lr"] is None and args.lr is None:
-            choice = choose_lr(args, task, seeds[0], recipe, values, backbone, side, glue_dir, device, amp)
+        if values["lr"] is None and settings.lr is None:
+            choice = choose_lr(settings, task, seeds[0], recipe, values, backbone, side, glue_dir, device, amp)
             values["lr"] = choice["lr"]
         scores = {}
         for seed in seeds:
-            run_args = task_args(args, seed, values, recipe, side)
+            run_settings = task_settings(settings, seed, values, recipe, side)
             files = TaskFiles(f"{side.label}{task.name} seed {seed}", glue_dir / task.name / "train.tsv", glue_dir / task.name / task.dev,
-                              run_folder(side, task, seed), task.columns, task.labels, args.max_train_examples,
+                              run_folder(side, task, seed), task.columns, task.labels, settings.max_train_examples,
                               metric=task.selected_by)
-            report = read_back(args, files, task.file_metrics, run_args) or finetune(run_args, files, backbone, device, amp)
+            report = read_back(settings, files, task.file_metrics, run_settings) or finetune(run_settings, files, backbone, device, amp)
             if task.mismatched and MISMATCHED not in report:  # scored once the model is saved: a run stopped before is scored now
-                report = score_mismatched(task, glue_dir, files, report, run_args, device, amp)
+                report = score_mismatched(task, glue_dir, files, report, run_settings, device, amp)
             scores[seed] = {metric: report[metric] for metric in task.metrics}
-        results[task.name] = {**summary(task, scores, run_args), **({"lr_choice": choice} if choice else {})}
+        results[task.name] = {**summary(task, scores, run_settings), **({"lr_choice": choice} if choice else {})}
     return {"tasks": results, "averages": averages(found, results), "seed_averages": seed_averages(found, results, seeds)}
 
 
-def choose_lr(args: argparse.Namespace, task: GlueTask, seed: int, recipe: Recipe, values: dict, backbone, side: Side,
+def choose_lr(settings: FinetuneSettings, task: GlueTask, seed: int, recipe: Recipe, values: dict, backbone, side: Side,
               glue_dir: Path, device, amp) -> dict:
     """The recipe's lr for `task`, chosen on training rows alone: each candidate trained on the
     rest of the training rows and scored on a held-out HELD_OUT of them (seed 0), the dev file
     never opened (`TaskFiles.held_out`); the best mean of the task's metrics wins (`choose`)."""
     scores = {}
     for lr in recipe.lrs:
-        run_args = task_args(args, seed, {**values, "lr": lr}, recipe, side, held_out=HELD_OUT)
+        run_settings = task_settings(settings, seed, {**values, "lr": lr}, recipe, side, held_out=HELD_OUT)
         files = TaskFiles(f"{side.label}{task.name} lr {lr:g}", glue_dir / task.name / "train.tsv", None,
-                          choice_folder(side, task, lr), task.columns, task.labels, args.max_train_examples,
+                          choice_folder(side, task, lr), task.columns, task.labels, settings.max_train_examples,
                           held_out=HELD_OUT, keep_model=False, metric=task.selected_by)
-        report = read_back(args, files, task.file_metrics, run_args, marker="eval.json") or finetune(run_args, files, backbone, device, amp)
+        report = read_back(settings, files, task.file_metrics, run_settings, marker="eval.json") or finetune(run_settings, files, backbone, device, amp)
         scores[lr] = statistics.mean(report[metric] for metric in task.file_metrics)
     chosen = choose(scores)
     print(f"{side.label}{task.name}: lr {chosen:g} chosen on {HELD_OUT:.0%} of the training rows held out "
@@ -181,19 +181,19 @@ def choose_lr(args: argparse.Namespace, task: GlueTask, seed: int, recipe: Recip
             "seed": seed, "metrics": list(task.file_metrics)}
 
 
-def planned_runs(args: argparse.Namespace, found: list[GlueTask], seeds: list[int], recipe: Recipe,
-                 side: Side) -> Iterator[tuple[Path, tuple[str, ...], argparse.Namespace, str]]:
+def planned_runs(settings: FinetuneSettings, found: list[GlueTask], seeds: list[int], recipe: Recipe,
+                 side: Side) -> Iterator[tuple[Path, tuple[str, ...], FinetuneSettings, str]]:
     """(folder, metrics, flags, marker file) of every run of `side` whose flags are known before any
     run: all of them, but the lr grid's final runs, whose lr their choice decides."""
     for task in found:
         values = recipe.values(task.name)
-        if values["lr"] is None and args.lr is None:
+        if values["lr"] is None and settings.lr is None:
             for lr in recipe.lrs:
-                run_args = task_args(args, seeds[0], {**values, "lr": lr}, recipe, side, held_out=HELD_OUT)
-                yield choice_folder(side, task, lr), task.file_metrics, run_args, "eval.json"
+                run_settings = task_settings(settings, seeds[0], {**values, "lr": lr}, recipe, side, held_out=HELD_OUT)
+                yield choice_folder(side, task, lr), task.file_metrics, run_settings, "eval.json"
             continue
         for seed in seeds:
-            yield run_folder(side, task, seed), task.file_metrics, task_args(args, seed, values, recipe, side), SAFETENSORS_FILE
+            yield run_folder(side, task, seed), task.file_metrics, task_settings(settings, seed, values, recipe, side), SAFETENSORS_FILE
 
 
 def finished_runs(out: Path) -> list[Path]:
@@ -216,17 +216,17 @@ SWEEP_ONLY = ("glue_tasks", "seeds", "out", "device", "against_untrained")  # fl
 RENAMED = {"recipe": "glue_recipe"}  # flags an earlier eval.json records under their earlier name: --recipe was --glue-recipe
 
 
-def read_back(args: argparse.Namespace, files: TaskFiles, metrics: tuple[str, ...], run_args: argparse.Namespace,
+def read_back(settings: FinetuneSettings, files: TaskFiles, metrics: tuple[str, ...], run_settings: FinetuneSettings,
               marker: str = SAFETENSORS_FILE) -> dict | None:
-    """The eval.json of the run in `files.out` when it finished with `run_args` (and no --overwrite), said in one line; else None."""
-    report = None if args.overwrite else finished_run(files.out, metrics, run_args, marker)
+    """The eval.json of the run in `files.out` when it finished with `run_settings` (and no --overwrite), said in one line; else None."""
+    report = None if settings.overwrite else finished_run(files.out, metrics, run_settings, marker)
     if report is not None:
         print(f"{files.name}: finished earlier with these settings, read from {files.out / 'eval.json'}", flush=True)
     return report
 
 
-def finished_run(folder: Path, metrics: tuple[str, ...], run_args: argparse.Namespace, marker: str = SAFETENSORS_FILE) -> dict | None:
-    """The eval.json of a run that finished in `folder` with the same flags as `run_args` (all
+def finished_run(folder: Path, metrics: tuple[str, ...], run_settings: FinetuneSettings, marker: str = SAFETENSORS_FILE) -> dict | None:
+    """The eval.json of a run that finished in `folder` with the same flags as `run_settings` (all
     but SWEEP_ONLY) and holds every one of `metrics`; None when `folder` holds no `marker` (the
     model, or eval.json for a run that keeps none). A run made with other flags, or one that
     did not finish, is refused in one line naming the flags: replacing it takes --overwrite."""
@@ -238,7 +238,7 @@ def finished_run(folder: Path, metrics: tuple[str, ...], run_args: argparse.Name
         report = {}
     recorded = report.get("args", {})
     recorded = {**{new: recorded[old] for new, old in RENAMED.items() if old in recorded}, **recorded}
-    differ = [k for k, v in recorded_args(run_args).items() if k not in SWEEP_ONLY and recorded.get(k) != v]
+    differ = [k for k, v in run_settings.recorded().items() if k not in SWEEP_ONLY and recorded.get(k) != v]
     if not report or differ or not all(metric in report for metric in metrics):
         why = f"made with other settings ({', '.join('--' + k.replace('_', '-') for k in differ)})" if report and differ \
             else "whose run did not finish"
@@ -247,24 +247,24 @@ def finished_run(folder: Path, metrics: tuple[str, ...], run_args: argparse.Name
     return report
 
 
-def task_args(args: argparse.Namespace, seed: int, values: dict, recipe: Recipe, side: Side,
-              held_out: float | None = None) -> argparse.Namespace:
-    """The command's flags for one run of `side`: the recipe's `values` wherever a flag was not
+def task_settings(settings: FinetuneSettings, seed: int, values: dict, recipe: Recipe, side: Side,
+              held_out: float | None = None) -> FinetuneSettings:
+    """The command's settings for one run of `side`: the recipe's `values` wherever a flag was not
     given (`with_recipe`, as every fine-tune); `held_out`: the share of the training rows a run
     that chooses the lr is scored on."""
-    return argparse.Namespace(**{**vars(with_recipe(args, recipe, values)), "seed": seed, "init": side.init,
-                                 "untrained_seed": side.untrained_seed, "held_out": held_out})
+    return settings.with_recipe(recipe, values).replace(seed=seed, init=side.init, untrained_seed=side.untrained_seed,
+                                                        held_out=held_out)
 
 
-def score_mismatched(task: GlueTask, glue_dir: Path, files: TaskFiles, report: dict, args, device, amp) -> dict:
+def score_mismatched(task: GlueTask, glue_dir: Path, files: TaskFiles, report: dict, settings, device, amp) -> dict:
     """MNLI's second dev set, scored by the model just saved: its accuracy joins eval.json as
     `accuracy_mismatched`, its predictions go to predictions_mismatched.tsv."""
     out = files.out
     classifier = load_classifier(out)
     dev = read_task(glue_dir / task.name / task.mismatched, columns=task.columns)
     gold = classifier.labels.encode(dev)
-    predicted, scores = predict_with_scores(classifier.model.to(device), classifier.tokenizer, dev, args.batch_size,
-                                            check_max_len(args.max_len, classifier.model.config), device, amp)
+    predicted, scores = predict_with_scores(classifier.model.to(device), classifier.tokenizer, dev, settings.batch_size,
+                                            check_max_len(settings.max_len, classifier.model.config), device, amp)
     report = {**report, MISMATCHED: dev_scores(report["task"], predicted, gold, classifier.labels)["accuracy"]}
     write_json(out / "eval.json", report)
     write_atomic(out / "predictions_mismatched.tsv", prediction_rows(dev, predicted, gold, classifier.labels, scores))
@@ -275,14 +275,14 @@ def score_mismatched(task: GlueTask, glue_dir: Path, files: TaskFiles, report: d
 RECORDED = ("lr", "layer_decay", "weight_decay", "dropout", "batch_size", "epochs", "steps", "max_len")  # a task's settings in glue.json
 
 
-def summary(task: GlueTask, scores: dict[int, dict], run_args: argparse.Namespace) -> dict:
+def summary(task: GlueTask, scores: dict[int, dict], run_settings: FinetuneSettings) -> dict:
     """Each metric's value per seed, its median and its range; the seed whose task score (the
     mean of its metrics) is the median (the lower of the two middle ones for an even count);
-    and the settings the runs had (`run_args`, one seed's flags)."""
+    and the settings the runs had (`run_settings`, one seed's flags)."""
     metrics = {metric: spread({seed: scores[seed][metric] for seed in scores}) for metric in task.metrics}
     by_score = sorted(scores, key=lambda seed: statistics.mean(scores[seed].values()))
     return {"metrics": metrics, "median_seed": by_score[(len(by_score) - 1) // 2],
-            "recipe": {name: getattr(run_args, name) for name in RECORDED}}
+            "recipe": {name: getattr(run_settings, name) for name in RECORDED}}
 
 
 def averages(found: list[GlueTask], results: dict) -> dict:

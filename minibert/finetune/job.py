@@ -14,8 +14,6 @@ checkpoint's pretraining (recipes.py:checkpoint_pooling).
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import time
 from pathlib import Path
@@ -40,14 +38,13 @@ from ..operations.precision import Precision
 from .checkpoint import Classifier, is_classifier, load_classifier, save_classifier
 from .scores import dev_scores
 from .selection import Evaluations
+from .settings import DEFAULT_ALPHA, DEFAULT_TEMPERATURE, FinetuneSettings
 from .training import claimed, done, processes, task_streams, train_steps
 from .soft_targets import TaskDistillation
 from .inference import check_max_len, encode, logit_batches, predict_with_scores
 
-DEFAULT_ALPHA, DEFAULT_TEMPERATURE = 0.5, 2.0  # --teacher: soft targets and labels weighed evenly, softened at T = 2 (soft_targets.py)
 CLIP = 1.0  # gradient-norm clip, as BERT's fine-tuning code does
 HEADLINE = {"classification": "accuracy", "regression": "pearson", "tokens": "accuracy"}  # the score printed for each kind of task
-TASKS = tuple(HEADLINE)
 
 
 class TaskFiles(NamedTuple):
@@ -65,65 +62,67 @@ class TaskFiles(NamedTuple):
     metric: str | None = None  # the score that picks the model kept (selection.py); None: the kind's HEADLINE
 
 
-def finetune(args: argparse.Namespace, files: TaskFiles, backbone: tuple[Encoder, Tokenizer], device: torch.device,
+def finetune(settings: FinetuneSettings, files: TaskFiles, backbone: tuple[Encoder, Tokenizer], device: torch.device,
              amp: Precision) -> dict:
     """Train on `files.train`, evaluate on `files.dev`, write everything into `files.out`, which
-    this run holds alone meanwhile (training.py); return eval.json's contents. `args` are the
+    this run holds alone meanwhile (training.py); return eval.json's contents. `settings` are the
     command's flags with a recipe's values (recipes.py:with_recipe): every length, rate and, for
     a sentence task, the pooling."""
     dist = processes()
-    with claimed(files.out, args, dist):
-        return finetune_into(args, files, backbone, device, amp, dist)
+    with claimed(files.out, settings, dist):
+        return finetune_into(settings, files, backbone, device, amp, dist)
 
 
-def finetune_into(args: argparse.Namespace, files: TaskFiles, backbone: tuple[Encoder, Tokenizer], device: torch.device,
+def finetune_into(settings: FinetuneSettings, files: TaskFiles, backbone: tuple[Encoder, Tokenizer], device: torch.device,
                   amp: Precision, dist) -> dict:
-    task = "tokens" if reads_words(args.task, files.train) else args.task
+    task = "tokens" if reads_words(settings.task, files.train) else settings.task
     task, train_data, dev, labels, train_targets, dev_targets = read_splits(task, files)
     encoder, tokenizer = backbone
-    max_len = check_max_len(args.max_len, encoder.config)
+    max_len = check_max_len(settings.max_len, encoder.config)
     teacher_logits = None
-    if args.teacher:  # before the seed is set: the teacher draws no random numbers, the student's run stays the same
-        train_data, train_targets, teacher_logits = distillation_rows(args, task, train_data, train_targets, labels, max_len,
+    if settings.teacher:  # before the seed is set: the teacher draws no random numbers, the student's run stays the same
+        settings = distillation_settings(settings, task)
+        train_data, train_targets, teacher_logits = distillation_rows(settings, task, train_data, train_targets, labels, max_len,
                                                                       device, files.out)
     config = encoder.config.for_length(max_len)  # rotary positions: any length
-    if args.dropout is not None:
-        config = config.replace(hidden_dropout=args.dropout, attention_dropout=args.dropout)
-    if args.reference:
+    if settings.dropout is not None:
+        config = config.replace(hidden_dropout=settings.dropout, attention_dropout=settings.dropout)
+    if settings.reference:
         config = config.replace(reference=True)
-    epoch = math.ceil(len(train_data) / args.batch_size)  # steps per epoch
-    steps = args.steps or math.ceil(args.epochs * epoch)
-    every = {None: steps, "epoch": epoch}.get(args.eval_every, args.eval_every)  # no --eval-every: dev scored at the end
-    loop = LoopSettings(steps=steps, lr=args.lr, warmup=args.warmup, weight_decay=args.weight_decay, clip=CLIP, seed=args.seed,
-                        log_every=max(1, steps // 10), eval_every=every, save_every=every if args.eval_every else epoch,
-                        skip_nonfinite=args.skip_nonfinite, out=str(files.out))
+    epoch = math.ceil(len(train_data) / settings.batch_size)  # steps per epoch
+    steps = settings.steps or math.ceil(settings.epochs * epoch)
+    every = {None: steps, "epoch": epoch}.get(settings.eval_every, settings.eval_every)  # no --eval-every: dev scored at the end
+    loop = LoopSettings(steps=steps, lr=settings.lr, warmup=settings.warmup, weight_decay=settings.weight_decay, clip=CLIP,
+                        seed=settings.seed,
+                        log_every=max(1, steps // 10), eval_every=every, save_every=every if settings.eval_every else epoch,
+                        skip_nonfinite=settings.skip_nonfinite, out=str(files.out))
 
-    torch.manual_seed(args.seed)  # the head's initialisation and dropout
+    torch.manual_seed(settings.seed)  # the head's initialisation and dropout
     outputs = 1 if labels is None else len(labels)  # regression: one output, the score
     if task == "tokens":
-        if args.pooling is not None:
+        if settings.pooling is not None:
             raise ValueError("--pooling is for sentence tasks; a tagging task reads every token's own vector, so drop it")
         model = TokenClassifier(config, outputs)
     else:
-        model = SequenceClassifier(config, outputs, args.pooling)
+        model = SequenceClassifier(config, outputs, settings.pooling)
     model.encoder.load_state_dict(encoder.state_dict())
     model.to(device)
     started = time.perf_counter()
-    objective = TaskLoss(model) if teacher_logits is None else TaskDistillation(model, args.alpha, args.temperature)
+    objective = TaskLoss(model) if teacher_logits is None else TaskDistillation(model, settings.alpha, settings.temperature)
 
     def score() -> tuple[dict, tuple[list, list]]:  # the dev scores, and what predictions.tsv writes: each prediction and its score
-        predicted, scores = predict_with_scores(model, tokenizer, dev, args.batch_size, max_len, device, amp)
+        predicted, scores = predict_with_scores(model, tokenizer, dev, settings.batch_size, max_len, device, amp)
         return dev_scores(task, predicted, dev_targets, labels), (predicted, scores)
 
-    evaluations = Evaluations(model, score, files.metric or HEADLINE[task], args.patience, dist)
-    train_loss = train_task(objective, tokenizer, train_data, train_targets, loop, args, max_len, amp, files.out, evaluations,
+    evaluations = Evaluations(model, score, files.metric or HEADLINE[task], settings.patience, dist)
+    train_loss = train_task(objective, tokenizer, train_data, train_targets, loop, settings, max_len, amp, files.out, evaluations,
                             teacher_logits)
     kept = evaluations.keep_best()
     predicted, scores = kept.pop("predicted")
 
     report = dict(kept)
     report.update(task=task, examples=len(dev), steps=steps, train_loss=train_loss, seconds=round(time.perf_counter() - started, 1),
-                  args=recorded_args(args), recipe=args.recipe_description)
+                  args=settings.recorded(), recipe=settings.recipe_description)
     if dist.is_main:
         write_outputs(files.out, Classifier(model, tokenizer, labels) if files.keep_model else None, report,
                       prediction_rows(dev, predicted, dev_targets, labels, scores))
@@ -136,13 +135,6 @@ def finetune_into(args: argparse.Namespace, files: TaskFiles, backbone: tuple[En
     print(f"{files.name}: {scored}{kept_at}; {'model, ' if files.keep_model else ''}eval.json and predictions.tsv in "
           f"{files.out}", flush=True)
     return report
-
-
-def recorded_args(args: argparse.Namespace) -> dict:
-    """The flags of a run as eval.json records them (as JSON reads them back): all but those
-    that only say how to treat OUT or errors, and the recipe's description (eval.json's own key)."""
-    return json.loads(json.dumps({k: v for k, v in vars(args).items() if k not in ("overwrite", "resume", "debug", "recipe_description")},
-                                 default=str))
 
 
 def reads_words(task: str, train: Path) -> bool:
@@ -179,22 +171,28 @@ def read_splits(task: str, files: TaskFiles) -> tuple:
     return task, train_data, dev, labels, labels.encode(train_data), labels.encode(dev)
 
 
-def distillation_rows(args: argparse.Namespace, task: str, data: TaskData, targets: list, labels: LabelMap | None,
+def distillation_settings(settings: FinetuneSettings, task: str) -> FinetuneSettings:
+    """A student's settings with the --teacher loss's values filled in (eval.json records them):
+    --alpha's default, and --temperature's for classes (a regression student takes none)."""
+    if task == "tokens":
+        raise ValueError("--teacher distils sentence tasks (classification, regression); a tagging task has no teacher here")
+    if task == "regression" and settings.temperature is not None:
+        raise ValueError("--temperature softens class distributions; a regression student matches the teacher's score "
+                         "by squared error, so drop --temperature")
+    temperature = DEFAULT_TEMPERATURE if settings.temperature is None else settings.temperature
+    return settings.replace(alpha=DEFAULT_ALPHA if settings.alpha is None else settings.alpha,
+                            temperature=None if task == "regression" else temperature)
+
+
+def distillation_rows(settings: FinetuneSettings, task: str, data: TaskData, targets: list, labels: LabelMap | None,
                       max_len: int, device, out: Path) -> tuple[TaskData, list, torch.Tensor]:
     """What a student of `--teacher` trains on: the training rows, then the `--transfer`
     texts (labels left out: their target is IGNORE_INDEX, or NaN for regression), with the
     teacher's logits [N, C] on every row (teacher.py)."""
-    if task == "tokens":
-        raise ValueError("--teacher distils sentence tasks (classification, regression); a tagging task has no teacher here")
-    if task == "regression" and args.temperature is not None:
-        raise ValueError("--temperature softens class distributions; a regression student matches the teacher's score "
-                         "by squared error, so drop --temperature")
-    args.alpha = DEFAULT_ALPHA if args.alpha is None else args.alpha
-    args.temperature = None if task == "regression" else DEFAULT_TEMPERATURE if args.temperature is None else args.temperature
-    teacher = load_teacher(args.teacher)
+    teacher = load_teacher(settings.teacher)
     order = label_order(teacher, labels)  # a teacher of another task fails here, before anything is computed
-    if args.transfer:
-        extra = read_texts(args.transfer, Columns(tuple(args.text_columns)) if args.text_columns else None)
+    if settings.transfer:
+        extra = read_texts(settings.transfer, Columns(tuple(settings.text_columns)) if settings.text_columns else None)
         if (extra.pairs is None) != (data.pairs is None):
             kind = {True: "single texts", False: "sentence pairs"}
             raise ValueError(f"--transfer {extra.path} holds {kind[extra.pairs is None]} but the task has "
@@ -209,7 +207,7 @@ def distillation_rows(args: argparse.Namespace, task: str, data: TaskData, targe
         teacher.model.to(device)
         parts = []
         with tqdm(total=len(data), desc="teacher", unit="example", dynamic_ncols=True) as bar:
-            for batch, _ in logit_batches(teacher.model, teacher.tokenizer, data, args.batch_size, max_len, device):
+            for batch, _ in logit_batches(teacher.model, teacher.tokenizer, data, settings.batch_size, max_len, device):
                 parts.append(batch.float().cpu())
                 bar.update(len(batch))
         logits = torch.cat(parts)  # [N, C] in the teacher's class order
@@ -279,16 +277,16 @@ class TaskLoss(nn.Module):
 
 
 def train_task(objective: TaskLoss | TaskDistillation, tokenizer, data: TaskData | TaggedData, targets: list,
-               loop: LoopSettings, args: argparse.Namespace, max_len: int, amp: Precision, out: Path, evaluations: Evaluations,
+               loop: LoopSettings, settings: FinetuneSettings, max_len: int, amp: Precision, out: Path, evaluations: Evaluations,
                teacher_logits: torch.Tensor | None = None) -> float:
     """`loop.steps` steps of the pretraining loop with its run tools (training.py) on shuffled
     batches, a new order each epoch, split over the processes and --grad-accum; dev scored by
     `evaluations`; each batch carries its rows of `teacher_logits` when there are any. Returns
     the mean loss of the last logged window: the last tenth of the steps."""
-    streams = task_streams(len(data), args.batch_size, loop.seed, args.grad_accum, processes())
+    streams = task_streams(len(data), settings.batch_size, loop.seed, settings.grad_accum, processes())
     batches = [(with_teacher(encode(tokenizer, objective.model.config, data, rows, max_len, targets)[0], teacher_logits, rows)
                 for rows in stream) for stream in streams]
-    return train_steps(objective, batches, streams, loop, args, amp, out, evaluations, recorded_args(args))
+    return train_steps(objective, batches, streams, loop, settings, amp, out, evaluations, settings.recorded())
 
 
 def with_teacher(batch: dict, teacher_logits: torch.Tensor | None, rows: list[int]) -> dict:

@@ -35,7 +35,6 @@ layer where none did.
 
 from __future__ import annotations
 
-import argparse
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,25 +107,24 @@ class Recipe:
                 "epochs": self.epochs, "epochs_rte_stsb": self.long_epochs, "held_out": HELD_OUT if self.lrs else None,
                 "pooling": self.pooling.name, "pooling_why": self.pooling.why}
 
-    def line(self, args: argparse.Namespace) -> str:
+    def line(self, overridden: list[str], glue: bool) -> str:
         """The one line the command prints: the recipe, its values, their source, the flags that
-        override it; RTE's and STS-B's epochs under --glue alone, the only path that knows a task by name."""
+        override it (`overridden`); RTE's and STS-B's epochs under --glue (`glue`) alone, the only
+        path that knows a task by name."""
         lr = (f"lr chosen per task from {{{', '.join(f'{lr:g}' for lr in self.lrs)}}} on a held-out "
               f"{HELD_OUT:.0%} of each task's training rows (seed 0; never dev), then trained on all of them"
               if self.lr is None else f"lr {self.lr:g}")
         decay = f"layer-wise lr decay {self.layer_decay:g}" if self.layer_decay else "no layer-wise lr decay"
-        epochs = (f"{self.epochs:g} epochs" if self.epochs == self.long_epochs or not args.glue else
+        epochs = (f"{self.epochs:g} epochs" if self.epochs == self.long_epochs or not glue else
                   f"{self.epochs:g} epochs ({self.long_epochs:g} for {' and '.join(LONG_TASKS)})")
-        given = [f"--{name.replace('_', '-')}" for name in RECIPE_FLAGS if getattr(args, name) is not None]
-        given += ["--steps"] if args.steps is not None else []
         return (f"recipe {self.name}, {self.row}: {lr}, {decay}, weight decay {self.weight_decay:g}, dropout {DROPOUT:g}, "
-                f"batch {BATCH_SIZE}, {epochs}; from {self.source}" + (f"; overridden by {', '.join(given)}" if given else ""))
+                f"batch {BATCH_SIZE}, {epochs}; from {self.source}" + (f"; overridden by {', '.join(overridden)}" if overridden else ""))
 
-    def pooling_line(self, args: argparse.Namespace) -> str:
+    def pooling_line(self, pooling: str | None) -> str:
         """The line that says what a sentence task's head reads, and why: the checkpoint's pooling, or --pooling's."""
         own = self.pooling
-        if args.pooling is not None:
-            return (f"pooling {args.pooling}: the head reads {READS[args.pooling]}, as --pooling asks (without it: "
+        if pooling is not None:
+            return (f"pooling {pooling}: the head reads {READS[pooling]}, as --pooling asks (without it: "
                     f"{own.name}, since {own.why})")
         other = next(name for name in READS if name != own.name)
         return f"pooling {own.name}: the head reads {READS[own.name]}, since {own.why}; --pooling {other} reads {READS[other]}"
@@ -146,16 +144,6 @@ def recipe_for(name: str, config: ModelConfig, pooling: Pooling = BERT_POOLING) 
     takes = "" if width == published else f", H = {width} takes it"
     return Recipe("electra", f"ELECTRA-{size}'s row (H = {published}{takes})", lr, decay, 0.0, 3.0, 10.0, ELECTRA_SOURCE,
                   pooling=pooling)
-
-
-def with_recipe(args: argparse.Namespace, recipe: Recipe, values: dict) -> argparse.Namespace:
-    """The command's flags for one run: the recipe's `values` wherever the flag was not given
-    (--steps stands in for its epochs), with the recipe's name and its description (eval.json
-    records both). One function, so that every fine-tune applies a recipe the same way."""
-    chosen = {name: value for name, value in values.items() if getattr(args, name) is None}
-    if args.steps is not None:
-        chosen.pop("epochs", None)
-    return argparse.Namespace(**{**vars(args), **chosen, "recipe": recipe.name, "recipe_description": recipe.describe()})
 
 
 def checkpoint_pooling(init: str | Path) -> Pooling:

@@ -18,7 +18,7 @@ from .tasks import LabelMap
 
 
 def dev_scores(task: str, predicted: list, gold: list, labels: LabelMap | None) -> dict:
-    """The scores of one kind of task (a name in job.TASKS)."""
+    """The scores of one kind of task (a name in settings.TASKS)."""
     if task == "regression":
         return regression_metrics(predicted, gold)
     if task == "tokens":

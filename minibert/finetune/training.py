@@ -18,7 +18,6 @@ Under torchrun every process runs the command; DDP averages the gradients
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import math
 import os
@@ -40,6 +39,7 @@ from ..training.loop import LoopSettings, Progress, train
 from ..training.optimizer import build_optimizer
 from .layer_decay import layer_lr_scales
 from .selection import Evaluations
+from .settings import FinetuneSettings
 
 METRICS_FILE = "metrics.jsonl"
 CHECKPOINTS = "checkpoints"
@@ -98,9 +98,9 @@ def processes() -> Distributed:
 
 
 @contextlib.contextmanager
-def claimed(out: Path, args: argparse.Namespace, dist: Distributed):
+def claimed(out: Path, settings: FinetuneSettings, dist: Distributed):
     """OUT held by this run alone while it writes (rank 0 holds the lock; the others wait for it)."""
-    with OutputDir(out, resume=args.resume, overwrite=args.overwrite) if dist.is_main else contextlib.nullcontext():
+    with OutputDir(out, resume=settings.resume, overwrite=settings.overwrite) if dist.is_main else contextlib.nullcontext():
         dist.barrier()
         yield
         dist.barrier()
@@ -116,17 +116,17 @@ def rank_0_prints(dist: Distributed):
         yield
 
 
-def train_steps(objective, batches: list, streams: list[TaskBatches], loop: LoopSettings, args: argparse.Namespace,
+def train_steps(objective, batches: list, streams: list[TaskBatches], loop: LoopSettings, settings: FinetuneSettings,
                amp, out: Path, evaluations: Evaluations, recorded: dict) -> float:
     """The loop's steps on `batches` (one iterator per stream of `streams`, which it reads),
-    dev scored by `evaluations`, from OUT's newest checkpoint with --resume. `args.layer_decay`:
+    dev scored by `evaluations`, from OUT's newest checkpoint with --resume. `settings.layer_decay`:
     each encoder layer below the top at that factor of the lr above it (layer_decay.py);
     `recorded`: the flags a checkpoint records. Returns the mean loss of the last logged window."""
     dist = processes()
-    scales = None if args.layer_decay is None else layer_lr_scales(objective, objective.model.encoder, args.layer_decay)
+    scales = None if settings.layer_decay is None else layer_lr_scales(objective, objective.model.encoder, settings.layer_decay)
     optimizer = build_optimizer(objective, lr=loop.lr, weight_decay=loop.weight_decay, lr_scales=scales)
     checkpoints, progress, log = Checkpoints(out / CHECKPOINTS, KEEP), Progress(), MetricsLog(out / METRICS_FILE)
-    if args.resume and checkpoints.steps():
+    if settings.resume and checkpoints.steps():
         state, path = checkpoints.load()
         check_same_flags(state["args"], recorded, path)
         progress = restore(state, objective, optimizer, amp, streams, dist)
@@ -135,7 +135,7 @@ def train_steps(objective, batches: list, streams: list[TaskBatches], loop: Loop
             log.keep_until(progress.step)
             print(f"resuming from {path} (step {progress.step})", flush=True)
     else:
-        if args.resume and dist.is_main:
+        if settings.resume and dist.is_main:
             warn(f"nothing to resume in {out} yet; starting from step 0")
         if dist.is_main:
             (out / METRICS_FILE).unlink(missing_ok=True)  # a new run: its own log
@@ -150,7 +150,7 @@ def train_steps(objective, batches: list, streams: list[TaskBatches], loop: Loop
                                                  "evaluations": evaluations.state_dict(progress.step)})
 
     objective.unused_parameters = unused_parameters(objective.model)
-    use_levers(objective, compile=args.compile)
+    use_levers(objective, compile=settings.compile)
     record = train(objective, optimizer, batches, None, loop, progress, dist=dist, device=amp.device, amp=amp, log=log,
                    save=save, evaluation=lambda record, fraction: evaluations(record, progress))
     return record.get("loss", math.nan)  # NaN if every step of the last window was skipped

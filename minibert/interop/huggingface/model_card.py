@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ...finetune.cli import build_parser
+from ...finetune.settings import FLAGS
 from ...operations.tensor_files import read_json
 
 CARD_FILE = "README.md"
@@ -101,7 +101,7 @@ def metric_rows(source: Path, report: dict) -> list[str]:
 
 def command(args: dict) -> str:
     """The fine-tuning command as eval.json records its flags (those not at their default)."""
-    defaults = {action.dest: (action.option_strings[-1], action.default) for action in build_parser()._actions if action.option_strings}
+    defaults = {field.name: (f"--{field.name.replace('_', '-')}", field.default) for field in FLAGS}
     flags = []
     for name, value in args.items():
         option, default = defaults.get(name, (None, None))

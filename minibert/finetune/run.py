@@ -1,0 +1,111 @@
+"""A fine-tune's run: one task (--train, --dev), every task folder given (--tasks), or GLUE (--glue).
+
+`run` is what `python train.py finetune` (cli.py) calls with its FinetuneSettings. A task folder holds one train.* and one dev.* file (.tsv,
+.csv, .jsonl or .conll: GLUE's layout). With --tasks every folder is fine-tuned from the same
+checkpoint into OUT/<folder name>, and one table of dev scores is printed at the end. Every
+setting applies to every task.
+
+Every fine-tune runs one recipe (--recipe, recipes.py): by default ELECTRA's for the
+encoder's width, the pooling the checkpoint's pretraining calls for; a flag given overrides
+the recipe's value, and two lines say what ran and why.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import tagged, tasks
+from ..operations import distributed
+from ..operations.distributed import Distributed
+from ..operations.precision import Precision
+from .checkpoint import check_out
+from .glue_sweep import run_glue
+from .glue_tasks import write_training_text
+from .job import TaskFiles, finetune, load_backbone, reads_words
+from .recipes import checkpoint_pooling, recipe_for
+from .settings import FinetuneSettings
+from .training import rank_0_prints
+
+TABLE = ("accuracy", "f1", "mcc", "pearson", "spearman")  # the score columns of the --tasks table
+FORMATS = sorted({*tasks.FORMATS, *tagged.FORMATS})  # what a task folder's train.* and dev.* may be
+
+
+def run(settings: FinetuneSettings) -> list[dict] | dict:
+    """Every task of the command, one after another from the same checkpoint; their eval.json
+    contents (--glue: glue.json's; --write-training-text: what the file holds)."""
+    settings.check()
+    if settings.write_training_text:
+        return write_training_text(settings.glue, settings.write_training_text, settings.glue_tasks,
+                                   settings.max_train_examples, settings.overwrite)
+    dist = distributed.setup(settings.device)  # under torchrun: join the other processes (DDP)
+    try:
+        with rank_0_prints(dist):
+            return run_tasks(settings, dist)
+    finally:
+        dist.close()
+
+
+def run_tasks(settings: FinetuneSettings, dist: Distributed) -> list[dict] | dict:
+    device = dist.device(settings.device)
+    amp = Precision.of(settings.precision, device)  # a device or format that cannot work fails now
+    if settings.glue:
+        return run_glue(settings, device, amp)
+    settings = settings.replace(init=settings.init[0])  # one checkpoint (checked): a run records it as a path
+    jobs = task_files(settings)
+    for job in jobs:
+        if not settings.resume:
+            check_out(job.out, settings.overwrite)
+    backbone = load_backbone(settings.init)
+    recipe = recipe_for(settings.recipe, backbone[0].config, checkpoint_pooling(settings.init))
+    tagging = [reads_words(settings.task, job.train) for job in jobs]
+    print(recipe.line(settings.recipe_overrides(), glue=False), flush=True)
+    if not all(tagging):
+        print(recipe.pooling_line(settings.pooling), flush=True)
+    reports = [finetune(settings.with_recipe(recipe, recipe.values(tagging=tags)), job, backbone, device, amp)
+               for job, tags in zip(jobs, tagging)]
+    if settings.tasks:
+        print(table([job.name for job in jobs], reports), flush=True)
+    return reports
+
+
+def task_files(settings: FinetuneSettings) -> list[TaskFiles]:
+    """The files and output folder of each task: --train/--dev into --out, or each --tasks folder into OUT/<its name>."""
+    out = Path(settings.out)
+    read = dict(columns=tasks.Columns(tuple(settings.text_columns)) if settings.text_columns else None,
+                max_train=settings.max_train_examples)
+    if not settings.tasks:
+        return [TaskFiles(out.name or str(out), Path(settings.train), Path(settings.dev), out, **read)]
+    folders = [Path(folder) for folder in settings.tasks]
+    names = [folder.resolve().name for folder in folders]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"--tasks names more than one folder called {', '.join(repeated)}; each task's results go to "
+                         f"OUT/<folder name>, so give every task folder its own name")
+    return [TaskFiles(name, split_file(folder, "train"), split_file(folder, "dev"), out / name, **read)
+            for name, folder in zip(names, folders)]
+
+
+def split_file(folder: Path, split: str) -> Path:
+    """The one train.* or dev.* file of a task folder."""
+    if not folder.is_dir():
+        raise NotADirectoryError(f"--tasks {folder} is not a folder; pass folders that hold train.tsv and dev.tsv (or .csv, .jsonl)")
+    found = sorted(path for path in folder.glob(f"{split}.*") if path.suffix in FORMATS)
+    if len(found) != 1:
+        have = "none" if not found else " and ".join(path.name for path in found)
+        raise FileNotFoundError(f"--tasks {folder} needs exactly one {split} file "
+                                f"({', '.join(split + suffix for suffix in FORMATS)}), found {have}")
+    return found[0]
+
+
+def table(names: list[str], reports: list[dict]) -> str:
+    """One Markdown row per task: its kind, dev size, steps and every score it has ('-' where
+    a score does not apply: accuracy for regression, Pearson for classification)."""
+    columns = [column for column in TABLE if any(column in report for report in reports)]
+    header = ["task", "kind", "dev", "steps", *columns, "train loss"]
+    rows = [[name, report["task"], str(report["examples"]), str(report["steps"]),
+             *(f"{report[c]:.4f}" if c in report else "-" for c in columns), f"{report['train_loss']:.4f}"]
+            for name, report in zip(names, reports)]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    lines = ["| " + " | ".join(cell.ljust(width) for cell, width in zip(row, widths)) + " |" for row in [header, *rows]]
+    lines.insert(1, "|" + "|".join("-" * (width + 2) for width in widths) + "|")
+    return "\n".join(lines)
