@@ -3,6 +3,7 @@
     from minibert import ModelConfig, Encoder, pretrain
     encoder = Encoder(ModelConfig.preset("albert-base"))
     result = pretrain("bert", steps=200)   # = python train.py --variant bert --steps 200
+    result = finetune(init=result.out, train="train.tsv", dev="dev.tsv", out="runs/task")  # = python train.py finetune ...
 """
 
 from .config import ModelConfig
@@ -14,8 +15,10 @@ from .pretrained import from_pretrained, save_pretrained
 from . import interop  # registers Hugging Face's checkpoint layout and the released tokenizer layouts
 from .tools.probe import detect_replaced, fill_mask
 from .runs.api import PretrainResult, pretrain
+from . import finetune  # the subpackage, callable: minibert.finetune(...) runs a fine-tune (finetune/api.py)
+from .finetune import FinetuneResult
 
 __all__ = ["ModelConfig", "Encoder", "ModelOutput", "MaskedLM", "ReplacedTokenDetector", "SequenceClassifier",
            "TokenClassifier", "MaskedLMOutput", "ReplacedTokenOutput", "ClassifierOutput", "TokenClassifierOutput",
            "from_pretrained", "save_pretrained", "WordPieceTokenizer", "load_tokenizer", "fill_mask", "detect_replaced",
-           "pretrain", "PretrainResult"]
+           "pretrain", "PretrainResult", "finetune", "FinetuneResult"]

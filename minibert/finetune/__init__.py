@@ -3,6 +3,7 @@
     python train.py finetune --init DIR --train train.tsv --dev dev.tsv --out OUT
     python train.py finetune --init DIR --tasks data/sst2 data/rte --out OUT   # one table
     python -m minibert.finetune ...          (the same flags)
+    minibert.finetune(init=DIR, train="train.tsv", dev="dev.tsv", out=OUT)   # the same, from Python
 
 --init is a minibert checkpoint (its tokenizer saved beside it) or a Hugging Face
 BERT-family directory (its WordPiece vocab.txt). A task is classification (class names),
@@ -18,6 +19,7 @@ first sub-token). OUT receives
                                                              probability per dev example (per word)
 
     settings.py      FinetuneSettings: every flag, its default and its checks
+    api.py           minibert.finetune(...): the flags as keywords, and the result
     cli.py           the command line, a thin layer over run.py
     run.py           the command's run: one task, every --tasks folder and their table, or --glue
     tasks.py         the task files: columns, labels, train/dev (tagged.py: a tag per word)
@@ -35,6 +37,11 @@ first sub-token). OUT receives
     soft_targets.py  --teacher's loss: Hinton et al.'s soft targets mixed with the labels
 """
 
+import sys
+import types
+
+from . import api
+from .api import FinetuneResult
 from .checkpoint import Classifier, load_classifier, save_classifier
 from .cli import main
 from .inference import Prediction, model_inputs, predict, word_inputs
@@ -43,6 +50,19 @@ from .predictions import predict_file
 from .scores import classification_metrics, entities, pearson, ranks, regression_metrics, spearman, tagging_metrics
 from .settings import FinetuneSettings
 
-__all__ = ["Classifier", "FinetuneSettings", "Prediction", "classification_metrics", "entities", "finetune",
-           "load_classifier", "main", "model_inputs", "pearson", "predict", "predict_file", "ranks", "regression_metrics",
-           "save_classifier", "spearman", "tagging_metrics", "word_inputs"]
+__all__ = ["Classifier", "FinetuneResult", "FinetuneSettings", "Prediction", "classification_metrics", "entities",
+           "finetune", "load_classifier", "main", "model_inputs", "pearson", "predict", "predict_file", "ranks",
+           "regression_metrics", "save_classifier", "spearman", "tagging_metrics", "word_inputs"]
+
+
+class CallablePackage(types.ModuleType):
+    """This package, callable: `minibert.finetune(...)` fine-tunes (api.py), beside
+    `minibert.pretrain(...)`, while `minibert.finetune.load_classifier` and the package's
+    other names stay where they are. One name for both, so that the API reads as the
+    command does (`python train.py finetune`)."""
+
+    def __call__(self, **options) -> FinetuneResult:
+        return api.finetune(**options)
+
+
+sys.modules[__name__].__class__ = CallablePackage

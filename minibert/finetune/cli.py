@@ -8,8 +8,8 @@
     torchrun --nproc_per_node=N train.py finetune ...                                 (DDP, training.py)
 
 The flags are FinetuneSettings' fields (settings.py: their defaults, help texts and checks),
-and the command is `run` (run.py): this module only reads the flags and says how the command
-ended.
+and the command is `run` (run.py), which `minibert.finetune(...)` calls too (api.py): this
+module only reads the flags and says how the command ended.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """A fine-tune's run: one task (--train, --dev), every task folder given (--tasks), or GLUE (--glue).
 
-`run` is what `python train.py finetune` (cli.py) calls with its FinetuneSettings. A task folder holds one train.* and one dev.* file (.tsv,
+`run` is what `python train.py finetune` (cli.py) and `minibert.finetune(...)` (api.py) both
+call with their FinetuneSettings. A task folder holds one train.* and one dev.* file (.tsv,
 .csv, .jsonl or .conll: GLUE's layout). With --tasks every folder is fine-tuned from the same
 checkpoint into OUT/<folder name>, and one table of dev scores is printed at the end. Every
 setting applies to every task.

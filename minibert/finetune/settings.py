@@ -4,8 +4,9 @@
     TASKS              the kinds of task (--task)
 
 One dataclass, as pretraining's `Settings`, so that the command line (cli.py builds its parser
-from these fields), the runs of a sweep (each a `dataclasses.replace` of the command's
-settings: its seed, its recipe's lr) and eval.json's record of a run read one list of fields. A field left None takes the recipe's value
+from these fields), `minibert.finetune(...)`'s keywords (api.py), the runs of a sweep (each a
+`dataclasses.replace` of the command's settings: its seed, its recipe's lr) and eval.json's
+record of a run read one list of fields. A field left None takes the recipe's value
 (recipes.py), which `with_recipe` fills in for each run.
 """
 
