@@ -10,6 +10,7 @@ folder as its working directory, where the paths the docs name exist, small and 
     bert-hf/, albert-hf/  `python -m minibert export` of the bert and albert runs
     runs/sst2, runs/ner   the bert run fine-tuned for 2 steps: a sentence classifier and a tagger
     ner/dev.conll         the tagged sentences runs/ner was scored on
+    glue/sst2/            train.tsv and dev.tsv, the sentences runs/sst2 was fine-tuned on
 
 A block names everything it uses (its imports, its model, its tokenizer): none continues
 another. A block that cannot run here (it needs a GPU, a download, a run of minutes) is marked
@@ -89,6 +90,9 @@ def docs_folder(tmp_path_factory) -> Path:
     (root / "ner" / "dev.conll").write_text("The B-X\ncat O\nsat O\n\nA O\ndog B-X\nbarked O\n")
     sentences = root / "sst2.tsv"
     sentences.write_text("sentence\tlabel\n" + "".join(f"the cat sat {i}\t{i % 2}\n" for i in range(8)))
+    (root / "glue" / "sst2").mkdir(parents=True)
+    for split in ("train", "dev"):
+        (root / "glue" / "sst2" / f"{split}.tsv").write_text(sentences.read_text())
     from minibert.finetune import main as finetune
     tiny = ["--init", str(root / "checkpoints" / "bert"), "--steps", "2", "--batch-size", "4", "--device", "cpu"]
     assert finetune([*tiny, "--train", str(sentences), "--dev", str(sentences), "--out", str(root / "runs" / "sst2")]) == 0
