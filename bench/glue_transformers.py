@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from minibert.finetune import classification_metrics, main as finetune  # noqa: E402
 from minibert.finetune.glue_tasks import GLUE_TASKS  # noqa: E402
 from minibert.finetune.inference import DEFAULT_MAX_LEN  # noqa: E402
-from minibert.finetune.job import CLIP, shuffled_batches  # noqa: E402
+from minibert.finetune.job import CLIP  # noqa: E402
+from minibert.finetune.training import TaskBatches  # noqa: E402
 from minibert.finetune.recipes import BERT_RECIPE  # noqa: E402
 from minibert.finetune.tasks import LabelMap, read_task  # noqa: E402
 
@@ -65,7 +66,7 @@ def transformers_run(init: Path, task: str, glue: Path, examples: int | None, se
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": rest, "weight_decay": 0.0}],
                                   lr=BERT_RECIPE["lr"])
     schedule = get_linear_schedule_with_warmup(optimizer, math.ceil(0.1 * steps), steps)
-    order = shuffled_batches(len(train), BERT_RECIPE["batch_size"], torch.Generator().manual_seed(seed))
+    order = iter(TaskBatches(len(train), BERT_RECIPE["batch_size"], seed, 0, 1))  # minibert's own batch order, one process
     model.train()
     for _ in range(steps):
         rows = next(order)
