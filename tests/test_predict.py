@@ -172,3 +172,11 @@ def test_the_fine_tunes_predictions_carry_the_probability_of_the_predicted_class
     assert [names[i] for i in probabilities.argmax(-1).tolist()] == [row["prediction"] for row in written]
     assert probabilities.max(-1).values.tolist() == pytest.approx([float(row["score"]) for row in written], abs=1e-6)
     assert json.loads((pair_classifier / "eval.json").read_text())["examples"] == 30
+
+
+def test_predict_cuts_rows_where_the_fine_tune_cut_them(minibert_dir, pairs, tmp_path):
+    """A model fine-tuned with a short --max-len predicts its dev file as its fine-tune did, without being told the length."""
+    classifier = fine_tuned(minibert_dir, *pairs, tmp_path / "short", "--max-len", "6")
+    out = tmp_path / "p.tsv"
+    assert minibert(["predict", str(classifier), str(pairs[1]), "--out", str(out), "--batch-size", "8"]) == 0
+    assert_same_predictions(table(out), table(classifier / "predictions.tsv"))

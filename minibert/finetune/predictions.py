@@ -11,6 +11,7 @@ model's predictions on its own dev file are the ones its fine-tune wrote. In Pyt
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from ..heads import TokenClassifier
@@ -33,11 +34,19 @@ def predict_file(classifier_dir: str | Path, file: str | Path, out: str | Path, 
     check_batch_size(batch_size)
     model, tokenizer, labels = classifier = load_classifier(classifier_dir)
     data = read_rows(classifier, file, text_columns)
+    max_len = fine_tuned_max_len(Path(classifier_dir)) if max_len is None else max_len
     max_len, device = check_max_len(max_len, model.config), Distributed().device(device)
     predicted, scores = predict_with_scores(model.to(device), tokenizer, data, batch_size, max_len, device, progress=True)
     write_atomic(out, prediction_rows(data, predicted, None, labels, scores))
     print(f"{len(data)} {'sentences' if isinstance(data, TaggedData) else 'rows'} of {data.path} predicted into {out}", flush=True)
     return out
+
+
+def fine_tuned_max_len(classifier_dir: Path) -> int | None:
+    """The --max-len the model was fine-tuned with, as its eval.json records it (None: the default):
+    rows cut where its fine-tune cut them are predicted as its fine-tune predicted them."""
+    eval_file = classifier_dir / "eval.json"
+    return json.loads(eval_file.read_text(encoding="utf-8")).get("args", {}).get("max_len") if eval_file.is_file() else None
 
 
 def read_rows(classifier: Classifier, file: str | Path, text_columns: list[str] | None) -> TaskData | TaggedData:

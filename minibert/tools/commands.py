@@ -105,8 +105,8 @@ def add_predict_command(commands) -> None:
     predict.add_argument("--text-columns", nargs="+", metavar="COLUMN", help="the text column(s) of FILE, named outright (default: "
                          "found by name, as fine-tuning does)")
     predict.add_argument("--batch-size", type=int, default=32, metavar="B", help="rows per batch (default 32)")
-    predict.add_argument("--max-len", type=int, metavar="T", help="tokens per row, as fine-tuning's --max-len (default 128, "
-                         "or the model's limit)")
+    predict.add_argument("--max-len", type=int, metavar="T", help="tokens per row, as fine-tuning's --max-len (default: the one "
+                         "CLF's eval.json records, else 128 or the model's limit)")
     predict.add_argument("--device", choices=DEVICES, default="auto", help="auto = cuda when available, else cpu")
     predict.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
 def add_explore_command(commands) -> None:
