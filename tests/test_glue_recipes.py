@@ -179,6 +179,22 @@ def test_a_sweep_that_recorded_the_recipe_under_its_earlier_name_is_read_back(tm
     assert "RTE seed 0: finished earlier with these settings" in capsys.readouterr().out
 
 
+def test_a_sweep_whose_runs_predate_a_flag_reads_them_back_at_its_default(tmp_path, capsys):
+    """eval.json written before --grad-accum, --compile, --eval-every and --patience existed lacks
+    them; those runs ran as their defaults do, so the same command reads them back instead of refusing them."""
+    glue, tiny = task_folder(tmp_path / "glue"), checkpoint(tmp_path / "tiny", 0)
+    argv = ["--init", str(tiny), "--glue", str(glue), "--out", str(tmp_path / "out"), *STEPS]
+    assert main(argv) == 0
+    folder = tmp_path / "out" / "RTE" / "seed-0"
+    report = eval_json(folder)
+    for flag in ("grad_accum", "compile", "eval_every", "patience"):
+        del report["args"][flag]
+    (folder / "eval.json").write_text(json.dumps(report))
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert "RTE seed 0: finished earlier with these settings" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("variant, layout, pooling", [
     ("bert", None, "cls"), ("albert", None, "cls"), ("roberta", None, "mean"), ("electra", None, "mean"),
     ("distilbert", None, "mean"), ("bert", "full_sentences", "mean"), ("roberta", "nsp", "cls"), ("roberta", "sop", "cls")])

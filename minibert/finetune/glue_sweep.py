@@ -47,6 +47,7 @@ from .recipes import HELD_OUT, Recipe, checkpoint_pooling, choose, recipe_for
 from .scores import dev_scores
 from .settings import FinetuneSettings
 from .tasks import read_task
+from .training import OPERATIONAL
 from .twin import across, gains, gains_table, init_seed, spread, untrained_twin
 
 UNTRAINED = "untrained"  # the twin's OUT, inside the checkpoint's
@@ -212,7 +213,8 @@ def choice_folder(side: Side, task: GlueTask, lr: float) -> Path:
     return side.out / task.name / CHOOSE / f"lr-{lr:g}"
 
 
-SWEEP_ONLY = ("glue_tasks", "seeds", "out", "device", "against_untrained")  # flags that choose runs or where they go, not what one computes
+# flags that choose runs or where they go, or how one is carried out (training.py's OPERATIONAL), not what it computes
+SWEEP_ONLY = (*OPERATIONAL, "glue_tasks", "seeds", "out", "against_untrained")
 RENAMED = {"recipe": "glue_recipe"}  # flags an earlier eval.json records under their earlier name: --recipe was --glue-recipe
 
 
