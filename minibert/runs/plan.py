@@ -329,7 +329,7 @@ def describe_plan(variant: Variant, settings: Settings, overrides: dict, *, time
 def cpu_wall_time(settings: Settings, steps: int, timed: StepTiming, build_seconds: float) -> str:
     """The plan's wall time on this CPU: the steps at the timed rate, the held-out evaluations
     (at step 0, every --eval-every steps and at the last step, --eval-batches forward passes
-    each, as training/loop.py:due has them) and the corpus build; or why no step was timed."""
+    each, as training/loop.py:what_is_due has them) and the corpus build; or why no step was timed."""
     if timed.seconds is None:
         return timed.untimed()
     build = f", {duration(build_seconds)} building the corpus" if build_seconds else ""
