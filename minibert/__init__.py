@@ -6,6 +6,8 @@
     result = finetune(init=result.out, train="train.tsv", dev="dev.tsv", out="runs/task")  # = python train.py finetune ...
 """
 
+import importlib
+
 from .config import ModelConfig
 from .tokenizers import WordPieceTokenizer, load_tokenizer
 from .heads import (ClassifierOutput, MaskedLM, MaskedLMOutput, ReplacedTokenDetector, ReplacedTokenOutput, SequenceClassifier,
@@ -15,8 +17,16 @@ from .pretrained import from_pretrained, save_pretrained
 from . import interop  # registers Hugging Face's checkpoint layout and the released tokenizer layouts
 from .tools.probe import detect_replaced, fill_mask
 from .runs.api import PretrainResult, pretrain
-from . import finetune  # the subpackage, callable: minibert.finetune(...) runs a fine-tune (finetune/api.py)
-from .finetune import FinetuneResult
+
+
+def __getattr__(name: str):
+    """`minibert.finetune` (the subpackage, callable: `minibert.finetune(...)` runs a fine-tune,
+    finetune/api.py) and its `FinetuneResult`, imported on first use: `import minibert` stays as
+    light as the encoder, without fine-tuning's machinery."""
+    if name in ("finetune", "FinetuneResult"):
+        finetune = importlib.import_module(".finetune", __name__)  # sets minibert.finetune: asked once
+        return finetune if name == "finetune" else finetune.FinetuneResult
+    raise AttributeError(f"module 'minibert' has no attribute {name!r}")
 
 __all__ = ["ModelConfig", "Encoder", "ModelOutput", "MaskedLM", "ReplacedTokenDetector", "SequenceClassifier",
            "TokenClassifier", "MaskedLMOutput", "ReplacedTokenOutput", "ClassifierOutput", "TokenClassifierOutput",
