@@ -38,7 +38,8 @@ class Classifier(NamedTuple):
 
     def predict(self, rows: list, batch_size: int = DEFAULT_BATCH_SIZE, max_len: int | None = None) -> list:
         """A `Prediction` (label, score) per text or (a, b) pair of `rows`; for a tagger, whose rows
-        are sentences given as lists of words, a list of them per sentence (inference.py)."""
+        are sentences given as lists of words, a list of them per sentence (inference.py), each row cut
+        at `max_len` tokens (None: 128 or the model's limit; pass the --max-len it was fine-tuned with)."""
         return predict_rows(self.model, self.tokenizer, self.labels, rows, batch_size, max_len)
 
 

@@ -3,7 +3,8 @@ the predictions read from them with how sure the model is.
 
 Fine-tuning trains on these inputs and predicts its dev rows with these functions (job.py);
 `Classifier.predict` (checkpoint.py) and `python -m minibert predict` (predictions.py) run the
-same code on new rows, so that a model predicts its own dev file as its fine-tune did.
+same code on new rows, so that a model predicts its own dev file as its fine-tune did (at the
+--max-len it was fine-tuned with: predictions.py reads it from the model's eval.json).
 
 A sentence classifier reads [CLS] A [SEP] (B [SEP]); a tagger reads each word at its first
 sub-token. A class's score is its softmax probability; a regression output is its own score.
@@ -146,7 +147,8 @@ def logit_batches(model, tokenizer: Tokenizer, data: TaskData | TaggedData, batc
 def predict_rows(model: SequenceClassifier | TokenClassifier, tokenizer: Tokenizer, labels: LabelMap | None, rows: list,
                  batch_size: int, max_len: int | None = None) -> list:
     """`Classifier.predict`: a `Prediction` per text (or (a, b) pair), or a list of them per
-    sentence of words for a tagger; on the model's device, at fine-tuning's length unless `max_len`."""
+    sentence of words for a tagger; on the model's device, cut at `max_len` tokens (None: fine-tuning's
+    default, 128 or the model's limit; a model fine-tuned at another --max-len is given it again)."""
     check_batch_size(batch_size)
     data = listed_rows(model, rows)
     device = next(model.parameters()).device
