@@ -162,3 +162,23 @@ def test_two_processes_match_one_process_that_accumulates_the_same_micro_batches
     for name in a:
         torch.testing.assert_close(b[name], a[name], rtol=1e-4, atol=1e-5, msg=name)
     assert not (tmp_path / "two" / ".lock").exists() and not (tmp_path / "two" / "checkpoints").exists()
+
+
+def test_the_last_steps_evaluation_keeps_the_model_as_it_is_without_a_copy(monkeypatch):
+    """A best evaluation at the run's last step is the model's own weights: no copy of them is
+    taken (a base model's would be hundreds of MB), and keeping the best leaves the model as it is."""
+    import minibert.finetune.selection as selection
+    copies = []
+    monkeypatch.setattr(selection, "snapshot", lambda model: copies.append(model) or {"weight": model.weight.clone()})
+    model = nn.Linear(2, 1)
+    scores = iter([0.5, 0.9])
+    evaluations = Evaluations(model, lambda: ({"accuracy": next(scores)}, [0]), "accuracy", patience=None, dist=Distributed(),
+                              last_step=20)
+    progress = Progress()
+    for step in (10, 20):
+        progress.step = step
+        with torch.no_grad():
+            model.weight.fill_(step)
+        evaluations({}, progress)
+    assert len(copies) == 1  # the step-10 best, which training went on from; none at the last step
+    assert evaluations.keep_best()["kept_step"] == 20 and torch.equal(model.weight, torch.full_like(model.weight, 20))

@@ -114,7 +114,7 @@ def finetune_into(settings: FinetuneSettings, files: TaskFiles, backbone: tuple[
         predicted, scores = predict_with_scores(model, tokenizer, dev, settings.batch_size, max_len, device, amp)
         return dev_scores(task, predicted, dev_targets, labels), (predicted, scores)
 
-    evaluations = Evaluations(model, score, files.metric or HEADLINE[task], settings.patience, dist)
+    evaluations = Evaluations(model, score, files.metric or HEADLINE[task], settings.patience, dist, last_step=steps)
     train_loss = train_task(objective, tokenizer, train_data, train_targets, loop, settings, max_len, amp, files.out, evaluations,
                             teacher_logits)
     kept = evaluations.keep_best()

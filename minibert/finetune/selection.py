@@ -31,8 +31,10 @@ class Evaluations:
     process of a DDP run scores the whole dev set and rank 0's stop decides for all of them.
     """
 
-    def __init__(self, model: nn.Module, score: Callable[[], tuple[dict, list]], metric: str, patience: int | None, dist):
+    def __init__(self, model: nn.Module, score: Callable[[], tuple[dict, list]], metric: str, patience: int | None, dist,
+                 last_step: int | None = None):
         self.model, self.score, self.metric, self.patience, self.dist = model, score, metric, patience, dist
+        self.last_step = last_step  # the run's last step: the model is not trained after an evaluation there
         self.history: list[dict] = []  # every evaluation: its step and scores
         self.best: dict | None = None  # the best evaluation: step, scores, predictions, weights (CPU)
         self.since_best = 0  # evaluations since the best one
@@ -48,7 +50,9 @@ class Evaluations:
         value = scores[self.metric]
         better = self.best is None or value > self.best["scores"][self.metric]
         if better:
-            self.best = {"step": progress.step, "scores": scores, "predicted": predicted, "weights": snapshot(self.model)}
+            last = self.last_step is not None and progress.step >= self.last_step  # the model's own weights stay the best's
+            self.best = {"step": progress.step, "scores": scores, "predicted": predicted,
+                         "weights": None if last else snapshot(self.model)}
             self.since_best = 0
         else:
             self.since_best += 1
@@ -62,7 +66,8 @@ class Evaluations:
     def keep_best(self) -> dict:
         """Put the best evaluation's weights back into the model; return its scores, predictions,
         and what eval.json says of the evaluations."""
-        self.model.load_state_dict(self.best["weights"])
+        if self.best["weights"] is not None:  # None: the best was the last step's, the model's own weights
+            self.model.load_state_dict(self.best["weights"])
         return {**self.best["scores"], "predicted": self.best["predicted"], "kept_step": self.best["step"],
                 "selected_by": self.metric, "evaluations": self.history}
 
