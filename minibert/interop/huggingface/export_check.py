@@ -102,6 +102,8 @@ def compare(transformers, directory: Path, model: nn.Module, tokenizer: Tokenize
     batches = probe_batches(tokenizer, max_length)
     output = "last_hidden_state" if head is None else "logits"
     difference, scale, inputs, scores = 0.0, 1.0, (), None
+    pipe = (transformers.pipeline("text-classification", model=reference, tokenizer=theirs, device="cpu")
+            if head in SEQUENCE_HEADS else None)  # built once, used on each batch
     for firsts, seconds in batches:
         ours = tokenizer.batch(firsts, seconds, max_length=max_length)
         encoded = theirs(firsts, seconds, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
@@ -120,8 +122,7 @@ def compare(transformers, directory: Path, model: nn.Module, tokenizer: Tokenize
                 f"{gap:.2e} (allowed {tolerance * scale:.1e}){where}"
             )
         difference = max(difference, gap)
-        if head in SEQUENCE_HEADS:
-            pipe = transformers.pipeline("text-classification", model=reference, tokenizer=theirs, device="cpu")
+        if pipe is not None:
             scores = max(scores or 0.0, same_predictions(pipe, firsts, seconds, want, labels, max_length))
     return Check(transformers.__version__, type(reference).__name__, sum(len(firsts) for firsts, _ in batches), inputs,
                  unused, output, difference, scale, tolerance, scores)
