@@ -34,6 +34,7 @@ from ..pretrained import from_pretrained
 from ..operations.files import write_atomic, write_json
 from ..operations.tensor_files import CONFIG_FILE, read_json
 from ..training.loop import LoopSettings
+from ..operations.distributed import Distributed
 from ..operations.precision import Precision
 from .checkpoint import Classifier, is_classifier, load_classifier, save_classifier
 from .scores import dev_scores
@@ -74,7 +75,7 @@ def finetune(settings: FinetuneSettings, files: TaskFiles, backbone: tuple[Encod
 
 
 def finetune_into(settings: FinetuneSettings, files: TaskFiles, backbone: tuple[Encoder, Tokenizer], device: torch.device,
-                  amp: Precision, dist) -> dict:
+                  amp: Precision, dist: Distributed) -> dict:
     task = "tokens" if reads_words(settings.task, files.train) else settings.task
     task, train_data, dev, labels, train_targets, dev_targets = read_splits(task, files)
     encoder, tokenizer = backbone
@@ -116,7 +117,7 @@ def finetune_into(settings: FinetuneSettings, files: TaskFiles, backbone: tuple[
 
     evaluations = Evaluations(model, score, files.metric or HEADLINE[task], settings.patience, dist, last_step=steps)
     train_loss = train_task(objective, tokenizer, train_data, train_targets, loop, settings, max_len, amp, files.out, evaluations,
-                            teacher_logits)
+                            dist, teacher_logits)
     kept = evaluations.keep_best()
     predicted, scores = kept.pop("predicted")
 
@@ -278,15 +279,15 @@ class TaskLoss(nn.Module):
 
 def train_task(objective: TaskLoss | TaskDistillation, tokenizer, data: TaskData | TaggedData, targets: list,
                loop: LoopSettings, settings: FinetuneSettings, max_len: int, amp: Precision, out: Path, evaluations: Evaluations,
-               teacher_logits: torch.Tensor | None = None) -> float:
+               dist: Distributed, teacher_logits: torch.Tensor | None = None) -> float:
     """`loop.steps` steps of the pretraining loop with its run tools (training.py) on shuffled
-    batches, a new order each epoch, split over the processes and --grad-accum; dev scored by
+    batches, a new order each epoch, split over `dist`'s processes and --grad-accum; dev scored by
     `evaluations`; each batch carries its rows of `teacher_logits` when there are any. Returns
     the mean loss of the last logged window: the last tenth of the steps."""
-    streams = task_streams(len(data), settings.batch_size, loop.seed, settings.grad_accum, processes())
+    streams = task_streams(len(data), settings.batch_size, loop.seed, settings.grad_accum, dist)
     batches = [(with_teacher(encode(tokenizer, objective.model.config, data, rows, max_len, targets)[0], teacher_logits, rows)
                 for rows in stream) for stream in streams]
-    return train_steps(objective, batches, streams, loop, settings, amp, out, evaluations, settings.recorded())
+    return train_steps(objective, batches, streams, loop, settings, amp, out, evaluations, settings.recorded(), dist)
 
 
 def with_teacher(batch: dict, teacher_logits: torch.Tensor | None, rows: list[int]) -> dict:

@@ -117,12 +117,12 @@ def rank_0_prints(dist: Distributed):
 
 
 def train_steps(objective, batches: list, streams: list[TaskBatches], loop: LoopSettings, settings: FinetuneSettings,
-               amp, out: Path, evaluations: Evaluations, recorded: dict) -> float:
+               amp, out: Path, evaluations: Evaluations, recorded: dict, dist: Distributed) -> float:
     """The loop's steps on `batches` (one iterator per stream of `streams`, which it reads),
     dev scored by `evaluations`, from OUT's newest checkpoint with --resume. `settings.layer_decay`:
     each encoder layer below the top at that factor of the lr above it (layer_decay.py);
-    `recorded`: the flags a checkpoint records. Returns the mean loss of the last logged window."""
-    dist = processes()
+    `recorded`: the flags a checkpoint records; `dist`: the processes it runs in (processes()).
+    Returns the mean loss of the last logged window."""
     scales = None if settings.layer_decay is None else layer_lr_scales(objective, objective.model.encoder, settings.layer_decay)
     optimizer = build_optimizer(objective, lr=loop.lr, weight_decay=loop.weight_decay, lr_scales=scales)
     checkpoints, progress, log = Checkpoints(out / CHECKPOINTS, KEEP), Progress(), MetricsLog(out / METRICS_FILE)
