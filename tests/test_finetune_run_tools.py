@@ -109,6 +109,21 @@ def test_resume_goes_on_as_if_never_stopped_and_refuses_other_flags(minibert_dir
     assert resumed["evaluations"] == whole["evaluations"] and resumed["kept_step"] == whole["kept_step"]
 
 
+def test_a_task_folder_with_an_unfinished_run_is_refused_before_anything_is_trained(minibert_dir, toy, tmp_path, capsys):
+    """--tasks, the second task's OUT holding an interrupted run's checkpoints: without --resume
+    refused in one line up front, the first task not trained."""
+    folders = [tmp_path / "first", tmp_path / "second"]
+    for folder in folders:
+        folder.mkdir()
+        for path in toy:
+            (folder / path.name).write_bytes(path.read_bytes())
+    out = tmp_path / "out"
+    (out / "second" / "checkpoints" / "step-00000010").mkdir(parents=True)
+    flags = ["--init", str(minibert_dir), "--tasks", *map(str, folders), "--out", str(out), "--device", "cpu", *FAST]
+    one_line_error(capsys, main(flags), "second", "--resume", "--overwrite")
+    assert not (out / "first").exists()
+
+
 def test_a_second_run_on_one_out_and_a_full_disk_are_one_line_and_lose_nothing(minibert_dir, toy, tmp_path, capsys,
                                                                                monkeypatch):
     out = tmp_path / "out"

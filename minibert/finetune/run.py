@@ -25,7 +25,7 @@ from .glue_tasks import write_training_text
 from .job import TaskFiles, finetune, load_backbone, reads_words
 from .recipes import checkpoint_pooling, recipe_for
 from .settings import FinetuneSettings
-from .training import rank_0_prints
+from .training import check_unfinished, rank_0_prints
 
 TABLE = ("accuracy", "f1", "mcc", "pearson", "spearman")  # the score columns of the --tasks table
 FORMATS = sorted({*tasks.FORMATS, *tagged.FORMATS})  # what a task folder's train.* and dev.* may be
@@ -56,6 +56,7 @@ def run_tasks(settings: FinetuneSettings, dist: Distributed) -> list[dict] | dic
     for job in jobs:
         if not settings.resume:
             check_out(job.out, settings.overwrite)
+            check_unfinished(job.out, settings.overwrite)
     backbone = load_backbone(settings.init)
     recipe = recipe_for(settings.recipe, backbone[0].config, checkpoint_pooling(settings.init))
     tagging = [reads_words(settings.task, job.train) for job in jobs]

@@ -97,6 +97,14 @@ def processes() -> Distributed:
     return Distributed(torch.distributed.get_rank(), torch.distributed.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
 
 
+def check_unfinished(out: Path, overwrite: bool) -> None:
+    """Refuse, before anything is trained, an OUT holding an interrupted fine-tune's checkpoints
+    (unless `overwrite`): a run without --resume would otherwise only be refused there in its turn."""
+    if not overwrite and Checkpoints(out / CHECKPOINTS).steps():
+        raise FileExistsError(f"{out} holds the checkpoints of an unfinished run; pass --resume to continue it, "
+                              f"--overwrite to replace it, or choose another --out")
+
+
 @contextlib.contextmanager
 def claimed(out: Path, settings: FinetuneSettings, dist: Distributed):
     """OUT held by this run alone while it writes (rank 0 holds the lock; the others wait for it)."""
