@@ -116,10 +116,10 @@ class FinetuneSettings:
 
     def check_values(self) -> None:
         """Each flag's value on its own: a name among its choices, a number in its range."""
-        for name, choices in (("recipe", RECIPES), ("task", ("auto", *TASKS)), ("pooling", POOLINGS), ("device", DEVICES),
-                              ("precision", PRECISIONS)):
-            if getattr(self, name) not in choices and not (name == "pooling" and self.pooling is None):
-                raise ValueError(f"--{flag(name)} must be one of {', '.join(choices)}; got {getattr(self, name)!r}")
+        for each in dataclasses.fields(self):  # the choices each field's flag offers (its metadata)
+            choices, value = each.metadata.get("choices"), getattr(self, each.name)
+            if choices is not None and value not in choices and not (value is None and each.default is None):  # None: not given
+                raise ValueError(f"--{flag(each.name)} must be one of {', '.join(choices)}; got {value!r}")
         if self.steps is not None and self.epochs is not None:
             raise ValueError("--epochs is not allowed with --steps: a run is as long as one of them says; drop one")
         if self.patience is not None and self.eval_every is None:
