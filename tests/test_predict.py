@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -180,3 +181,18 @@ def test_predict_cuts_rows_where_the_fine_tune_cut_them(minibert_dir, pairs, tmp
     out = tmp_path / "p.tsv"
     assert minibert(["predict", str(classifier), str(pairs[1]), "--out", str(out), "--batch-size", "8"]) == 0
     assert_same_predictions(table(out), table(classifier / "predictions.tsv"))
+
+
+def test_a_damaged_eval_json_is_one_line_naming_it_and_max_len(pair_classifier, pairs, tmp_path, capsys):
+    """predict reads the fine-tune's --max-len from eval.json: a damaged one is refused in one line that
+    names it and says to pass --max-len, which then predicts."""
+    classifier = tmp_path / "classifier"
+    shutil.copytree(pair_classifier, classifier)
+    (classifier / "eval.json").write_text('{"args": {"max_len"')  # cut short
+    out = tmp_path / "p.tsv"
+    assert minibert(["predict", str(classifier), str(pairs[1]), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "eval.json" in err and "--max-len" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()
+    assert minibert(["predict", str(classifier), str(pairs[1]), "--out", str(out), "--max-len", "64"]) == 0
+    assert_same_predictions(table(out), table(pair_classifier / "predictions.tsv"))

@@ -32,12 +32,11 @@ Spearman for STS-B, accuracy for the others, MNLI's matched) and GLUE's leaderbo
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
-from ..operations.files import write_atomic, write_json
+from ..operations.files import read_record, write_atomic, write_json
 from ..operations.tensor_files import SAFETENSORS_FILE
 from .checkpoint import check_out, load_classifier
 from .glue_tasks import GLUE_TASKS, MISMATCHED, GlueTask, present_tasks, task_names, write_submission
@@ -234,10 +233,7 @@ def finished_run(folder: Path, metrics: tuple[str, ...], run_settings: FinetuneS
     did not finish, is refused in one line naming the flags: replacing it takes --overwrite."""
     if not (folder / marker).exists():
         return None
-    try:
-        report = json.loads((folder / "eval.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        report = {}
+    report = read_record(folder / "eval.json")
     recorded = report.get("args", {})
     recorded = {**{new: recorded[old] for new, old in RENAMED.items() if old in recorded}, **recorded}
     differ = [k for k, v in run_settings.recorded().items() if k not in SWEEP_ONLY and recorded.get(k) != v]

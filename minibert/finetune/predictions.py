@@ -11,12 +11,11 @@ model's predictions on its own dev file are the ones its fine-tune wrote. In Pyt
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..heads import TokenClassifier
 from ..operations.distributed import Distributed
-from ..operations.files import write_atomic
+from ..operations.files import read_record, write_atomic
 from .checkpoint import Classifier, load_classifier
 from .inference import DEFAULT_BATCH_SIZE, check_batch_size, check_max_len, predict_with_scores
 from .job import prediction_rows
@@ -44,9 +43,10 @@ def predict_file(classifier_dir: str | Path, file: str | Path, out: str | Path, 
 
 def fine_tuned_max_len(classifier_dir: Path) -> int | None:
     """The --max-len the model was fine-tuned with, as its eval.json records it (None: the default):
-    rows cut where its fine-tune cut them are predicted as its fine-tune predicted them."""
-    eval_file = classifier_dir / "eval.json"
-    return json.loads(eval_file.read_text(encoding="utf-8")).get("args", {}).get("max_len") if eval_file.is_file() else None
+    rows cut where its fine-tune cut them are predicted as its fine-tune predicted them. A damaged
+    eval.json is one line that says to pass --max-len."""
+    report = read_record(classifier_dir / "eval.json", "pass --max-len to say where rows are cut")
+    return report.get("args", {}).get("max_len")
 
 
 def read_rows(classifier: Classifier, file: str | Path, text_columns: list[str] | None) -> TaskData | TaggedData:

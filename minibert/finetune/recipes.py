@@ -35,13 +35,13 @@ layer where none did.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from ..config import ModelConfig
 from ..objectives.sentence import SENTENCE_TASKS
+from ..operations.files import read_record
 from ..operations.tensor_files import CONFIG_FILE
 from ..pretrained import FORMAT_KEY
 from .twin import RUN_FILE
@@ -176,15 +176,6 @@ def checkpoint_pooling(init: str | Path) -> Pooling:
         return Pooling("mean", f"the checkpoint is Hugging Face {family}, pretrained without a sentence task, so its [CLS] "
                                f"holds nothing sentence-level")
     return BERT_POOLING
-
-
-def read_record(path: Path) -> dict:
-    """A JSON object a checkpoint folder may hold; {} when it is absent or not one (the rule then reads on)."""
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return record if isinstance(record, dict) else {}
 
 
 def choose(scores: dict[float, float]) -> float:

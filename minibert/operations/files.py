@@ -10,7 +10,7 @@ ending like the final name, since some writers (numpy's `save`) append a suffix 
 
 Reading: checkpoints, caches, tokenizers and run folders all read small JSON files a user may have
 edited, truncated or pointed at the wrong place. `read_json_object` checks all of it and fails in one line that names the file, the
-problem and the fix. `hash_file` streams a file into a hash, so a multi-gigabyte corpus or
+problem and the fix; `read_record` reads one a run may have left, that only informs. `hash_file` streams a file into a hash, so a multi-gigabyte corpus or
 tensor file is fingerprinted without being read into memory at once.
 """
 
@@ -59,6 +59,20 @@ def parse_json_object(text: str, source: str | Path, fix: str) -> dict:
     if not isinstance(value, dict):
         raise ValueError(f"{source} must hold a JSON object, got {type(value).__name__}; {fix}")
     return value
+
+
+def read_record(path: Path, fix: str | None = None) -> dict:
+    """The JSON object a run may have left at `path` (its config, run.json, eval.json), a record
+    that only informs: {} where there is none. One that is unreadable or no object is {} too, or
+    with `fix` a one-line ValueError (read_json_object's) ending with `fix`."""
+    if not Path(path).is_file():
+        return {}
+    try:
+        return read_json_object(path, fix or "")
+    except (OSError, ValueError):
+        if fix is not None:
+            raise
+        return {}
 
 
 def read_flags(path: Path, defaults: dict[str, bool], fix: str) -> dict[str, bool]:

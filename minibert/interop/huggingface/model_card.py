@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from ...finetune.settings import FLAGS
-from ...operations.tensor_files import read_json
+from ...operations.files import read_record
 
 CARD_FILE = "README.md"
 EVAL_FILE, RUN_FILE = "eval.json", "run.json"  # written by finetune/job.py and runs/run.py
@@ -24,7 +24,7 @@ PIPELINES = {"classifier": "text-classification", "token_classifier": "token-cla
 def model_card(source: Path, out: Path, architecture: str, head: str, labels: list | None, custom: bool,
                max_length: int) -> str:
     """The card of the fine-tuned checkpoint `source`, exported to `out` as `architecture`."""
-    report = recorded(source / EVAL_FILE) or {}
+    report = read_record(source / EVAL_FILE)
     args = report.get("args", {})
     task = report.get("task", "tokens" if head == "token_classifier" else "regression" if labels is None else "classification")
     outputs = "one score" if labels is None else f"{len(labels)} classes: {', '.join(map(str, labels))}"
@@ -52,18 +52,10 @@ def model_card(source: Path, out: Path, architecture: str, head: str, labels: li
     return "\n".join(lines) + "\n"
 
 
-def recorded(path: Path) -> dict | None:
-    """A JSON record fine-tuning or pretraining left; None where there is none (or it is unreadable)."""
-    try:
-        return read_json(path)
-    except (OSError, ValueError):
-        return None
-
-
 def base_checkpoint(init) -> str:
     """The checkpoint fine-tuning started from, with its pretraining run where run.json records one."""
     init = init[0] if isinstance(init, list) else init
-    settings = (recorded(Path(init) / RUN_FILE) or {}).get("settings", {})
+    settings = read_record(Path(init) / RUN_FILE).get("settings", {})
     if "variant" in settings:
         return f"`{init}`: minibert's {settings['variant']} run, {settings.get('steps')} steps (its {RUN_FILE} holds every setting)."
     return f"`{init}`."
@@ -89,7 +81,7 @@ def metric_rows(source: Path, report: dict) -> list[str]:
     """A table of the dev metrics: this model's seed, and the other seeds of its sweep."""
     runs = {source: report}
     if re.fullmatch(r"seed-\d+", source.name):  # a --glue sweep: OUT/<task>/seed-<n>/
-        runs.update({folder: recorded(folder / EVAL_FILE) for folder in sorted(source.parent.glob("seed-*"))})
+        runs.update({folder: read_record(folder / EVAL_FILE) for folder in sorted(source.parent.glob("seed-*"))})
     runs = {folder: run for folder, run in runs.items() if run}
     names = [key for key, value in report.items() if isinstance(value, (int, float)) and key not in NOT_METRICS]
     rows = ["| seed | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
