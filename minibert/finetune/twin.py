@@ -23,10 +23,10 @@ import statistics
 from pathlib import Path
 
 from ..model import Encoder
+from ..operations.outdir import RUN_FILE
 from ..operations.state import seed_everything
 from ..tokenizers.base import Tokenizer
 
-RUN_FILE = "run.json"  # what a pretraining run records beside its model (runs/run.py)
 # t(0.975, df) for df = 1..30 (two-sided 95%); beyond 30, the Cornish-Fisher expansion around the normal's 1.959964
 T975 = (12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624, 2.306004, 2.262157, 2.228139,
         2.200985, 2.178813, 2.160369, 2.144787, 2.131450, 2.119905, 2.109816, 2.100922, 2.093024, 2.085963,

@@ -30,9 +30,8 @@ from ..pretrained import FORMAT_KEY, HEAD_NAMES, checkpoint_directory, read_plan
 from ..operations.tensor_files import CONFIG_FILE, inside, open_tensors, read_json
 from ..interop.huggingface.families import FAMILIES
 from ..tokenizers.load import find_layout, load_tokenizer
-from ..operations.outdir import GENERATOR_DIR
+from ..operations.outdir import GENERATOR_DIR, RUN_FILE
 
-RUN_FILE = "run.json"  # what `python train.py` was asked, beside the model it left
 SHOWN_LABELS = 5
 
 

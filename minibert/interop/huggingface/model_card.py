@@ -14,9 +14,10 @@ from pathlib import Path
 
 from ...finetune.settings import FLAGS
 from ...operations.files import read_record
+from ...operations.outdir import RUN_FILE
 
 CARD_FILE = "README.md"
-EVAL_FILE, RUN_FILE = "eval.json", "run.json"  # written by finetune/job.py and runs/run.py
+EVAL_FILE = "eval.json"  # written by finetune/job.py
 NOT_METRICS = ("examples", "steps", "train_loss", "seconds")  # eval.json's numbers that score nothing
 PIPELINES = {"classifier": "text-classification", "token_classifier": "token-classification"}
 

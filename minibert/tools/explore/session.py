@@ -38,7 +38,7 @@ from ...tokenizers.base import Tokenizer
 from ...training.loop import Pretrainer
 from ...training.settings import Settings
 from ...variants import Variant, build_pretrainer, get_variant
-from ..info import RUN_FILE
+from ...operations.outdir import RUN_FILE
 
 # A Hugging Face folder was pretrained as BERT's paper says: 15% of the tokens, 80/10/10.
 PAPER_MASKING = dict(mask_prob=0.15, replace_probs=(0.8, 0.1, 0.1), max_span=1, whole_word=False)
