@@ -672,12 +672,16 @@ def test_mean_pooling_ignores_padding(lengths, extra, seed):
             torch.testing.assert_close(model(ids, mask).logits, model(*longer).logits, atol=1e-5, rtol=1e-5)
 
 
-def test_pooling_is_for_sentence_tasks_only(piece_model_dir, tmp_path, capsys):
+@pytest.mark.parametrize("flags, refused", [(["--pooling", "mean"], "--pooling is for sentence tasks"),
+                                            (["--max-train-examples", "5"], "--max-train-examples subsamples sentence tasks")])
+def test_a_sentence_task_flag_is_refused_for_a_tagging_task(flags, refused, piece_model_dir, tmp_path, capsys):
+    """Refused in one line, not ignored: a tagging task reads every token's own vector and is never subsampled."""
     train = write_jsonl(tmp_path / "train.jsonl", tagged_rows(20, seed=1))
     dev = write_conll(tmp_path / "dev.conll", tagged_rows(10, seed=2))
-    assert run(piece_model_dir, train, dev, tmp_path / "out", "--steps", "2", "--pooling", "mean") == 2
+    assert run(piece_model_dir, train, dev, tmp_path / "out", "--steps", "2", *flags) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "--pooling is for sentence tasks" in err, err
+    assert err.count("\n") == 1 and refused in err, err
+    assert not (tmp_path / "out" / "eval.json").exists()
 
 
 def test_a_checkpoint_whose_default_pooling_is_the_mean_still_tags_words(piece_model_dir, tmp_path, capsys):

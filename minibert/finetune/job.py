@@ -147,11 +147,11 @@ def read_splits(task: str, files: TaskFiles) -> tuple:
     """(task, train data, dev data, label map or None for regression, train targets, dev
     targets); "auto" becomes what the training labels say (`task_of`)."""
     if task == "tokens":
+        if files.max_train is not None:  # not ignored: a tagging task is never subsampled
+            raise ValueError("--max-train-examples subsamples sentence tasks; drop it for a tagging task")
         train_data, dev = read_tagged(files.train), read_tagged(files.dev)
         labels = LabelMap.from_labels(train_data.flat().labels)
         return task, train_data, dev, labels, tag_ids(train_data, labels), tag_ids(dev, labels)
-    if files.max_train is not None and task == "tokens":
-        raise ValueError("--max-train-examples subsamples sentence tasks; drop it for a tagging task")
     train_data = read_task(files.train, columns=files.columns)
     if files.max_train is not None and files.max_train < len(train_data):
         print(f"{files.name}: training on {files.max_train} of the {len(train_data)} examples of {files.train.name} "
