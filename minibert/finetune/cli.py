@@ -24,6 +24,7 @@ from ..operations.checkpoint import Checkpoints
 from ..operations.tensor_files import SAFETENSORS_FILE
 from .glue_sweep import finished_runs
 from .run import run
+from ..training.settings import flag
 from .settings import FLAGS, FinetuneSettings
 from .training import CHECKPOINTS
 
@@ -40,7 +41,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     for field in FLAGS:
         meta, kind = field.metadata, str(field.type)
         group = parser if meta["group"] is None else groups.setdefault(meta["group"], parser.add_argument_group(meta["group"]))
-        names = (f"--{field.name.replace('_', '-')}", *ALIASES.get(field.name, ()))
+        names = (f"--{flag(field.name)}", *ALIASES.get(field.name, ()))
         if kind == "bool":
             group.add_argument(*names, action="store_true", help=meta["help"])
             continue

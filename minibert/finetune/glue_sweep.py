@@ -44,6 +44,7 @@ from .inference import check_max_len, predict_with_scores
 from .job import TaskFiles, finetune, load_backbone, prediction_rows
 from .recipes import HELD_OUT, Recipe, checkpoint_pooling, choose, recipe_for
 from .scores import dev_scores
+from ..training.settings import flag
 from .settings import FinetuneSettings
 from .tasks import read_task
 from .training import OPERATIONAL
@@ -238,7 +239,7 @@ def finished_run(folder: Path, metrics: tuple[str, ...], run_settings: FinetuneS
     recorded = {**{new: recorded[old] for new, old in RENAMED.items() if old in recorded}, **recorded}
     differ = [k for k, v in run_settings.recorded().items() if k not in SWEEP_ONLY and recorded.get(k) != v]
     if not report or differ or not all(metric in report for metric in metrics):
-        why = f"made with other settings ({', '.join('--' + k.replace('_', '-') for k in differ)})" if report and differ \
+        why = f"made with other settings ({', '.join('--' + flag(k) for k in differ)})" if report and differ \
             else "whose run did not finish"
         raise FileExistsError(f"{folder} holds a {'model' if marker == SAFETENSORS_FILE else 'run'} {why}; pass --overwrite "
                               f"to replace it, or choose another --out")

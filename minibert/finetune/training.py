@@ -39,6 +39,7 @@ from ..training.loop import LoopSettings, Progress, train
 from ..training.optimizer import build_optimizer
 from .layer_decay import layer_lr_scales
 from .selection import Evaluations
+from ..training.settings import flag
 from .settings import FinetuneSettings
 
 METRICS_FILE = "metrics.jsonl"
@@ -171,7 +172,7 @@ def unused_parameters(model) -> bool:
 
 def check_same_flags(saved: dict, now: dict, path: Path) -> None:
     """--resume continues the run in OUT: refuse flags that would make it another run."""
-    changed = [f"--{name.replace('_', '-')} {saved.get(name)!r} -> {value!r}" for name, value in now.items()
+    changed = [f"--{flag(name)} {saved.get(name)!r} -> {value!r}" for name, value in now.items()
                if name not in OPERATIONAL and saved.get(name) != value]
     if changed:
         raise ValueError(f"--resume continues the run checkpointed in {path.parent}, but these flags differ from it: "

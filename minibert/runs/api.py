@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import ModelConfig
-from ..training.settings import Settings
+from ..training.settings import Settings, flag
 from ..variants import get_variant
 from .metrics import MetricsLog
 
@@ -53,7 +53,7 @@ class Keywords:
             return None
         converted = converted_to(kind, value)
         if converted is None:
-            raise TypeError(f"{self.function}: {name} (--{name.replace('_', '-')}) takes {KINDS[kind]}"
+            raise TypeError(f"{self.function}: {name} (--{flag(name)}) takes {KINDS[kind]}"
                             f"{' or None' if optional else ''}, got {value!r}")
         return converted
 

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 from ...finetune.settings import FLAGS
+from ...training.settings import flag
 from ...operations.files import read_record
 from ...operations.outdir import RUN_FILE
 
@@ -94,7 +95,7 @@ def metric_rows(source: Path, report: dict) -> list[str]:
 
 def command(args: dict) -> str:
     """The fine-tuning command as eval.json records its flags (those not at their default)."""
-    defaults = {field.name: (f"--{field.name.replace('_', '-')}", field.default) for field in FLAGS}
+    defaults = {field.name: (f"--{flag(field.name)}", field.default) for field in FLAGS}
     flags = []
     for name, value in args.items():
         option, default = defaults.get(name, (None, None))
