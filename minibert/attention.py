@@ -85,10 +85,9 @@ class SelfAttention(nn.Module):
     def heads(self, x, rotary=None) -> torch.Tensor:
         """x [..., H] -> queries, keys and values per head, [..., 3, heads, d] (q and k rotated by `rotary`)."""
         qkv = self.qkv(x).unflatten(-1, (3, self.num_heads, self.head_dim))  # [..., H] -> [..., 3, heads, d]
-        if rotary is not None:
-            q, k, v = qkv.unbind(-3)
-            qkv = torch.stack((rotate(q, *rotary), rotate(k, *rotary), v), dim=-3)
-        return qkv
+        if rotary is None:  # learned positions: already added to the embeddings
+            return qkv
+        return torch.cat((rotate(qkv[..., :2, :, :], *rotary), qkv[..., 2:, :, :]), dim=-3)  # q, k turned; v as it is
 
     def probabilities(self, x, sequences: Sequences) -> torch.Tensor:
         """The attention probabilities, for looking inside: x [B, T, H] -> [B, heads, T, T]
@@ -115,10 +114,10 @@ class Rotary(nn.Module):
         self.head_dim, self.base = head_dim, base  # no buffer: nothing to save, load or move between devices
 
     def forward(self, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """position ids [...] -> (cos, sin), each [..., 1, head_dim]: broadcast over heads."""
-        pairs = torch.arange(0, self.head_dim, 2, dtype=torch.float32, device=position_ids.device)
-        angles = position_ids[..., None].float() * self.base ** (-pairs / self.head_dim)  # [..., head_dim/2]
-        angles = angles.repeat_interleave(2, dim=-1).unsqueeze(-2)  # [..., 1, head_dim]: one angle per pair
+        """position ids [...] -> (cos, sin), each [..., 1, 1, head_dim]: broadcast over q and k, and the heads."""
+        # 2i for dimensions 2i and 2i + 1 (0, 0, 2, 2, ...): both turn by pair i's angle
+        pair = torch.arange(0, self.head_dim, 2, dtype=torch.float32, device=position_ids.device).repeat_interleave(2)
+        angles = position_ids[..., None, None, None].float() * self.base ** (-pair / self.head_dim)  # [..., 1, 1, head_dim]
         return angles.cos(), angles.sin()
 
 

@@ -359,7 +359,7 @@ def test_rotary_rotation_equals_roformers():
     table.weight.data = table.create_weight()
     q, k = torch.randn(2, 3, length, head_dim), torch.randn(2, 3, length, head_dim)  # [B, heads, T, d]
     want_q, want_k = roformer.RoFormerSelfAttention.apply_rotary_position_embeddings(table((2, length))[None, None], q, k)
-    cos, sin = Rotary(head_dim)(torch.arange(length))  # [T, 1, d]
+    cos, sin = (t[:, 0] for t in Rotary(head_dim)(torch.arange(length)))  # [T, 1, 1, d] -> [T, 1, d]: over heads
     for got, want in ((q, want_q), (k, want_k)):
         torch.testing.assert_close(rotate(got.transpose(1, 2), cos, sin).transpose(1, 2), want, atol=1e-6, rtol=1e-6)
 

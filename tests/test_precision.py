@@ -69,12 +69,13 @@ class Toy(torch.nn.Module):
         return (self.w * batch["x"]).sum(), {}
 
 
-def step(amp, x, clip=1.0):
-    """One train_step of a Toy on input `x`: (its metrics, the weights after it, its NaN/Inf check)."""
+def step(amp, x, clip=1.0, skip_nonfinite=False):
+    """One train_step of a Toy on input `x`, the run's step 7 next: (its metrics, the weights after it,
+    its NaN/Inf check)."""
     model = Toy()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    settings, dist = Settings(clip=clip), Distributed()
-    nonfinite = NonfiniteCheck(settings, dist, amp, resumable=False)
+    settings, dist = Settings(clip=clip, skip_nonfinite=skip_nonfinite), Distributed()
+    nonfinite = NonfiniteCheck(Progress(step=6), settings, dist, amp, resumable=False)
     batch = {"x": x, "attention_mask": torch.ones(1, 4)}
     metrics = train_step(model, optimizer, [iter([batch])], 0.1, settings, dist, amp, nonfinite)
     return metrics, model.w.detach(), nonfinite
@@ -124,16 +125,21 @@ def test_a_nonfinite_loss_is_a_fault_in_every_format():
     """fp16 decides at once (the scaler must, before its update); fp32 keeps the step's NaN/Inf
     flags on the device, and the next look names the step (`train` looks before any record or
     checkpoint: tests/test_training.py, tests/test_reliability.py)."""
-    faulty, w, _ = step(Precision("fp16", CPU), torch.tensor([float("inf"), 0.0, 0.0, 0.0]))
-    assert faulty is None and torch.equal(w, torch.ones(4))  # no update
+    with pytest.raises(NonFiniteLoss, match="at step 7"):  # at once, before the update
+        step(Precision("fp16", CPU), torch.tensor([float("inf"), 0.0, 0.0, 0.0]))
+    faulty, w, nonfinite = step(Precision("fp16", CPU), torch.tensor([float("inf"), 0.0, 0.0, 0.0]), skip_nonfinite=True)
+    assert faulty is None and torch.equal(w, torch.ones(4))  # skipped: no update, and counted
+    assert nonfinite.progress.skipped_steps == 1
     for x, clip in ((torch.tensor([float("inf"), 0.0, 0.0, 0.0]), 1.0),
                     (torch.tensor([1e35, 1e35, 0.0, 0.0]), 0)):  # an infinite loss; an infinite gradient norm
         metrics, _, nonfinite = step(Precision.of("fp32", CPU), x, clip=clip)
         assert metrics is not None  # the update was taken: nothing was read back
+        nonfinite.progress.step = 7  # the loop counts the step taken
         with pytest.raises(NonFiniteLoss, match="at step 7"):
-            nonfinite.stop_if_any(Progress(step=7))
+            nonfinite.stop_if_any()
     _, _, nonfinite = step(Precision.of("fp32", CPU), torch.tensor([1.0, 2.0, 0.0, 0.0]))
-    nonfinite.stop_if_any(Progress(step=7))
+    nonfinite.progress.step = 7
+    nonfinite.stop_if_any()
     assert nonfinite.kept == []
 
 

@@ -88,14 +88,13 @@ class PretrainingBatches:
 
     def batch(self, epoch: int, position: int, rows: np.ndarray) -> dict[str, torch.Tensor]:
         """Batch number `position` of `epoch`, of the examples at `rows` [B]: cut to the longest, masked."""
-        examples = self.examples  # the laid-out token ids, one row per example
-        lengths = torch.from_numpy(examples.lengths[rows].astype(np.int64))  # [B]
+        lengths = torch.from_numpy(self.examples.lengths[rows].astype(np.int64))  # [B]
         longest = int(lengths.max())
-        batch = {"input_ids": torch.from_numpy(examples.input_ids[rows, :longest].astype(np.int64)),  # [B, T]
+        batch = {"input_ids": torch.from_numpy(self.examples.input_ids[rows, :longest].astype(np.int64)),  # [B, T]
                  "attention_mask": (torch.arange(longest) < lengths[:, None]).long(),
-                 "token_type_ids": torch.from_numpy(examples.token_type_ids[rows, :longest].astype(np.int64))}
-        if examples.sentence_label is not None:
-            batch["sentence_label"] = torch.from_numpy(examples.sentence_label[rows].astype(np.int64))  # [B]
+                 "token_type_ids": torch.from_numpy(self.examples.token_type_ids[rows, :longest].astype(np.int64))}
+        if self.examples.sentence_label is not None:
+            batch["sentence_label"] = torch.from_numpy(self.examples.sentence_label[rows].astype(np.int64))  # [B]
         if self.static_masks is not None:  # BERT: the mask stored for each example
             return self.static_masks.apply(rows, batch)
         # RoBERTa: a new mask every time, from a generator seeded by where the batch is served.

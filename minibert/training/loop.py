@@ -152,7 +152,7 @@ def train(module, optimizer, streams, eval_batches, settings: LoopSettings, prog
     if eval_batches is not None:
         evaluation = functools.partial(evaluate_held_out, module, eval_batches, settings.eval_batches, device, amp, report, dist)
     logbook = Logbook(log, dist, evaluation)
-    nonfinite = NonfiniteCheck(settings, dist, amp, resumable=save is not None)
+    nonfinite = NonfiniteCheck(progress, settings, dist, amp, resumable=save is not None)
     streams = [map(logbook.count_tokens, stream) for stream in streams]  # each batch's tokens counted as it is read
     record = logbook.write_start(report.baselines) if progress.step == 0 and eval_batches is not None else {}
     clock = Clock(progress, settings, dist)
@@ -162,15 +162,12 @@ def train(module, optimizer, streams, eval_batches, settings: LoopSettings, prog
     with progress_bar(progress, settings, dist) as bar:
         while not progress.finished(settings):
             lr = learning_rate(*progress.position(settings), **schedule)
-            metrics = train_step(model, optimizer, streams, lr, settings, dist, amp, nonfinite)
-            if metrics is None:  # a NaN/Inf loss or gradient, found before the update (which did not happen)
-                nonfinite.skip_or_stop(progress)
-            logbook.add(metrics)
+            logbook.add(train_step(model, optimizer, streams, lr, settings, dist, amp, nonfinite))  # its metrics
             progress.step, progress.elapsed = progress.step + 1, clock.seconds()
             bar.update(min(bar.total, round(progress.position(settings)[0])) - bar.n)
             log_now, evaluate_now, save_now = what_is_due(progress, settings, saves=save is not None)
             if log_now or save_now:
-                nonfinite.stop_if_any(progress)  # a NaN/Inf since the last look stops the run before any record or save
+                nonfinite.stop_if_any()  # a NaN/Inf since the last look stops the run before any record or save
                 if log_now:
                     record = logbook.write(progress, lr, settings, evaluate_now, bar)
                 if save_now:
@@ -183,7 +180,8 @@ def train_step(model, optimizer, streams, lr: float, settings: LoopSettings, dis
                nonfinite: NonfiniteCheck) -> dict[str, torch.Tensor] | None:
     """One optimizer step over len(streams) micro-batches, whose gradients add up (gradient accumulation).
     Returns the step's metrics (device tensors, averaged into the next log line), or None when a NaN/Inf
-    loss or gradient was found before the update, which then did not happen (`NonfiniteCheck`)."""
+    loss or gradient was found before the update, which then did not happen: a step skipped under
+    --skip-nonfinite (`NonfiniteCheck` stops the run otherwise)."""
     for group in optimizer.param_groups:
         group["lr"] = lr  # the schedule's learning rate for this step
     metrics: dict[str, torch.Tensor] = {}
@@ -200,7 +198,7 @@ def train_step(model, optimizer, streams, lr: float, settings: LoopSettings, dis
         metrics = {n: metrics.get(n, 0.0) + v.detach().float() / len(streams) for n, v in {"loss": loss, **values}.items()}
     amp.scaler.unscale_(optimizer)  # fp16: the gradients divided back, so that clipping sees the true norm
     metrics["grad_norm"] = torch.nn.utils.clip_grad_norm_(model.parameters(), settings.clip or math.inf)
-    metrics = nonfinite.check(metrics)  # None: a NaN/Inf found now; by default looked at later, with no wait for the GPU
+    metrics = nonfinite.check(metrics)  # None: a NaN/Inf found now, step skipped; by default looked at later, with no wait for the GPU
     if metrics is not None:
         amp.scaler.step(optimizer)  # the update (fp16 after an overflow: none, and a smaller loss scale)
         amp.scaler.update()
@@ -222,13 +220,13 @@ class NonfiniteCheck:
     scaling must tell a gradient overflow from a fault.
     """
 
-    def __init__(self, settings: LoopSettings, dist, amp, resumable: bool):
-        self.settings, self.dist, self.amp, self.resumable = settings, dist, amp, resumable
+    def __init__(self, progress: Progress, settings: LoopSettings, dist, amp, resumable: bool):
+        self.progress, self.settings, self.dist, self.amp, self.resumable = progress, settings, dist, amp, resumable
         self.at_once = settings.skip_nonfinite or amp.scales
         self.kept: list[torch.Tensor] = []  # each step's [loss, gradient] NaN/Inf flags since the last look, on the device
 
     def check(self, metrics: dict[str, torch.Tensor]) -> dict[str, torch.Tensor] | None:
-        """The step's metrics to log (none: {}), or None when its update must not happen."""
+        """The step's metrics to log (none: {}), or None when its update must not happen (a skipped step)."""
         self.kept.append((~torch.isfinite(torch.stack([metrics["loss"], metrics["grad_norm"].float()]))).float())
         return self.decide_now(metrics) if self.at_once else metrics  # deferred: no read of the device, no wait
 
@@ -240,28 +238,27 @@ class NonfiniteCheck:
         fp16's loss scaling: with a finite loss it means that the scaled gradients overflowed, and the
         scaler's step leaves the update out and lowers the scale. That is loss scaling at work, not a
         fault: the step goes on, and none of its metrics goes into the logged means. A taken fp16
-        step logs its loss scale."""
+        step logs its loss scale.
+
+        A faulty step stops the run there, or under --skip-nonfinite is counted and skipped (None)."""
         bad_loss, bad_gradient = (self.dist.sum(self.kept.pop()) > 0).tolist()
         if bad_loss or (bad_gradient and not self.amp.scales):
+            if not self.settings.skip_nonfinite:
+                raise nonfinite_loss(self.progress.step + 1, self.progress, self.settings, self.resumable)
+            self.progress.skipped_steps += 1
             return None
         if bad_gradient:
             return {}
         return {**metrics, "loss_scale": torch.tensor(self.amp.scaler.get_scale())} if self.amp.scales else metrics
 
-    def skip_or_stop(self, progress: Progress) -> None:
-        """A step found faulty before its update: counted under --skip-nonfinite, else the run stops there."""
-        if not self.settings.skip_nonfinite:
-            raise nonfinite_loss(progress.step + 1, progress, self.settings, self.resumable)
-        progress.skipped_steps += 1
-
-    def stop_if_any(self, progress: Progress) -> None:
+    def stop_if_any(self) -> None:
         """Stop the run at the first step since the last look (`progress.step` the newest) whose loss
         or gradient was NaN/Inf in any process: one read of the device for all of them."""
         flags = self.dist.sum(torch.stack(self.kept)).amax(1).tolist() if self.kept else []
         self.kept = []
-        bad = next((progress.step - len(flags) + 1 + i for i, flag in enumerate(flags) if flag), None)
+        bad = next((self.progress.step - len(flags) + 1 + i for i, flag in enumerate(flags) if flag), None)
         if bad is not None:
-            raise nonfinite_loss(bad, progress, self.settings, self.resumable)
+            raise nonfinite_loss(bad, self.progress, self.settings, self.resumable)
 
 
 class Logbook:

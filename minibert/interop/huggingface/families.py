@@ -206,8 +206,8 @@ ELECTRA = family(
 def rotation_table(config: ModelConfig) -> torch.Tensor:
     """RoFormer's stored angles, [max_positions, head_dim]: the sines of each pair's angle, then
     the cosines (attention.Rotary repeats each pair's angle twice; one of each is kept)."""
-    cos, sin = Rotary(config.head_dim)(torch.arange(config.max_positions))  # each [P, 1, head_dim]
-    return torch.cat((sin[:, 0, 0::2], cos[:, 0, 0::2]), dim=-1)
+    cos, sin = Rotary(config.head_dim)(torch.arange(config.max_positions))  # each [P, 1, 1, head_dim]
+    return torch.cat((sin[:, 0, 0, 0::2], cos[:, 0, 0, 0::2]), dim=-1)
 
 
 # RoFormer is BERT without the position table: its attention rotates queries and keys in pairs
