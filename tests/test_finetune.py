@@ -280,7 +280,7 @@ BAD_INPUTS = {
     "warmup above 1": (None, None, ["--warmup", "2"], ["--warmup", "between 0 and 1"]),
     "dropout of 1": (None, None, ["--dropout", "1"], ["--dropout is a probability in [0, 1), got 1.0"]),
     "too long": (None, None, ["--max-len", "999"], ["--max-len 999 exceeds the 64 positions"]),
-    "diverging": (None, None, ["--lr", "1e30", "--steps", "10"], ["loss became NaN/Inf at step", "Lower --lr (now 1e+30)", "--skip-nonfinite"]),
+    "diverging": (None, None, ["--lr", "1e30", "--steps", "10"], ["loss became NaN/Inf at step", "a lower --lr (now 1e+30)", "--skip-nonfinite"]),
     "steps and epochs": (None, None, ["--steps", "5", "--epochs", "1"], ["--epochs", "not allowed with", "--steps"]),
     "not a number": (None, None, ["--steps", "ten"], ["invalid int value: 'ten'"]),
     "fp16 on a cpu": (None, None, ["--precision", "fp16"], ["--precision fp16 needs a CUDA GPU", "use --precision bf16 or fp32"]),

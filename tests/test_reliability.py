@@ -116,6 +116,18 @@ def test_nan_loss_stops_naming_the_step_and_keeps_the_last_good_checkpoint(corpu
     assert (out / "checkpoints" / "latest").read_text() == "step-00000004"
 
 
+def test_the_nan_message_s_way_on_works(corpus, tmp_path, capsys, nan_from_call):
+    """The error names --resume --skip-nonfinite, and --resume takes it: the run goes on from the
+    last good checkpoint, skipping the faulty steps (a changed --lr would be refused)."""
+    nan_from_call(5)
+    out = tmp_path / "out"
+    assert_one_line_error(capsys, main(args_for(corpus, out, steps=6)), "last good checkpoint (step 4). Go on from it "
+                                                                     "skipping such steps (--resume --skip-nonfinite)")
+    assert main(args_for(corpus, out, "--resume", "--skip-nonfinite", "--log-every", "1", steps=6)) == 0
+    last = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
+    assert last["step"] == 6 and last["skipped_steps"] == 2
+
+
 def test_skip_nonfinite_skips_and_counts(corpus, tmp_path, nan_from_call):
     nan_from_call(5)
     out = tmp_path / "out"

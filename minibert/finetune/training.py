@@ -45,7 +45,8 @@ from .settings import FinetuneSettings
 METRICS_FILE = "metrics.jsonl"
 CHECKPOINTS = "checkpoints"
 KEEP = 2  # checkpoints kept: the newest, and one before it should the newest be damaged
-OPERATIONAL = ("resume", "device", "grad_accum", "compile")  # flags --resume may change: how, not what, the run computes
+# flags --resume may change: how, not what, the run computes (--skip-nonfinite: the way on from a NaN/Inf step)
+OPERATIONAL = ("resume", "device", "grad_accum", "compile", "skip_nonfinite")
 
 
 class TaskBatches:

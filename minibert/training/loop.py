@@ -360,14 +360,17 @@ def progress_bar(progress: Progress, settings: LoopSettings, dist) -> tqdm:
 
 
 def nonfinite_loss(step: int, progress: Progress, settings: LoopSettings, resumable: bool) -> NonFiniteLoss:
-    """The error that stops a run whose loss or gradient became NaN/Inf at `step`, with the ways out."""
+    """The error that stops a run whose loss or gradient became NaN/Inf at `step`, with the ways out
+    (a --resume must keep --lr and --warmup, and may add --skip-nonfinite)."""
+    lower = f"a lower --lr (now {settings.lr:g}) or a longer --warmup"
     if not resumable:
-        return NonFiniteLoss(f"the loss became NaN/Inf at step {step}. Lower --lr (now {settings.lr:g}) or "
-                             f"raise --warmup, or pass --skip-nonfinite to skip such steps")
-    kept = f"the last good checkpoint (step {progress.saved_step})" if progress.saved_step else "no checkpoint yet"
+        return NonFiniteLoss(f"the loss became NaN/Inf at step {step}. Rerun with {lower}, or pass --skip-nonfinite to skip such steps")
+    if not progress.saved_step:
+        return NonFiniteLoss(f"the loss became NaN/Inf at step {step}; {settings.out} keeps no checkpoint yet. "
+                             f"Start over (--overwrite) with {lower}, or with --skip-nonfinite to skip such steps")
     return NonFiniteLoss(
-        f"the loss became NaN/Inf at step {step}; {settings.out} keeps {kept}. "
-        f"Lower --lr (now {settings.lr:g}) or raise --warmup and rerun with --resume, or pass --skip-nonfinite to skip such steps"
+        f"the loss became NaN/Inf at step {step}; {settings.out} keeps the last good checkpoint (step {progress.saved_step}). "
+        f"Go on from it skipping such steps (--resume --skip-nonfinite), or start over (--overwrite) with {lower}"
     )
 
 

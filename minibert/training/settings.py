@@ -33,9 +33,11 @@ PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # operations/precision.py: what e
 GENERATOR_HEADS = ("scaled", "64-wide")  # the generator's attention heads (objectives/rtd.py:generator_config)
 RTD_TOKENS = ("all", "masked")  # which tokens ELECTRA's detection loss reads (objectives/rtd.py): all, or "ELECTRA 15%"'s
 # Settings that say how a run is carried out, not what it computes: they may change between a run
-# and its --resume, and they are no difference from a variant's default run.
+# and its --resume, and they are no difference from a variant's default run. skip_nonfinite is one:
+# it acts only on a NaN/Inf step, and --resume --skip-nonfinite is the way on from one.
 OPERATIONAL = ("device", "threads", "out", "cache_dir", "eval_every", "eval_batches", "log_every", "save_every", "keep",
-               "dist_timeout", "compile", "checkpoint_activations", "report_to", "plan_for", "plan_utilisation", "stop_at")
+               "dist_timeout", "compile", "checkpoint_activations", "report_to", "plan_for", "plan_utilisation", "stop_at",
+               "skip_nonfinite")
 SCHEDULES = ("linear", "cosine", "wsd")  # training/loop.py: learning_rate
 OPTIMIZERS = ("adamw", "lamb")
 REPORT_TO = ("none", "tensorboard")
