@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 
 from ..operations.files import read_json_object
+from ..operations.outdir import RUN_FILE
 from ..tools.pictures import INSTALL, MissingMatplotlib, picture_path, pyplot, save_figure
 from ..variants import get_variant
 from .report import Band, band_for, default_bands
@@ -44,7 +45,7 @@ def read_log(run: Path) -> list[dict]:
 def run_band(run: Path) -> dict[str, Band]:
     """The bands of the variant a run trained, if the run was measured as its default run was."""
     try:
-        saved = read_json_object(Path(run) / "run.json", "the run's settings are unknown")
+        saved = read_json_object(Path(run) / RUN_FILE, "the run's settings are unknown")
         variant = get_variant(saved["settings"]["variant"])
         settings = Settings(**saved["settings"])
         band, _ = band_for(variant, settings, saved.get("model_overrides", {}), saved["config"]["vocab_size"])

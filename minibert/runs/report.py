@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..variants import Variant, with_layout
 from .errors import warn
-from ..training.settings import OPERATIONAL
+from ..training.settings import OPERATIONAL, flag
 
 DEFAULT_CURVES = Path(__file__).with_name("default_curves.json")
 # The held-out set (corpus/pipeline.py) depends on these run settings and nothing else: a run that
@@ -98,9 +98,9 @@ def differences(variant: Variant, settings, overrides: dict, names: tuple[str, .
     needs is no difference, its vocabulary is the tokenizer check's)."""
     default = dataclasses.asdict(with_layout(variant, variant.default_settings()))
     ignored = () if names else (*OPERATIONAL, "variant", "teacher")
-    changed = [f"--{name.replace('_', '-')} {shown(value)}" for name, value in dataclasses.asdict(settings).items()
+    changed = [f"--{flag(name)} {shown(value)}" for name, value in dataclasses.asdict(settings).items()
                if (names is None or name in names) and name not in ignored and same(value) != same(default.get(name))]
-    changed += [f"--{name.replace('_', '-')} {shown(value)}" for name, value in overrides.items()
+    changed += [f"--{flag(name)} {shown(value)}" for name, value in overrides.items()
                 if (names is None or name in names) and same(value) != same(variant.model.get(name))]
     return changed
 

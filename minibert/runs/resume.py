@@ -19,7 +19,7 @@ from ..operations.precision import Precision
 from ..pretrained import stored_config
 from ..operations.state import load_trainable_state, seed_everything, set_rng_state, trainable_state
 from ..training.loop import Progress
-from ..training.settings import OPERATIONAL, Settings
+from ..training.settings import OPERATIONAL, Settings, flag
 from ..variants import get_variant
 from .resolved import unread_settings
 
@@ -99,10 +99,10 @@ def check_same_run(path: Path, record: dict) -> None:
     before = {**json.loads(json.dumps(Settings().to_dict())), **saved["settings"]}  # a field run.json lacks: its default
     # unread: the settings no objective of this variant reads, such as an rtd_weight in a bert run's run.json
     unread = unread_settings(get_variant(now["settings"]["variant"]))
-    changed = [f"--{name.replace('_', '-')} {before.get(name)!r} -> {value!r}" for name, value in now["settings"].items()
+    changed = [f"--{flag(name)} {before.get(name)!r} -> {value!r}" for name, value in now["settings"].items()
                if name not in (*OPERATIONAL, *RESPLIT) and name not in unread and before.get(name) != value]
     saved_config = stored_config(saved["config"]).to_dict()  # in the current field names
-    changed += [f"--{name.replace('_', '-')} {saved_config.get(name)!r} -> {value!r}"
+    changed += [f"--{flag(name)} {saved_config.get(name)!r} -> {value!r}"
                 for name, value in now["config"].items() if saved_config.get(name) != value]
     if changed:
         raise ValueError(f"--resume continues the run in {path.parent}, but these settings differ from it: {'; '.join(changed)}; "

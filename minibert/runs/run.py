@@ -47,7 +47,7 @@ from .phases import continue_run
 from .plan import describe_plan, device_peak, time_step
 from .tensorboard import check_installed, report_to
 
-from ..operations.outdir import GENERATOR_DIR, OutputDir
+from ..operations.outdir import GENERATOR_DIR, RUN_FILE, OutputDir
 from ..operations.precision import Precision, resolve as resolve_precision
 from .curves import RunPicture
 from .levers import use_levers
@@ -182,7 +182,7 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
     record = {"settings": settings.to_dict(), "model_overrides": model_overrides, "config": config.to_dict()}
 
     if resuming:
-        check_same_run(out / "run.json", record)
+        check_same_run(out / RUN_FILE, record)
         state, path = checkpoints.load()
         progress = restore(state, pretrainer, optimizer, amp, shards, dist)
         if dist.is_main:
@@ -193,8 +193,8 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
         if dist.is_main:
             print(line, flush=True)
     if not resuming and dist.is_main:
-        write_atomic(out / "run.json", json.dumps(record, indent=2) + "\n")
-        print(f"  saved in {out / 'run.json'}", flush=True)
+        write_atomic(out / RUN_FILE, json.dumps(record, indent=2) + "\n")
+        print(f"  saved in {out / RUN_FILE}", flush=True)
         if tokenizer_dir != out:
             tokenizer.save(out)  # a teacher's or --init's vocabulary: keep it beside the model that reads it
 

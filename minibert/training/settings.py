@@ -159,10 +159,10 @@ class Settings:
                      "kd_soft_weight", "kd_mlm_weight", "kd_cosine_weight"):
             if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise ValueError(f"--{flag(name)} must not be negative, got {getattr(self, name)}")
-        for name, choices in (("layout", LAYOUTS), ("masking", MASKINGS), ("device", DEVICES), ("precision", PRECISIONS),
-                              ("rtd_tokens", RTD_TOKENS), ("generator_heads", GENERATOR_HEADS)):
-            if getattr(self, name) not in choices and not (name == "layout" and self.layout is None):
-                raise ValueError(f"--{flag(name)} must be one of {', '.join(choices)}; got {getattr(self, name)!r}")
+        for each in dataclasses.fields(self):  # the choices each flag offers: its field's (`option`)
+            choices, value = each.metadata.get("choices"), getattr(self, each.name)
+            if choices is not None and value not in choices and not (value is None and each.default is None):
+                raise ValueError(f"--{flag(each.name)} must be one of {', '.join(choices)}; got {value!r}")
         if self.budget is not None:
             parse_duration(self.budget)
         self.check_at_scale()
@@ -171,9 +171,6 @@ class Settings:
 
 
     def check_at_scale(self) -> None:
-        for name, choices in (("schedule", SCHEDULES), ("optimizer", OPTIMIZERS), ("report_to", REPORT_TO), ("plan_for", PLAN_FOR)):
-            if getattr(self, name) not in choices:
-                raise ValueError(f"--{flag(name)} must be one of {', '.join(choices)}; got {getattr(self, name)!r}")
         if not 0 <= self.min_lr <= self.lr:
             raise ValueError(f"--min-lr {self.min_lr:g} must be between 0 and the peak --lr {self.lr:g}; lower it")
         if not 0 < self.wsd_decay <= 1:
