@@ -67,6 +67,22 @@ def test_electra_probabilities_are_detects(family_runs, sessions):
         assert t["sampled"] or not t["replaced"]
 
 
+def test_electra_attention_is_over_what_the_discriminator_read(sessions):
+    """The attention panel shows the discriminator on its own input, the generator's samples in
+    the masked places, not on [MASK]s it never reads."""
+    from minibert.tools.attention_maps import attention_probabilities
+
+    session = sessions["electra"]
+    answer = explore(session, PLAIN_TEXT, 0)
+    shown = [t["shown"]["id"] for t in answer["electra"]["tokens"]]
+    assert session.tokenizer.mask_id not in shown
+    assert answer["attention"]["tokens"] == [session.tokenizer.piece(i) for i in shown]
+    ids = torch.tensor([shown])
+    expected = attention_probabilities(session.encoder, {"input_ids": ids, "attention_mask": torch.ones_like(ids),
+                                                         "token_type_ids": torch.zeros_like(ids)})
+    torch.testing.assert_close(torch.tensor(answer["attention"]["weights"]), expected, atol=6e-4, rtol=0)  # rounded to 3 places
+
+
 def test_draw_again_draws_a_new_mask_under_dynamic_masking(sessions):
     session = sessions["roberta"]
     fates = [[(t["fate"], t["shown"]["id"]) for t in explore(session, None, draw)["batch"]["tokens"]] for draw in (0, 1, 0)]

@@ -79,7 +79,7 @@ def explore(session: Session, text: str | None, draw: int) -> dict:
             "mlm": mlm_panel(session, example),
             "electra": electra_panel(session, example, metrics, seen),
             "distil": distil_panel(session, example, metrics),
-            "attention": attention_panel(session, example),
+            "attention": attention_panel(session, example, seen),
         }
 
 
@@ -272,9 +272,17 @@ def distil_panel(session: Session, example: Example, metrics: dict) -> dict | No
             "student_depth": depth[1], "teacher_layers": teacher_layers(*depth), "code": CODE["distil"]}
 
 
-def attention_panel(session: Session, example: Example) -> dict:
-    """Every layer's and head's attention over the example as the model saw it [layers][heads][T][T]."""
-    probabilities = attention_probabilities(session.encoder, inputs(example.batch))
-    return {"tokens": [session.tokenizer.piece(int(i)) for i in example.batch["input_ids"][0]],
+def attention_panel(session: Session, example: Example, seen: dict) -> dict:
+    """Every layer's and head's attention over the example as the model saw it [layers][heads][T][T]:
+    the masked text, or for ELECTRA's discriminator what it reads, the generator's samples in the
+    masked places (`seen`; the text as written when the objectives did not run)."""
+    if session.head != "rtd":
+        ids, shown = example.batch["input_ids"], "the text as masked"
+    elif seen:
+        ids, shown = seen["input_ids"], "the text with the generator's samples in the masked places, as the discriminator read it"
+    else:
+        ids, shown = example.original[None], "the text as written"
+    probabilities = attention_probabilities(session.encoder, inputs({**example.batch, "input_ids": ids}))
+    return {"tokens": [session.tokenizer.piece(int(i)) for i in ids[0]], "shown": shown,
             "weights": [[[[round(float(w), 3) for w in row] for row in head] for head in layer] for layer in probabilities],
             "code": CODE["attention"]}
