@@ -55,6 +55,14 @@ def test_a_band_interpolates_between_its_evaluations_and_says_nothing_outside():
     assert BAND.at(800) is None
 
 
+def test_a_share_s_band_is_drawn_within_0_and_1():
+    """An accuracy's band, wide from a few seeds' spread, is drawn (curves, explore) inside [0, 1]."""
+    accuracy = Band("electra", "eval_rtd_accuracy", [0, 100], [0.9, 0.1], [0.3, 0.3])
+    assert accuracy.edges() == (pytest.approx([0.6, 0.0]), pytest.approx([1.0, 0.4]))
+    loss = Band("electra", "eval_loss", [0, 100], [0.2, 0.1], [0.3, 0.3])
+    assert loss.edges() == (pytest.approx([-0.1, -0.2]), pytest.approx([0.5, 0.4]))  # not a share: as measured
+
+
 def test_behind_the_band_twice_in_a_row_is_one_warning_naming_the_changes(capsys):
     """A synthetic metrics log: once below the band is noise, twice in a row a trend."""
     warning = BehindWarning(BASELINES, BAND, ["--lr 1e-05"])

@@ -105,8 +105,7 @@ def draw_curves(runs: list[Path], out: str | Path, metrics: list[str] | None = N
 
 def shade(ax, band: Band) -> None:
     """A variant's default run behind the curves: its band shaded, its mean dotted."""
-    low = [m - t for m, t in zip(band.mean, band.tolerance)]
-    high = [m + t for m, t in zip(band.mean, band.tolerance)]
+    low, high = band.edges()
     ax.fill_between(band.steps, low, high, alpha=0.2, color="grey", label=f"{band.variant} default run")
     ax.plot(band.steps, band.mean, linestyle=":", color="grey", linewidth=1)
 

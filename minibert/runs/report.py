@@ -60,6 +60,14 @@ class Band:
     mean: list[float]
     tolerance: list[float]
 
+    def edges(self) -> tuple[list[float], list[float]]:
+        """The band's lower and upper edge at each stored evaluation, as drawn: mean ∓ tolerance,
+        kept within [0, 1] for a share (an accuracy or an AUC)."""
+        low, high = ([m + sign * t for m, t in zip(self.mean, self.tolerance)] for sign in (-1, 1))
+        if self.metric.endswith(("accuracy", "auc")):
+            low, high = [max(0.0, v) for v in low], [min(1.0, v) for v in high]
+        return low, high
+
     def at(self, step: float) -> tuple[float, float, float] | None:
         """(low, mean, high) at `step`, between the stored evaluations linearly; None outside them."""
         if not self.steps or not self.steps[0] <= step <= self.steps[-1]:

@@ -65,7 +65,7 @@ def run_panel(session: Session) -> dict | None:
         band = bands.get(name)
         curves.append({"metric": name, "points": [[r["step"], r[name]] for r in log if r.get(name) is not None],
                        "band": None if band is None else {"variant": band.variant, "steps": band.steps, "mean": band.mean,
-                                                         "tolerance": band.tolerance}})
+                                                         **dict(zip(("low", "high"), band.edges()))}})
     baselines = {name: value for record in log for name, value in record.items() if name.startswith("baseline_")}
     return {"settings": session.settings.to_dict(), "curves": curves, "baselines": baselines, "code": CODE["run"]}
 
