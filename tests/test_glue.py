@@ -223,6 +223,19 @@ def test_glue_runs_every_task_per_seed_and_writes_the_table_the_json_and_the_sub
 
 
 
+def test_under_torchrun_only_the_first_process_writes_the_sweep_s_files(glue_dir, tiny_dir, tmp_path, monkeypatch):
+    """Every process trains each run (DDP); glue.json and the submission files, and the test-set
+    predictions behind them, are the first process's alone. Here the sweep runs as process 1 of 2."""
+    import minibert.finetune.run as finetune_run
+    from minibert.operations.distributed import Distributed
+
+    monkeypatch.setattr(finetune_run.distributed, "setup", lambda *_, **__: Distributed(rank=1, world_size=2))
+    out = tmp_path / "out"
+    assert main(["--init", str(tiny_dir), "--glue", str(glue_dir), "--glue-tasks", "SST-2", "--out", str(out), *STEPS]) == 0
+    assert (out / "SST-2" / "seed-0" / "eval.json").is_file()  # the run itself (one process here: it writes)
+    assert not (out / "glue.json").exists() and not (out / "submission").exists()
+
+
 def test_a_sweep_run_again_with_more_seeds_trains_only_the_missing_runs(glue_dir, tiny_dir, tmp_path, capsys):
     out, tasks = tmp_path / "out", ["--glue-tasks", "RTE", "MNLI"]
     argv = ["--init", str(tiny_dir), "--glue", str(glue_dir), *tasks, "--out", str(out), *STEPS]

@@ -36,6 +36,7 @@ import statistics
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
+from ..operations.distributed import Distributed
 from ..operations.files import read_record, write_atomic, write_json
 from ..operations.tensor_files import SAFETENSORS_FILE
 from .checkpoint import check_out, load_classifier
@@ -63,10 +64,10 @@ class Side(NamedTuple):
     untrained_seed: int | None = None  # the twin's initialisation seed; None: the checkpoint itself
 
 
-def run_glue(settings: FinetuneSettings, device, amp) -> dict:
+def run_glue(settings: FinetuneSettings, device, amp, dist: Distributed) -> dict:
     """Fine-tune every task found, once per seed, from each --init (and its untrained twin with
     --against-untrained); print the tables, both averages and the gains; write glue.json and the
-    submission files. Returns OUT/glue.json's contents."""
+    submission files (under torchrun: the first process alone). Returns OUT/glue.json's contents."""
     glue_dir, out = Path(settings.glue), Path(settings.out)
     seeds = list(dict.fromkeys(settings.seeds if settings.seeds is not None else [settings.seed]))
     found = present_tasks(glue_dir, task_names(settings.glue_tasks))
@@ -91,7 +92,7 @@ def run_glue(settings: FinetuneSettings, device, amp) -> dict:
             for folder, metrics, run_settings, marker in planned_runs(settings, found, seeds, recipe, side):
                 check_out(folder, overwrite=True)
                 finished_run(folder, metrics, run_settings, marker)
-    checkpoints = {name: checkpoint_sweep(settings, found, seeds, glue_dir, *plan, device, amp) for name, plan in plans.items()}
+    checkpoints = {name: checkpoint_sweep(settings, found, seeds, glue_dir, *plan, device, amp, dist) for name, plan in plans.items()}
     if len(checkpoints) == 1:
         result = next(iter(checkpoints.values()))
     else:
@@ -100,21 +101,24 @@ def run_glue(settings: FinetuneSettings, device, amp) -> dict:
             per_gains = {name: checkpoint["gains"] for name, checkpoint in checkpoints.items()}
             result["gains"] = across(per_gains)
             print(gains_table(per_gains, result["gains"]), flush=True)
-        write_json(out / "glue.json", result)
+        if dist.is_main:
+            write_json(out / "glue.json", result)
     print(f"the tables as JSON in {out / 'glue.json'}; each run in {out}/{'<checkpoint>/' * (len(checkpoints) > 1)}"
           f"{'[untrained/]' * bool(settings.against_untrained)}<task>/seed-<n>/", flush=True)
     return result
 
 
 def checkpoint_sweep(settings: FinetuneSettings, found: list[GlueTask], seeds: list[int], glue_dir: Path, backbone,
-                     recipe: Recipe, sides: list[Side], device, amp) -> dict:
+                     recipe: Recipe, sides: list[Side], device, amp, dist: Distributed) -> dict:
     """One checkpoint's sweep, and its untrained twin's when `sides` has one: the tables, the
-    submission files, and its glue.json (the pretrained side's, with `untrained` and `gains`)."""
+    submission files, and its glue.json (the pretrained side's, with `untrained` and `gains`);
+    the first process alone predicts the test sets and writes the files."""
     pretrained = sides[0]
     result = {**sweep(settings, found, seeds, recipe, backbone, pretrained, glue_dir, device, amp), "seeds": seeds,
               "max_train_examples": settings.max_train_examples, "init": pretrained.init, "recipe": recipe.describe()}
     print(table(result, pretrained.label + ("pretrained" if len(sides) > 1 else "")), flush=True)
-    result["submission"] = write_submission(found, result["tasks"], glue_dir, pretrained.out, settings, device, amp)
+    if dist.is_main:
+        result["submission"] = write_submission(found, result["tasks"], glue_dir, pretrained.out, settings, device, amp)
     for twin in sides[1:]:
         untrained = sweep(settings, found, seeds, recipe, untrained_twin(backbone, twin.untrained_seed), twin, glue_dir, device, amp)
         result["untrained"] = {**untrained, "init_seed": twin.untrained_seed}
@@ -122,7 +126,8 @@ def checkpoint_sweep(settings: FinetuneSettings, found: list[GlueTask], seeds: l
                     f"{twin.label}twin (seed {twin.untrained_seed})"), flush=True)
         result["gains"] = gains(result, untrained)
         print(gains_table({Path(pretrained.init).name or pretrained.init: result["gains"]}, None), flush=True)
-    write_json(pretrained.out / "glue.json", result)
+    if dist.is_main:
+        write_json(pretrained.out / "glue.json", result)
     return result
 
 

@@ -50,7 +50,7 @@ def run_tasks(settings: FinetuneSettings, dist: Distributed) -> list[dict] | dic
     device = dist.device(settings.device)
     amp = Precision.of(settings.precision, device)  # a device or format that cannot work fails now
     if settings.glue:
-        return run_glue(settings, device, amp)
+        return run_glue(settings, device, amp, dist)
     settings = settings.replace(init=settings.init[0])  # one checkpoint (checked): a run records it as a path
     jobs = task_files(settings)
     for job in jobs:
