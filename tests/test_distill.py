@@ -86,6 +86,7 @@ REFERENCE = {  # family -> (transformers config class, sequence-classification c
     "albert": ("AlbertConfig", "AlbertForSequenceClassification", {"embedding_size": 16}),
     "distilbert": ("DistilBertConfig", "DistilBertForSequenceClassification", {}),
     "electra": ("ElectraConfig", "ElectraForSequenceClassification", {"embedding_size": 32}),
+    "roformer": ("RoFormerConfig", "RoFormerForSequenceClassification", {"hidden_act": "relu"}),  # its head: the encoder's activation
 }
 
 

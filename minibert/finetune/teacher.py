@@ -3,15 +3,16 @@ the task, and its outputs on the rows the student trains on (soft_targets.py is 
 that reads them).
 
 A teacher is minibert's own fine-tuned classifier (the output of `train.py finetune`) or a
-Hugging Face `*ForSequenceClassification` folder of one of the five families. Its tokenizer
+Hugging Face `*ForSequenceClassification` folder of the five families or RoFormer. Its tokenizer
 is its own: teacher and student need not share a vocabulary, since what passes between them
 is one row of class logits per example, not anything per token. Those logits are computed
 once, before training, and cached in the run's folder (TEACHER_FILE), so epochs do not pay
 for the teacher again and a re-run with the same teacher and rows does not either.
 
-The Hugging Face heads differ by family (HEADS): BERT and ALBERT put one linear layer on the
-pooler; RoBERTa and ELECTRA a dense layer, tanh or GELU, then the output layer on the first
-token; DistilBERT the same with ReLU. The encoder is minibert's own import (interop/huggingface/).
+The Hugging Face heads differ by family, as export knows them (interop/huggingface/family.py:
+SequenceHead): BERT and ALBERT put one linear layer on the pooler; RoBERTa, ELECTRA, DistilBERT
+and RoFormer a dense layer, an activation (tanh, GELU, ReLU, the encoder's own), then the output
+layer on the first token. The encoder is minibert's own import (interop/huggingface/).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ..operations.files import publish_file
 from ..heads import ClassifierOutput
 from ..model import Encoder
 from ..interop.huggingface import reference_plan
+from ..interop.huggingface.families import FAMILIES
 from ..pretrained import build_and_load
 from ..operations.tensor_files import CONFIG_FILE, SAFETENSORS_FILE, open_tensors, read_json
 from ..tokenizers import load_tokenizer
@@ -38,14 +40,6 @@ from .checkpoint import is_classifier, load_classifier
 from .tasks import LabelMap, TaskData
 
 TEACHER_FILE = "teacher_logits.safetensors"
-# model_type -> (whether the head reads the pooler, its layers: (tensor name prefix, activation after it))
-HEADS = {
-    "bert": (True, (("classifier", None),)),
-    "albert": (True, (("classifier", None),)),
-    "roberta": (False, (("classifier.dense", nn.Tanh), ("classifier.out_proj", None))),
-    "electra": (False, (("classifier.dense", nn.GELU), ("classifier.out_proj", None))),
-    "distilbert": (False, (("pre_classifier", nn.ReLU), ("classifier", None))),
-}
 
 
 class Teacher(NamedTuple):
@@ -93,24 +87,28 @@ def reference_classifier(directory: Path, stored: dict) -> tuple[ReferenceClassi
     """A Hugging Face *ForSequenceClassification checkpoint and its class names (id2label;
     None for one output, a regression)."""
     model_type = stored.get("model_type")
-    if model_type not in HEADS:
-        raise ValueError(f"--teacher {directory}: model_type {model_type!r} is none of {', '.join(HEADS)}; "
+    if model_type not in FAMILIES:
+        raise ValueError(f"--teacher {directory}: model_type {model_type!r} is none of {', '.join(FAMILIES)}; "
                          f"a teacher is a fine-tuned classifier of one of those families or of minibert")
-    reads_pooler, layers = HEADS[model_type]
+    sequence = FAMILIES[model_type].sequence_head
+    reads_pooler = sequence.activation is None  # the pooler, then `out`; else `dense`, the activation, `out`
+    names = (sequence.out,) if reads_pooler else (sequence.dense, sequence.out)
     with open_tensors(directory) as tensors:
-        if not all(f"{name}.weight" in tensors.names() for name, _ in layers):
-            raise ValueError(f"--teacher {directory} has no sequence-classification head ({', '.join(n for n, _ in layers)}); "
+        if not all(f"{name}.weight" in tensors.names() for name in names):
+            raise ValueError(f"--teacher {directory} has no sequence-classification head ({', '.join(names)}); "
                              f"fine-tune it first (train.py finetune --init {directory}) and pass that folder")
         plan = reference_plan(stored, None, tensors)
         if reads_pooler and not plan[0].pooler:
             raise ValueError(f"--teacher {directory}: its head reads the pooler, which the checkpoint lacks")
-        encoder = build_and_load(Encoder, plan, tensors, tuple(name for name, _ in layers))
+        encoder = build_and_load(Encoder, plan, tensors, names)
         modules = []
-        for name, activation in layers:
+        for name in names:
             weight, bias = tensors.take(f"{name}.weight").float(), tensors.take(f"{name}.bias").float()
             linear = nn.Linear(weight.shape[1], weight.shape[0])
             linear.load_state_dict({"weight": weight, "bias": bias})
-            modules += [linear] if activation is None else [linear, activation()]
+            modules.append(linear)
+        if not reads_pooler:
+            modules.insert(1, sequence.dense_activation(plan[0]))
     head = nn.Sequential(*modules)
     outputs = head[-1].out_features
     id2label = stored.get("id2label") or {}

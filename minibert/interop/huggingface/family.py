@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
+from torch import nn
 
 from ...config import ModelConfig
+from ...model import ACTIVATIONS as MODULES
 from ...operations.tensor_files import inside
 
 Names = dict[str, str | tuple[str, ...]]
@@ -42,6 +44,12 @@ class SequenceHead:
     activation: str | None = None
     dense: str = "classifier.dense"
     out: str = "classifier.out_proj"
+
+    def dense_activation(self, config: ModelConfig) -> nn.Module | None:
+        """The activation between `dense` and `out`, for a model of `config` (None: no dense layer)."""
+        if self.activation is None:
+            return None
+        return nn.Tanh() if self.activation == "tanh" else MODULES[config.activation if self.activation == HIDDEN_ACT else self.activation]
 
     @property
     def needs_pooler(self) -> bool:

@@ -23,8 +23,7 @@ import copy
 import torch
 from torch import nn
 
-from ...model import ACTIVATIONS
-from .family import HIDDEN_ACT, Family
+from .family import Family
 
 
 class TwoLayerHead(nn.Module):
@@ -82,8 +81,7 @@ def in_family_layout(model: nn.Module, family: Family, head: str) -> nn.Module:
         dense.bias.zero_()
         out_proj.weight.copy_(torch.cat([eye, -eye, eye.new_zeros(labels, unused)], dim=1))
         out_proj.bias.copy_(classifier.bias)  # act(w·x) − act(−w·x) + b = w·x + b
-    activation = ACTIVATIONS[model.config.activation if sequence.activation == HIDDEN_ACT else sequence.activation]
-    return InFamilyLayout(model, TwoLayerHead(dense, activation, out_proj))
+    return InFamilyLayout(model, TwoLayerHead(dense, sequence.dense_activation(model.config), out_proj))
 
 
 def label_fields(model: nn.Module, labels: list | None) -> dict:
