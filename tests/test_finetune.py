@@ -684,6 +684,21 @@ def test_a_sentence_task_flag_is_refused_for_a_tagging_task(flags, refused, piec
     assert not (tmp_path / "out" / "eval.json").exists()
 
 
+def test_with_tasks_a_tagging_folder_refuses_a_sentence_flag_before_anything_is_trained(piece_model_dir, toy, tmp_path, capsys):
+    """The sentence folder comes first; the tagging folder's refusal must not wait for its turn."""
+    sentiment, tags = tmp_path / "sentiment", tmp_path / "tags"
+    sentiment.mkdir(), tags.mkdir()
+    for path in toy:
+        shutil.copy(path, sentiment / path.name)
+    write_jsonl(tags / "train.jsonl", tagged_rows(20, seed=1)), write_conll(tags / "dev.conll", tagged_rows(10, seed=2))
+    out = tmp_path / "out"
+    assert main(["--init", str(piece_model_dir), "--tasks", str(sentiment), str(tags), "--out", str(out), "--device", "cpu",
+                 "--steps", "2", "--max-train-examples", "5"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--max-train-examples subsamples sentence tasks; the tagging task tags is never" in err, err
+    assert not (out / "sentiment" / "eval.json").exists()
+
+
 def test_a_checkpoint_whose_default_pooling_is_the_mean_still_tags_words(piece_model_dir, tmp_path, capsys):
     """The pooling a checkpoint's pretraining calls for is a sentence task's: a tagging task on a
     checkpoint pretrained without NSP/SOP is not refused for a --pooling it was never given, and

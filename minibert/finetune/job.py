@@ -77,6 +77,8 @@ def finetune(settings: FinetuneSettings, files: TaskFiles, backbone: tuple[Encod
 def finetune_into(settings: FinetuneSettings, files: TaskFiles, backbone: tuple[Encoder, Tokenizer], device: torch.device,
                   amp: Precision, dist: Distributed) -> dict:
     task = "tokens" if reads_words(settings.task, files.train) else settings.task
+    if task == "tokens":
+        refuse_sentence_flags(settings, files)
     task, train_data, dev, labels, train_targets, dev_targets = read_splits(task, files)
     encoder, tokenizer = backbone
     max_len = check_max_len(settings.max_len, encoder.config)
@@ -101,8 +103,6 @@ def finetune_into(settings: FinetuneSettings, files: TaskFiles, backbone: tuple[
     torch.manual_seed(settings.seed)  # the head's initialisation and dropout
     outputs = 1 if labels is None else len(labels)  # regression: one output, the score
     if task == "tokens":
-        if settings.pooling is not None:
-            raise ValueError("--pooling is for sentence tasks; a tagging task reads every token's own vector, so drop it")
         model = TokenClassifier(config, outputs)
     else:
         model = SequenceClassifier(config, outputs, settings.pooling)
@@ -143,12 +143,21 @@ def reads_words(task: str, train: Path) -> bool:
     return task == "tokens" or (task == "auto" and is_tagged(train))
 
 
+def refuse_sentence_flags(settings: FinetuneSettings, files: TaskFiles) -> None:
+    """A tagging task refuses the flags of sentence tasks rather than ignore them: it reads every
+    token's own vector (no --pooling) and is never subsampled (no --max-train-examples). `run`
+    asks before anything is trained, and each job again."""
+    task = f"the tagging task {files.name}" if settings.tasks else "a tagging task"
+    if settings.pooling is not None:
+        raise ValueError(f"--pooling is for sentence tasks; {task} reads every token's own vector, so drop it")
+    if files.max_train is not None:
+        raise ValueError(f"--max-train-examples subsamples sentence tasks; {task} is never subsampled, so drop it")
+
+
 def read_splits(task: str, files: TaskFiles) -> tuple:
     """(task, train data, dev data, label map or None for regression, train targets, dev
     targets); "auto" becomes what the training labels say (`task_of`)."""
     if task == "tokens":
-        if files.max_train is not None:  # not ignored: a tagging task is never subsampled
-            raise ValueError("--max-train-examples subsamples sentence tasks; drop it for a tagging task")
         train_data, dev = read_tagged(files.train), read_tagged(files.dev)
         labels = LabelMap.from_labels(train_data.flat().labels)
         return task, train_data, dev, labels, tag_ids(train_data, labels), tag_ids(dev, labels)

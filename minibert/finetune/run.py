@@ -22,7 +22,7 @@ from ..operations.precision import Precision
 from .checkpoint import check_out
 from .glue_sweep import run_glue
 from .glue_tasks import write_training_text
-from .job import TaskFiles, finetune, load_backbone, reads_words
+from .job import TaskFiles, finetune, load_backbone, reads_words, refuse_sentence_flags
 from .recipes import checkpoint_pooling, recipe_for
 from .settings import FinetuneSettings
 from .training import check_unfinished, rank_0_prints
@@ -53,13 +53,15 @@ def run_tasks(settings: FinetuneSettings, dist: Distributed) -> list[dict] | dic
         return run_glue(settings, device, amp, dist)
     settings = settings.replace(init=settings.init[0])  # one checkpoint (checked): a run records it as a path
     jobs = task_files(settings)
-    for job in jobs:
+    tagging = [reads_words(settings.task, job.train) for job in jobs]
+    for job, tags in zip(jobs, tagging):  # what would stop a later job is refused before anything is trained
+        if tags:
+            refuse_sentence_flags(settings, job)
         if not settings.resume:
             check_out(job.out, settings.overwrite)
             check_unfinished(job.out, settings.overwrite)
     backbone = load_backbone(settings.init)
     recipe = recipe_for(settings.recipe, backbone[0].config, checkpoint_pooling(settings.init))
-    tagging = [reads_words(settings.task, job.train) for job in jobs]
     print(recipe.line(settings.recipe_overrides(), glue=False), flush=True)
     if not all(tagging):
         print(recipe.pooling_line(settings.pooling), flush=True)
