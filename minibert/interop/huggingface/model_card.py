@@ -19,7 +19,8 @@ from ...operations.outdir import RUN_FILE
 
 CARD_FILE = "README.md"
 EVAL_FILE = "eval.json"  # written by finetune/job.py
-NOT_METRICS = ("examples", "steps", "train_loss", "seconds")  # eval.json's numbers that score nothing
+# eval.json's numbers that score nothing: sizes, times, the step kept, the label F1 and MCC call positive (0/1)
+NOT_METRICS = ("examples", "steps", "train_loss", "seconds", "kept_step", "positive_label")
 PIPELINES = {"classifier": "text-classification", "token_classifier": "token-classification"}
 
 
@@ -71,7 +72,15 @@ def task_and_data(report: dict, args: dict) -> str:
 
 
 def recipe(report: dict, args: dict) -> list[str]:
-    lines = [f"{report['recipe']}."] if report.get("recipe") else []
+    """The recipe fine-tuning followed (finetune/recipes.py: Recipe.describe), then the values the run used."""
+    recorded = report.get("recipe")
+    if isinstance(recorded, dict):
+        lines = [f"The {recorded.get('name')} recipe: {recorded.get('row')}, from {recorded.get('source')}."]
+        if recorded.get("pooling_why"):
+            lines[0] += f" Pooling {recorded.get('pooling')}: {recorded['pooling_why']}."
+        lines.append("")
+    else:
+        lines = [f"{recorded}.", ""] if recorded else []  # an older eval.json: the recipe's printed line
     settings = {"steps": report.get("steps"), "batch size": args.get("batch_size"), "peak lr": args.get("lr"),
                 "warm-up": args.get("warmup"), "weight decay": args.get("weight_decay"),
                 "layer-wise lr decay": args.get("layer_decay"), "max length": args.get("max_len"),
