@@ -37,7 +37,7 @@ def model_card(source: Path, out: Path, architecture: str, head: str, labels: li
         "## Task and data", "", task_and_data(report, args), "",
         "## Recipe", "", *recipe(report, args), "",
         "## Dev metrics", "", *metric_rows(source, report), "",
-        "## Commands", "", "```", command(args), f"python -m minibert export {source} {out.name}", "```", "",
+        "## Commands", "", "```", command(args), f"python -m minibert export {shown(source)} {out.name}", "```", "",
     ] if report else ["## Training", "", f"Not recorded: no {EVAL_FILE} beside {source} (`python train.py finetune` writes one).", ""]
     lines = [
         "---", "library_name: transformers", f"pipeline_tag: {PIPELINES[head]}", "tags:", "- minibert", "---", "",
@@ -55,18 +55,25 @@ def model_card(source: Path, out: Path, architecture: str, head: str, labels: li
     return "\n".join(lines) + "\n"
 
 
+def shown(value) -> str:
+    """A recorded value as the card shows it: a path given relative as it was; an absolute one as
+    its last two parts (…/folder/file), since a card is published and the rest names this machine's folders."""
+    path = Path(str(value))
+    return str(Path("…", *path.parts[-2:])) if path.is_absolute() else str(value)
+
+
 def base_checkpoint(init) -> str:
     """The checkpoint fine-tuning started from, with its pretraining run where run.json records one."""
     init = init[0] if isinstance(init, list) else init
     settings = read_record(Path(init) / RUN_FILE).get("settings", {})
     if "variant" in settings:
-        return f"`{init}`: minibert's {settings['variant']} run, {settings.get('steps')} steps (its {RUN_FILE} holds every setting)."
-    return f"`{init}`."
+        return f"`{shown(init)}`: minibert's {settings['variant']} run, {settings.get('steps')} steps (its {RUN_FILE} holds every setting)."
+    return f"`{shown(init)}`."
 
 
 def task_and_data(report: dict, args: dict) -> str:
-    data = (f"GLUE from `{args['glue']}`" if args.get("glue")
-            else f"trained on `{args.get('train')}`, scored on `{args.get('dev')}`")
+    data = (f"GLUE from `{shown(args['glue'])}`" if args.get("glue")
+            else f"trained on `{shown(args.get('train'))}`, scored on `{shown(args.get('dev'))}`")
     sample = f", on {args['max_train_examples']} training examples" if args.get("max_train_examples") else ""
     return f"{report.get('task')}: {data}{sample}; {report.get('examples')} dev examples."
 
@@ -110,5 +117,5 @@ def command(args: dict) -> str:
         option, default = defaults.get(name, (None, None))
         if option is None or value is None or value is False or value == default or (name == "seed" and args.get("glue")):
             continue  # not a flag, or at its default; a --glue sweep's runs each take one of its --seeds
-        flags.append(option if value is True else f"{option} {' '.join(map(str, value)) if isinstance(value, list) else value}")
+        flags.append(option if value is True else f"{option} {' '.join(map(shown, value)) if isinstance(value, list) else shown(value)}")
     return " ".join(["python train.py finetune", *flags])
