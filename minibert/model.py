@@ -9,8 +9,8 @@
 BERT, RoBERTa, ALBERT, DistilBERT and ELECTRA are all this encoder with different
 `ModelConfig` values. `Encoder.forward` reads as that recipe. Its two speed tricks are one
 branch beside it, `Encoder.fast_path`, a step a reader can skip: with `needed`, the last layer
-runs only at the positions a loss reads (`last_layer_at`), and a batch that is mostly padding
-runs on its real tokens only (kernels/unpad.py); docs/speed.md says what each saves. Looking
+runs only at the positions a loss reads (`last_layer_at`), and a batch with at least
+`Encoder.UNPAD_FROM` padding runs on its real tokens only (kernels/unpad.py); docs/speed.md says what each saves. Looking
 inside (every layer's states and attention probabilities) runs the recipe alone, on the padded
 grid. `ModelConfig.reference` (`python train.py --reference`) turns both tricks off, with the
 naive attention: the reference path, for reading and debugging, tested equal to the fast one.
@@ -197,8 +197,8 @@ class Encoder(nn.Module):
 
         The recipe, a step a line: the embeddings (projected E → H), the layers, the final
         LayerNorm (pre-LN), the pooler. The speed tricks are one branch, `fast_path`, to skip
-        when reading: unpadding (`embed` packs the real tokens of a batch that is mostly
-        padding) and, with `needed`, the last layer at the needed positions only.
+        when reading: unpadding (`embed` packs the real tokens of a batch the encoder
+        `unpads`) and, with `needed`, the last layer at the needed positions only.
 
         `needed` (optional, [B, T] bool): the positions whose final hidden state the caller
         will read — the positions a loss reads, e.g. the masked ones for MLM. On the fast path
@@ -222,10 +222,10 @@ class Encoder(nn.Module):
         """`forward`'s layers, final LayerNorm and pooler with the speed tricks, which --reference
         turns off: x unpadded ([tokens, H], `sequences.packed`) goes back onto the [B, T] grid at
         the end, zeros at padding; with `needed`, the last layer runs at the needed positions only."""
-        for depth in range(self.config.num_layers - 1):
+        for depth in range(self.config.num_layers - (needed is not None)):  # with `needed`, the last layer apart
             x = self.apply_layer(depth, x, sequences)
-        if needed is None:  # here to unpad only: the last layer at every real token, then [tokens, H] -> [B, T, H]
-            x = sequences.packed.unpack(self.final_norm(self.apply_layer(self.config.num_layers - 1, x, sequences)))
+        if needed is None:  # here to unpad only: every real token, then [tokens, H] -> [B, T, H]
+            x = sequences.packed.unpack(self.final_norm(x))
         else:
             x = self.last_layer_at(needed, x, sequences, grid_shape)
         return ModelOutput(last_hidden_state=x, pooler_output=self.pool(x))
