@@ -229,7 +229,8 @@ def loop_syncs(device: str) -> int | None:
     from minibert.heads import MaskedLM
     from minibert.operations.distributed import Distributed
     from minibert.operations.precision import Precision
-    from minibert.training.loop import LoopSettings, Progress, train
+    from minibert.training.loop import Progress, train
+    from minibert.training.settings import LoopSettings
     from minibert.training.optimizer import build_optimizer
     from minibert.runs.metrics import MetricsLog
 

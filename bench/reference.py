@@ -26,7 +26,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for minibert
 
 from minibert.operations.distributed import Distributed  # noqa: E402
-from minibert.training.loop import LoopSettings  # noqa: E402
+from minibert.training.settings import LoopSettings  # noqa: E402
 from minibert.training.optimizer import build_optimizer  # noqa: E402
 from minibert.runs.run import build_batches  # noqa: E402
 from minibert.variants import VARIANTS, build_pretrainer, run_architecture, with_layout  # noqa: E402

@@ -32,7 +32,8 @@ from minibert.operations.distributed import Distributed
 from minibert.operations.precision import Precision
 from minibert.operations.state import seed_everything
 from minibert.tokenizers.wordpiece import WordPieceTokenizer
-from minibert.training.loop import LoopSettings, Progress, train
+from minibert.training.loop import Progress, train
+from minibert.training.settings import LoopSettings
 from minibert.training.optimizer import build_optimizer
 from minibert.runs.metrics import MetricsLog
 from minibert.training.settings import Settings

@@ -22,7 +22,8 @@ from minibert.operations.precision import Precision
 from minibert.runs.cli import main
 from minibert.training.lamb import Lamb
 from minibert.runs.levers import use_levers
-from minibert.training.loop import LoopSettings, Progress, learning_rate, train
+from minibert.training.loop import Progress, learning_rate, train
+from minibert.training.settings import LoopSettings
 from minibert.training.optimizer import build_optimizer
 from minibert.runs.metrics import MetricsLog
 from tiny_run import REPO, tiny_args, write_corpus

@@ -33,7 +33,7 @@ from ..model import Encoder
 from ..pretrained import from_pretrained
 from ..operations.files import write_atomic, write_json
 from ..operations.tensor_files import CONFIG_FILE, read_json
-from ..training.loop import LoopSettings
+from ..training.settings import LoopSettings
 from ..operations.distributed import Distributed
 from ..operations.precision import Precision
 from .checkpoint import Classifier, is_classifier, load_classifier, save_classifier

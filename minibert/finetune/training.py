@@ -35,11 +35,11 @@ from ..runs.levers import use_levers
 from ..runs.metrics import MetricsLog
 from ..runs.resume import restore, training_state
 from ..runs.run import disk_full_is_one_line
-from ..training.loop import LoopSettings, Progress, train
+from ..training.loop import Progress, train
 from ..training.optimizer import build_optimizer
 from .layer_decay import layer_lr_scales
 from .selection import Evaluations
-from ..training.settings import flag
+from ..training.settings import LoopSettings, flag
 from .settings import FinetuneSettings
 
 METRICS_FILE = "metrics.jsonl"

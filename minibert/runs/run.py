@@ -40,7 +40,7 @@ from ..operations.checkpoint import Checkpoints
 from ..operations.distributed import Distributed
 from .errors import TrainingError, warn
 from .init_from import Start, load_start
-from ..training.loop import LoopSettings, Progress, train
+from ..training.loop import Progress, train
 from ..training.optimizer import build_optimizer
 from .metrics import MetricsLog
 from .phases import continue_run
@@ -54,7 +54,7 @@ from .levers import use_levers
 from .report import HeldOutReport, band_for, differences
 from .resolved import describe_run
 from .resume import check_same_run, restore, training_state
-from ..training.settings import Settings
+from ..training.settings import LoopSettings, Settings
 from ..operations.state import rng_state, seed_everything
 from ..corpus import fingerprint
 from ..tokenizers import has_tokenizer

@@ -145,9 +145,10 @@ def train(module, optimizer, streams, eval_batches, settings: LoopSettings, prog
           evaluation: Callable[[dict, float], None] | None = None) -> dict:
     """Run optimizer steps until `settings.steps` (or the --budget deadline, or --stop-at);
     return the last logged record. `streams`: one batch iterator per micro-step.
-    `eval_batches`: the held-out batches, shown and checked by `report` (None: no evaluation).
-    `save(progress)` writes a checkpoint (None: the run keeps none). `evaluation(record,
-    fraction)`: a held-out evaluation of the run's own instead (fine-tuning's dev scores)."""
+    `eval_batches`: the held-out batches, shown and checked by `report` (None: `evaluation`, if
+    given, else no evaluation). `save(progress)` writes a checkpoint (None: the run keeps none).
+    `evaluation(record, fraction)`: a held-out evaluation of the run's own, used when there are no
+    `eval_batches` (fine-tuning's dev scores)."""
     model = dist.wrap(module, device)  # DDP under torchrun; the module itself in one process
     if eval_batches is not None:
         evaluation = functools.partial(evaluate_held_out, module, eval_batches, settings.eval_batches, device, amp, report, dist)
