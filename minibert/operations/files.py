@@ -78,7 +78,7 @@ def read_record(path: Path, fix: str | None = None) -> dict:
 def read_flags(path: Path, defaults: dict[str, bool], fix: str) -> dict[str, bool]:
     """The true/false switches named in `defaults` from the JSON object in `path` (e.g. a
     tokenizer_config.json's do_lower_case); `defaults` where the file or a key is absent."""
-    stored = read_json_object(path, fix) if Path(path).is_file() else {}
+    stored = read_record(path, fix)
     flags = {name: stored.get(name, default) for name, default in defaults.items()}
     for name, value in flags.items():
         if not isinstance(value, bool):

@@ -4,11 +4,12 @@ folder, published only once transformers has read it back.
 It is the README's recipe (from_pretrained with the checkpoint's own head, save_pretrained with
 format="hf" and the checkpoint's tokenizer) as one command, plus the check of export_check.py.
 Where a built-in transformers family holds the model exactly, the folder is of that family (a
-fine-tuned classifier: its *ForSequenceClassification or *ForTokenClassification, task_heads.py,
-with a model card, model_card.py); otherwise (rotary positions with shared layers, a
+fine-tuned classifier: its *ForSequenceClassification or *ForTokenClassification, task_heads.py);
+otherwise (rotary positions with shared layers, a
 replaced-token head or no segment embeddings, pre-LN, attention-only or FFN-only sharing, a
 classifier head no built-in class computes) it is transformers' custom code, minibert's own
-source in the folder, loaded with `trust_remote_code=True` (custom_code.py).
+source in the folder, loaded with `trust_remote_code=True` (custom_code.py). A fine-tuned model
+gets a model card either way (model_card.py).
 The folder is written beside OUT under a temporary name and renamed to OUT only when the check
 passes (or is skipped because transformers is not installed), so a refused export leaves OUT
 as it was. OUT is never clobbered by accident: a folder that holds a model is replaced only with

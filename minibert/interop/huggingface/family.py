@@ -45,11 +45,14 @@ class SequenceHead:
     dense: str = "classifier.dense"
     out: str = "classifier.out_proj"
 
+    def activation_name(self, config: ModelConfig) -> str | None:
+        """The activation between `dense` and `out` by name, for a model of `config` (None: no dense layer)."""
+        return config.activation if self.activation == HIDDEN_ACT else self.activation
+
     def dense_activation(self, config: ModelConfig) -> nn.Module | None:
-        """The activation between `dense` and `out`, for a model of `config` (None: no dense layer)."""
-        if self.activation is None:
-            return None
-        return nn.Tanh() if self.activation == "tanh" else MODULES[config.activation if self.activation == HIDDEN_ACT else self.activation]
+        """That activation as a module (None: no dense layer)."""
+        name = self.activation_name(config)
+        return None if name is None else nn.Tanh() if name == "tanh" else MODULES[name]
 
     @property
     def needs_pooler(self) -> bool:
@@ -189,8 +192,7 @@ class Family:
             return f"share_layers={config.share_layers!r}, but {name} does not share layers"
         if head == "classifier" and config.pooler != self.sequence_head.needs_pooler:
             if config.pooler:
-                activation = config.activation if self.sequence_head.activation == HIDDEN_ACT else self.sequence_head.activation
-                return f"{self.architectures[head]} reads the first token through {activation}, not a pooler's tanh"
+                return f"{self.architectures[head]} reads the first token through {self.sequence_head.activation_name(config)}, not a pooler's tanh"
             return f"{self.architectures[head]} reads a pooler (tanh of a dense layer), and this model has none"
         fields = config.to_dict()
         for field_name, value in {**self.fixed, **self.head_fixed.get(head, {})}.items():

@@ -87,7 +87,7 @@ def recipe(report: dict, args: dict) -> list[str]:
             lines[0] += f" Pooling {recorded.get('pooling')}: {recorded['pooling_why']}."
         lines.append("")
     else:
-        lines = [f"{recorded}.", ""] if recorded else []  # an older eval.json: the recipe's printed line
+        lines = [f"{recorded}.", ""] if recorded else []  # a recipe recorded as its printed line, not a record
     settings = {"steps": report.get("steps"), "batch size": args.get("batch_size"), "peak lr": args.get("lr"),
                 "warm-up": args.get("warmup"), "weight decay": args.get("weight_decay"),
                 "layer-wise lr decay": args.get("layer_decay"), "max length": args.get("max_len"),
@@ -99,7 +99,7 @@ def metric_rows(source: Path, report: dict) -> list[str]:
     """A table of the dev metrics: this model's seed, and the other seeds of its sweep."""
     runs = {source: report}
     if re.fullmatch(r"seed-\d+", source.name):  # a --glue sweep: OUT/<task>/seed-<n>/
-        runs.update({folder: read_record(folder / EVAL_FILE) for folder in sorted(source.parent.glob("seed-*"))})
+        runs.update({folder: read_record(folder / EVAL_FILE) for folder in sorted(source.parent.glob("seed-*")) if folder != source})
     runs = {folder: run for folder, run in runs.items() if run}
     names = [key for key, value in report.items() if isinstance(value, (int, float)) and key not in NOT_METRICS]
     rows = ["| seed | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]

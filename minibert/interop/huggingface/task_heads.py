@@ -72,7 +72,8 @@ def in_family_layout(model: nn.Module, family: Family, head: str) -> nn.Module:
         return model
     classifier = model.head.classifier
     if sequence.activation == "tanh":  # our pooler is its dense layer (the encoder keeps its own)
-        return InFamilyLayout(model, TwoLayerHead(copy.deepcopy(model.encoder.pooler), torch.tanh, copy.deepcopy(classifier)))
+        return InFamilyLayout(model, TwoLayerHead(copy.deepcopy(model.encoder.pooler), sequence.dense_activation(model.config),
+                                                  copy.deepcopy(classifier)))
     labels, rows = model.num_labels, model.config.hidden_size
     weight, eye, unused = classifier.weight.detach(), torch.eye(labels), rows - 2 * labels
     dense, out_proj = nn.Linear(rows, rows), nn.Linear(rows, labels)
