@@ -224,16 +224,18 @@ def test_glue_runs_every_task_per_seed_and_writes_the_table_the_json_and_the_sub
 
 
 def test_under_torchrun_only_the_first_process_writes_the_sweep_s_files(glue_dir, tiny_dir, tmp_path, monkeypatch):
-    """Every process trains each run (DDP); glue.json and the submission files, and the test-set
-    predictions behind them, are the first process's alone. Here the sweep runs as process 1 of 2."""
+    """Every process trains each run (DDP); glue.json, the submission files and MNLI's mismatched
+    predictions, and the test-set predictions behind them, are the first process's alone. Here the
+    sweep runs as process 1 of 2."""
     import minibert.finetune.run as finetune_run
     from minibert.operations.distributed import Distributed
 
     monkeypatch.setattr(finetune_run.distributed, "setup", lambda *_, **__: Distributed(rank=1, world_size=2))
     out = tmp_path / "out"
-    assert main(["--init", str(tiny_dir), "--glue", str(glue_dir), "--glue-tasks", "SST-2", "--out", str(out), *STEPS]) == 0
+    assert main(["--init", str(tiny_dir), "--glue", str(glue_dir), "--glue-tasks", "SST-2", "MNLI", "--out", str(out), *STEPS]) == 0
     assert (out / "SST-2" / "seed-0" / "eval.json").is_file()  # the run itself (one process here: it writes)
     assert not (out / "glue.json").exists() and not (out / "submission").exists()
+    assert not (out / "MNLI" / "seed-0" / "predictions_mismatched.tsv").exists()  # MNLI's second dev set: scored, not written
 
 
 def test_a_sweep_run_again_with_more_seeds_trains_only_the_missing_runs(glue_dir, tiny_dir, tmp_path, capsys):

@@ -114,13 +114,14 @@ def checkpoint_sweep(settings: FinetuneSettings, found: list[GlueTask], seeds: l
     submission files, and its glue.json (the pretrained side's, with `untrained` and `gains`);
     the first process alone predicts the test sets and writes the files."""
     pretrained = sides[0]
-    result = {**sweep(settings, found, seeds, recipe, backbone, pretrained, glue_dir, device, amp), "seeds": seeds,
+    result = {**sweep(settings, found, seeds, recipe, backbone, pretrained, glue_dir, device, amp, dist), "seeds": seeds,
               "max_train_examples": settings.max_train_examples, "init": pretrained.init, "recipe": recipe.describe()}
     print(table(result, pretrained.label + ("pretrained" if len(sides) > 1 else "")), flush=True)
     if dist.is_main:
         result["submission"] = write_submission(found, result["tasks"], glue_dir, pretrained.out, settings, device, amp)
     for twin in sides[1:]:
-        untrained = sweep(settings, found, seeds, recipe, untrained_twin(backbone, twin.untrained_seed), twin, glue_dir, device, amp)
+        untrained = sweep(settings, found, seeds, recipe, untrained_twin(backbone, twin.untrained_seed), twin, glue_dir, device, amp,
+                          dist)
         result["untrained"] = {**untrained, "init_seed": twin.untrained_seed}
         print(table({**untrained, "seeds": seeds, "max_train_examples": settings.max_train_examples},
                     f"{twin.label}twin (seed {twin.untrained_seed})"), flush=True)
@@ -144,7 +145,7 @@ def checkpoint_folders(inits: list[str], out: Path) -> dict[str, tuple[str, Path
 
 
 def sweep(settings: FinetuneSettings, found: list[GlueTask], seeds: list[int], recipe: Recipe, backbone, side: Side,
-          glue_dir: Path, device, amp) -> dict:
+          glue_dir: Path, device, amp, dist: Distributed) -> dict:
     """One model through every task: the lr chosen on held-out training rows where the recipe leaves
     it open, then one run per seed (read back when it finished earlier). Returns {tasks, averages, seed_averages}."""
     results = {}
@@ -161,7 +162,7 @@ def sweep(settings: FinetuneSettings, found: list[GlueTask], seeds: list[int], r
                               metric=task.selected_by)
             report = read_back(settings, files, task.file_metrics, run_settings) or finetune(run_settings, files, backbone, device, amp)
             if task.mismatched and MISMATCHED not in report:  # scored once the model is saved: a run stopped before is scored now
-                report = score_mismatched(task, glue_dir, files, report, run_settings, device, amp)
+                report = score_mismatched(task, glue_dir, files, report, run_settings, device, amp, dist)
             scores[seed] = {metric: report[metric] for metric in task.metrics}
         results[task.name] = {**summary(task, scores, run_settings), **({"lr_choice": choice} if choice else {})}
     return {"tasks": results, "averages": averages(found, results), "seed_averages": seed_averages(found, results, seeds)}
@@ -260,9 +261,10 @@ def task_settings(settings: FinetuneSettings, seed: int, values: dict, recipe: R
                                                         held_out=held_out)
 
 
-def score_mismatched(task: GlueTask, glue_dir: Path, files: TaskFiles, report: dict, settings, device, amp) -> dict:
+def score_mismatched(task: GlueTask, glue_dir: Path, files: TaskFiles, report: dict, settings, device, amp,
+                     dist: Distributed) -> dict:
     """MNLI's second dev set, scored by the model just saved: its accuracy joins eval.json as
-    `accuracy_mismatched`, its predictions go to predictions_mismatched.tsv."""
+    `accuracy_mismatched`, its predictions go to predictions_mismatched.tsv (the first process writes both)."""
     out = files.out
     classifier = load_classifier(out)
     dev = read_task(glue_dir / task.name / task.mismatched, columns=task.columns)
@@ -270,8 +272,9 @@ def score_mismatched(task: GlueTask, glue_dir: Path, files: TaskFiles, report: d
     predicted, scores = predict_with_scores(classifier.model.to(device), classifier.tokenizer, dev, settings.batch_size,
                                             check_max_len(settings.max_len, classifier.model.config), device, amp)
     report = {**report, MISMATCHED: dev_scores(report["task"], predicted, gold, classifier.labels)["accuracy"]}
-    write_json(out / "eval.json", report)
-    write_atomic(out / "predictions_mismatched.tsv", prediction_rows(dev, predicted, gold, classifier.labels, scores))
+    if dist.is_main:
+        write_json(out / "eval.json", report)
+        write_atomic(out / "predictions_mismatched.tsv", prediction_rows(dev, predicted, gold, classifier.labels, scores))
     print(f"{files.name}: dev accuracy on {task.mismatched} {report[MISMATCHED]:.4f}", flush=True)
     return report
 

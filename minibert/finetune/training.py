@@ -93,7 +93,8 @@ def task_streams(n: int, batch_size: int, seed: int, grad_accum: int, dist: Dist
 
 
 def processes() -> Distributed:
-    """The processes this fine-tune runs in: those torchrun started (joined by the command, cli.py), or this one."""
+    """The processes this fine-tune runs in: those torchrun started (joined by run.py:run, through
+    operations/distributed.py:setup), or this one."""
     if not torch.distributed.is_initialized():
         return Distributed()
     return Distributed(torch.distributed.get_rank(), torch.distributed.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
@@ -144,11 +145,8 @@ def train_steps(objective, batches: list, streams: list[TaskBatches], loop: Loop
         if dist.is_main:
             log.keep_until(progress.step)
             print(f"resuming from {path} (step {progress.step})", flush=True)
-    else:
-        if settings.resume and dist.is_main:
-            warn(f"nothing to resume in {out} yet; starting from step 0")
-        if dist.is_main:
-            (out / METRICS_FILE).unlink(missing_ok=True)  # a new run: its own log
+    elif settings.resume and dist.is_main:  # a new run: OutputDir (`claimed`) removed an earlier log
+        warn(f"nothing to resume in {out} yet; starting from step 0")
 
     def save(progress: Progress) -> None:
         if progress.finished(loop):
