@@ -84,7 +84,8 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
 def interrupted(settings: FinetuneSettings | None, started: float) -> str:
     """What Ctrl-C kept and how to go on, true at that moment. A --glue sweep reads back every run
     that finished (`finished_runs`), so the same command trains only the rest; --train/--dev and
-    --tasks start over, and a model this command saved before the interruption takes --overwrite."""
+    --tasks go on with --resume where a checkpoint was kept, else start over, and a model this
+    command saved before the interruption takes --overwrite."""
     if settings is None or settings.write_training_text or settings.out is None:
         return "interrupted before anything was written; run the same command again"
     out = Path(settings.out)
@@ -92,7 +93,7 @@ def interrupted(settings: FinetuneSettings | None, started: float) -> str:
         finished = len(finished_runs(out))
         if not finished:
             return "interrupted before any run finished; run the same command again"
-        cut_short = " (with --resume, and goes on with the one cut short)" if any(out.rglob(f"{CHECKPOINTS}/step-*")) else ""
+        cut_short = " (with --resume, and goes on with the one cut short)" if any(Checkpoints(folder).steps() for folder in out.rglob(CHECKPOINTS)) else ""
         return (f"interrupted; {finished} finished run{'s' * (finished > 1)} kept in {out}: the same command reads "
                 f"{'them' if finished > 1 else 'it'} back and trains only the rest{cut_short}")
     folders = [out / Path(folder).resolve().name for folder in settings.tasks] if settings.tasks else [out]

@@ -38,6 +38,7 @@ from typing import Iterator, NamedTuple
 
 from ..operations.distributed import Distributed
 from ..operations.files import read_record, write_atomic, write_json
+from ..operations.old_files import upgrade
 from ..operations.tensor_files import SAFETENSORS_FILE
 from .checkpoint import check_out, load_classifier
 from .glue_tasks import GLUE_TASKS, MISMATCHED, GlueTask, present_tasks, task_names, write_submission
@@ -221,7 +222,6 @@ def choice_folder(side: Side, task: GlueTask, lr: float) -> Path:
 
 # flags that choose runs or where they go, or how one is carried out (training.py's OPERATIONAL), not what it computes
 SWEEP_ONLY = (*OPERATIONAL, "glue_tasks", "seeds", "out", "against_untrained")
-RENAMED = {"recipe": "glue_recipe"}  # flags an earlier eval.json records under their earlier name: --recipe was --glue-recipe
 
 
 def read_back(settings: FinetuneSettings, files: TaskFiles, metrics: tuple[str, ...], run_settings: FinetuneSettings,
@@ -241,8 +241,7 @@ def finished_run(folder: Path, metrics: tuple[str, ...], run_settings: FinetuneS
     if not (folder / marker).exists():
         return None
     report = read_record(folder / "eval.json")
-    recorded = report.get("args", {})
-    recorded = {**{new: recorded[old] for new, old in RENAMED.items() if old in recorded}, **recorded}
+    recorded = upgrade("eval.json args", report.get("args", {}))
     differ = [k for k, v in run_settings.recorded().items() if k not in SWEEP_ONLY and recorded.get(k) != v]
     if not report or differ or not all(metric in report for metric in metrics):
         why = f"made with other settings ({', '.join('--' + flag(k) for k in differ)})" if report and differ \

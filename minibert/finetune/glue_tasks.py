@@ -9,8 +9,9 @@ the table below names them, with the label set and GLUE's metrics (Wang et al., 
 
     python train.py finetune --glue GLUE_DIR --write-training-text FILE.txt   # a pretraining corpus: train text only
 
-glue_sweep.py fine-tunes on these tasks (`finetune --glue`); this file only reads and writes
-GLUE's files: `present_tasks`, `training_text`, `write_submission`.
+glue_sweep.py fine-tunes on these tasks (`finetune --glue`); this file reads GLUE's files
+(`present_tasks`, `training_text`) and writes the server's (`write_submission`, predicting with
+the models the sweep kept).
 """
 
 from __future__ import annotations

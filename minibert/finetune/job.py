@@ -67,7 +67,7 @@ def finetune(settings: FinetuneSettings, files: TaskFiles, backbone: tuple[Encod
              amp: Precision) -> dict:
     """Train on `files.train`, evaluate on `files.dev`, write everything into `files.out`, which
     this run holds alone meanwhile (training.py); return eval.json's contents. `settings` are the
-    command's flags with a recipe's values (recipes.py:with_recipe): every length, rate and, for
+    command's flags with a recipe's values (settings.py:FinetuneSettings.with_recipe): every length, rate and, for
     a sentence task, the pooling."""
     dist = processes()
     with claimed(files.out, settings, dist):

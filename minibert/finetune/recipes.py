@@ -44,7 +44,7 @@ from ..objectives.sentence import SENTENCE_TASKS
 from ..operations.files import read_record
 from ..operations.tensor_files import CONFIG_FILE
 from ..pretrained import FORMAT_KEY
-from .twin import RUN_FILE
+from ..operations.outdir import RUN_FILE
 
 LONG_TASKS = ("RTE", "STS-B")  # small training sets: more epochs (ELECTRA's 10)
 HELD_OUT = 0.1  # the share of the training rows an open choice is made on

@@ -31,7 +31,7 @@ class Evaluations:
     process of a DDP run scores the whole dev set and rank 0's stop decides for all of them.
     """
 
-    def __init__(self, model: nn.Module, score: Callable[[], tuple[dict, list]], metric: str, patience: int | None, dist,
+    def __init__(self, model: nn.Module, score: Callable[[], tuple[dict, object]], metric: str, patience: int | None, dist,
                  last_step: int | None = None):
         self.model, self.score, self.metric, self.patience, self.dist = model, score, metric, patience, dist
         self.last_step = last_step  # the run's last step: the model is not trained after an evaluation there

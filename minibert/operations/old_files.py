@@ -14,6 +14,7 @@ from __future__ import annotations
 RENAMED = {
     "model config": {"attention": "attention_backend"},  # ModelConfig's attention backend
     "data order": {"rows": "examples", "copies": "examples"},  # how many examples a checkpoint's data order serves
+    "eval.json args": {"glue_recipe": "recipe"},  # a fine-tune's flags as eval.json records them
 }
 
 
