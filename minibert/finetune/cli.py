@@ -29,7 +29,7 @@ from .settings import FLAGS, FinetuneSettings
 from .training import CHECKPOINTS
 
 PROG = "python -m minibert.finetune"
-ALIASES = {"recipe": ("--glue-recipe",)}  # a flag's earlier name, still read
+ALIASES = {"recipe": ("--glue-recipe",)}  # another spelling each of these flags accepts
 PARSE = {"int": int, "int | None": int, "float": float, "float | None": float, "list[int] | None": int}  # else a string
 
 
