@@ -1,6 +1,6 @@
 """minibert: the BERT family as configurations of one small, readable encoder.
 
-    from minibert import ModelConfig, Encoder, pretrain
+    from minibert import ModelConfig, Encoder, finetune, pretrain
     encoder = Encoder(ModelConfig.preset("albert-base"))
     result = pretrain("bert", steps=200)   # = python train.py --variant bert --steps 200
     result = finetune(init=result.out, train="train.tsv", dev="dev.tsv", out="runs/task")  # = python train.py finetune ...

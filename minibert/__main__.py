@@ -1,5 +1,5 @@
 """`python -m minibert COMMAND`: the commands of minibert/tools/ (fill-mask, detect, info,
-attention, export, curves, predict); `python -m minibert --help` lists them."""
+attention, export, curves, predict, explore); `python -m minibert --help` lists them."""
 
 import sys
 

@@ -109,6 +109,8 @@ def add_predict_command(commands) -> None:
                          "CLF's eval.json records, else 128 or the model's limit)")
     predict.add_argument("--device", choices=DEVICES, default="auto", help="auto = cuda when available, else cpu")
     predict.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+
+
 def add_explore_command(commands) -> None:
     """`explore`: a local page that shows the run's code acting on text (minibert/tools/explore/)."""
     explore = add_command(commands, "explore", "open a local page that shows a checkpoint's batches, heads, losses and "
@@ -123,12 +125,15 @@ def add_explore_command(commands) -> None:
 
 
 def explore(args: argparse.Namespace) -> None:
+    import torch
+
     from .explore import open_session, serve, write_page
 
     if args.text and not args.out:
         raise ValueError("--text chooses the texts a written page holds: add --out FILE, or type the text in the page")
     if not 0 <= args.port < 65536:
         raise ValueError(f"--port {args.port} is not a port: give 1 to 65535, or leave it out for a free one")
+    torch.set_num_threads(1)  # the page answers one text at a time (bench/explore_speed.py times it)
     try:
         session = open_session(args.checkpoint)
         if args.out:

@@ -63,6 +63,7 @@ class Example:
     chosen: torch.Tensor  # [T] bool: the positions the masking chose (or the learner's [MASK]s)
     source: str  # where the text came from, in words
     yours: bool = False  # the learner wrote the [MASK]s: there is no original to score against
+    stored: bool = False  # the mask a static copy stored (BERT's), not one drawn now
 
 
 def explore(session: Session, text: str | None, draw: int) -> dict:
@@ -101,7 +102,7 @@ def run_example(session: Session, draw: int) -> Example:
         source = f"the first held-out example, with the mask dynamic masking draws for it in epoch {draw}"
     labels = batch["labels"][0]
     chosen = labels != IGNORE_INDEX
-    return Example(batch, torch.where(chosen, labels, batch["input_ids"][0]), chosen, source)
+    return Example(batch, torch.where(chosen, labels, batch["input_ids"][0]), chosen, source, stored=session.static)
 
 
 def typed_example(session: Session, text: str, draw: int) -> Example:
@@ -185,11 +186,12 @@ def batch_panel(session: Session, example: Example, metrics: dict, draw: int) ->
                        "fate": ("yours" if example.yours else fate(session, int(original), int(seen))) if chosen else None})
     masking = session.masking
     answer = {"source": example.source, "draw": draw, "tokens": tokens, "code": CODE["batch"],
-              "masking": "static" if session.static and not example.source.startswith("your") else "dynamic",
+              "masking": "static" if example.stored else "dynamic",
               "mask_prob": masking.mask_prob, "replace_probs": list(masking.replace_probs),
               "spans": masking.max_span > 1 or masking.word_starts is not None, "sentence": sentence(session, example, metrics)}
     if answer["masking"] == "static":
-        answer["copy"], answer["copies"] = draw % len(session.copy_rows()), len(session.copy_rows())
+        copies = len(session.copy_rows())
+        answer["copy"], answer["copies"] = draw % copies, copies
     return answer
 
 

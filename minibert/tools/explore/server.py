@@ -5,7 +5,7 @@
 
 The server is Python's own (http.server.ThreadingHTTPServer): it serves the page and its JSON
 answers, nothing else, to 127.0.0.1 only. A request whose Host header is not this server's
-loopback address and port is refused (403), so a web page elsewhere cannot reach it through
+loopback address or localhost, with its port, is refused (403), so a web page elsewhere cannot reach it through
 a name that resolves to 127.0.0.1 (DNS rebinding). A bad text is a message in the page; the
 server keeps answering.
 """
@@ -67,7 +67,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         port = self.server.server_address[1]
         if self.headers.get("Host") not in (f"{LOOPBACK}:{port}", f"localhost:{port}"):
-            return self.reply(HTTPStatus.FORBIDDEN, {"error": f"this server answers only http requests for {LOOPBACK}:{port}"})
+            return self.reply(HTTPStatus.FORBIDDEN, {"error": f"this server answers only http requests for {LOOPBACK}:{port} or localhost:{port}"})
         url = urlsplit(self.path)
         query = {name: values[0] for name, values in parse_qs(url.query).items()}
         try:

@@ -12,7 +12,7 @@ every setting, so the explorer rebuilds what the run itself built, with the run'
     the masking        the run's Masking, which draws the masks of a text the learner types
 
 A Hugging Face folder has no run: only its model and tokenizer, masked as BERT did (15%, 80/10/10).
-Every panel reads this object under `lock`: one model, many request threads.
+Every answer to a text reads this object under `lock`: one model, many request threads.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
 from torch import nn
 
 from ...corpus.pipeline import PretrainingData, build_pretraining_data
@@ -80,7 +79,6 @@ class Session:
 
 def open_session(path: str | Path) -> Session:
     """Load DIR: a `python train.py` run folder (run.json beside the model) or a Hugging Face one."""
-    torch.set_num_threads(1)  # a page answers one text at a time; one thread loads and answers fastest on a small model
     directory = checkpoint_directory(path)
     run = read_json(directory / RUN_FILE) if (directory / RUN_FILE).is_file() else {}
     tokenizer = load_tokenizer(directory)
@@ -105,14 +103,13 @@ def open_session(path: str | Path) -> Session:
 
 
 def kept_model(directory: Path, heads: tuple[str | None, ...]) -> tuple[nn.Module, str | None]:
-    """The model in DIR with the first of `heads` it holds, in eval mode."""
-    for head in heads:
+    """The model in DIR with the first of `heads` it holds, in eval mode (as from_pretrained returns it)."""
+    for head in heads[:-1]:
         try:
-            return from_pretrained(directory, head=head).eval(), head
+            return from_pretrained(directory, head=head), head
         except MissingHead:
-            if head == heads[-1]:
-                raise
-    raise AssertionError("unreachable")
+            pass
+    return from_pretrained(directory, head=heads[-1]), heads[-1]
 
 
 def run_masking(settings: Settings) -> dict:
