@@ -15,13 +15,13 @@ without it a run says once how to get the picture and carries on.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..operations.files import read_json_object
 from ..operations.outdir import RUN_FILE
 from ..tools.pictures import INSTALL, MissingMatplotlib, picture_path, pyplot, save_figure
 from ..variants import get_variant
+from .metrics import MetricsLog
 from .report import Band, band_for, default_bands
 from ..training.settings import Settings
 
@@ -33,13 +33,7 @@ def read_log(run: Path) -> list[dict]:
     path = Path(run) / "metrics.jsonl"
     if not path.is_file():
         raise FileNotFoundError(f"{run} holds no metrics.jsonl; give the --out folder of a python train.py run")
-    records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            records.append(json.loads(line))
-        except ValueError:
-            continue
-    return records
+    return MetricsLog(path).records()
 
 
 def run_band(run: Path) -> dict[str, Band]:

@@ -24,16 +24,22 @@ class MetricsLog:
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
 
+    def records(self) -> list[dict]:
+        """Every whole record, in order ([] when there is no file); a line cut short by a crash is skipped."""
+        if not self.path.exists():
+            return []
+        records = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                continue
+        return records
+
     def last(self) -> dict:
         """The last whole record ({} when there is none): how the run ended."""
-        if not self.path.exists():
-            return {}
-        for line in reversed(self.path.read_text(encoding="utf-8").splitlines()):
-            try:
-                return json.loads(line)
-            except ValueError:
-                pass  # a line cut short by a crash
-        return {}
+        records = self.records()
+        return records[-1] if records else {}
 
     def keep_until(self, step: int) -> None:
         """After a resume from `step`: drop the lines the interrupted run wrote after it,

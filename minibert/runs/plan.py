@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -75,10 +75,8 @@ TIMED_STEPS = 3  # steps timed on a CPU, after one untimed (the first allocates)
 EVAL_SHARE = 1 / 3  # a held-out batch costs about a third of a training step: the forward alone
 SAFE_SHARE = 0.5  # of the memory available when the plan starts, the most its timed step may use: others share the machine
 STATE_BYTES = 16  # a parameter's fp32 weight, its gradient and AdamW's two moments
-# A step's peak resident memory per sequence over the bytes autograd saves for it: measured
-# 0.8 to 2.2 times on this project's 2-core machine (BERT, RoBERTa, ALBERT and ELECTRA shapes,
-# widths 512 and 768, 128 and 512 tokens; 2.75 for RoBERTa at width 256, whose sequences need
-# little), the backward's gradients and the allocator's slack beside them.
+# What a sequence adds to a step's peak resident memory, as a multiple of the bytes autograd saves
+# for it: those, the backward's gradients and the allocator's slack beside them.
 MARGIN = 2.5
 SLICE_SECONDS = 2.0  # a timed slice's forward and backward take about this long at most, so that --plan stays quick
 TIMING_SECONDS = 10.0  # and fewer than TIMED_STEPS are timed past this (one at least)
@@ -247,7 +245,7 @@ def time_step(variant: Variant, settings: Settings, config: ModelConfig, threads
         return stepped - started, time.perf_counter() - stepped, saved
 
     first, _, saved = step(random_batch(variant, settings, config, generator, 1), measure=True)  # untimed: it allocates
-    timing = StepTiming(threads, None, 0, micro, accum, timing.state_bytes, MARGIN * saved, available)
+    timing = replace(timing, sequence_bytes=MARGIN * saved)
     fits = int((budget - timing.state_bytes) // timing.sequence_bytes) if timing.sequence_bytes else micro
     if fits < 1:
         return timing
@@ -264,7 +262,7 @@ def time_step(variant: Variant, settings: Settings, config: ModelConfig, threads
         passes.append(forward_backward)
         updates.append(update)
     seconds = median(passes) * micro / sequences * accum + median(updates)
-    return StepTiming(threads, seconds, sequences, micro, accum, timing.state_bytes, timing.sequence_bytes, available, why)
+    return replace(timing, seconds=seconds, timed=sequences, why=why)
 
 
 def median(values) -> float:
@@ -315,7 +313,8 @@ def describe_plan(variant: Variant, settings: Settings, overrides: dict, *, time
         lines[0] += f" (--budget {settings.budget} decides when it ends, not --steps)"
     if peak is None and timed is not None:
         lines.append(cpu_wall_time(settings, steps, timed, build_seconds))
-        lines += [timed.note()] if timed.note() and timed.seconds is not None else []
+        note = timed.note()
+        lines += [note] if note and timed.seconds is not None else []
     elif peak is None:
         lines.append(f"  wall time: unknown, no known peak for {name}; `--plan` alone times a step here, or name a GPU "
                      f"with --plan-for h100|a100|l4|t4")
