@@ -238,6 +238,17 @@ def test_under_torchrun_only_the_first_process_writes_the_sweep_s_files(glue_dir
     assert not (out / "MNLI" / "seed-0" / "predictions_mismatched.tsv").exists()  # MNLI's second dev set: scored, not written
 
 
+def test_a_sweep_holding_an_unfinished_run_is_refused_before_anything_is_trained(glue_dir, tiny_dir, tmp_path, capsys):
+    """An interrupted run's checkpoints in the second task's folder: without --resume refused in one
+    line up front (as --tasks is), the first task not trained."""
+    out = tmp_path / "out"
+    (out / "SST-2" / "seed-0" / "checkpoints" / "step-00000010").mkdir(parents=True)
+    assert main(["--init", str(tiny_dir), "--glue", str(glue_dir), "--glue-tasks", "CoLA", "SST-2", "--out", str(out), *STEPS]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "SST-2" in err and "--resume" in err and "--overwrite" in err, err
+    assert not (out / "CoLA").exists()
+
+
 def test_a_sweep_run_again_with_more_seeds_trains_only_the_missing_runs(glue_dir, tiny_dir, tmp_path, capsys):
     out, tasks = tmp_path / "out", ["--glue-tasks", "RTE", "MNLI"]
     argv = ["--init", str(tiny_dir), "--glue", str(glue_dir), *tasks, "--out", str(out), *STEPS]

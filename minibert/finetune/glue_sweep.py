@@ -49,7 +49,7 @@ from .scores import dev_scores
 from ..training.settings import flag
 from .settings import FinetuneSettings
 from .tasks import read_task
-from .training import OPERATIONAL
+from .training import OPERATIONAL, check_unfinished
 from .twin import across, gains, gains_table, init_seed, spread, untrained_twin
 
 UNTRAINED = "untrained"  # the twin's OUT, inside the checkpoint's
@@ -92,6 +92,8 @@ def run_glue(settings: FinetuneSettings, device, amp, dist: Distributed) -> dict
         for side in sides:
             for folder, metrics, run_settings, marker in planned_runs(settings, found, seeds, recipe, side):
                 check_out(folder, overwrite=True)
+                if not settings.resume:  # as run.py's --tasks: an interrupted run is refused now, not in its turn
+                    check_unfinished(folder, settings.overwrite)
                 finished_run(folder, metrics, run_settings, marker)
     checkpoints = {name: checkpoint_sweep(settings, found, seeds, glue_dir, *plan, device, amp, dist) for name, plan in plans.items()}
     if len(checkpoints) == 1:
