@@ -110,9 +110,14 @@ def pretrain(settings: Settings, model_overrides: dict | None = None, *, resume:
         dist.close()
 
 
+def asked_vocab_size(variant: Variant, model_overrides: dict) -> int:
+    """The vocabulary a run asks of a new tokenizer: its --vocab-size, else its variant's."""
+    return model_overrides.get("vocab_size", variant.model["vocab_size"])
+
+
 def corpus_cost(variant: Variant, settings: Settings, model_overrides: dict, start: Start | None):
     """What building --data's corpus will cost, and whether it is cached (corpus/cost.py); reads, writes nothing."""
-    return plan_corpus(settings.data, vocab_size=model_overrides.get("vocab_size", variant.model["vocab_size"]),
+    return plan_corpus(settings.data, vocab_size=asked_vocab_size(variant, model_overrides),
                        masking=settings.masking, dupe_factor=dupe_factor(settings), mask_prob=settings.mask_prob,
                        data_dir=cache_dir(settings), tokenizer_dir=tokenizer_source(variant, settings, start),
                        text_field=settings.text_field, tokenizer_sentences=settings.tokenizer_sentences)
@@ -158,7 +163,7 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
         warn(f"nothing to resume in {out} yet; starting from step 0")
     teacher = load_teacher(settings.teacher, settings.seq_len) if variant.needs_teacher else None
 
-    vocab_size = model_overrides.get("vocab_size", variant.model["vocab_size"])  # a new tokenizer's
+    vocab_size = asked_vocab_size(variant, model_overrides)
     tokenizer_dir = tokenizer_source(variant, settings, start)
     shards, eval_batches, tokenizer, baselines = build_batches(settings, dist, tokenizer_dir, vocab_size)
     config = start.config if start else run_architecture(variant, settings, model_overrides, vocab_size=tokenizer.vocab_size,

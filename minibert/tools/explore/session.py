@@ -31,7 +31,7 @@ from ...operations.outdir import GENERATOR_DIR
 from ...operations.state import load_trainable_state
 from ...operations.tensor_files import CONFIG_FILE, read_json
 from ...pretrained import MissingHead, checkpoint_directory, from_pretrained
-from ...runs.run import data_settings, load_teacher
+from ...runs.run import asked_vocab_size, data_settings, load_teacher
 from ...tokenizers import load_tokenizer
 from ...tokenizers.base import Tokenizer
 from ...training.loop import Pretrainer
@@ -146,7 +146,7 @@ def run_pretrainer(session: Session) -> Pretrainer | None:
 def run_data(session: Session, model_overrides: dict) -> PretrainingData | None:
     """The run's examples and masks, rebuilt by the run's pipeline (from its cache, where it is)."""
     settings = session.settings
-    asked = model_overrides.get("vocab_size", session.variant.model["vocab_size"])  # the tokenizer's size as the run asked it
+    asked = asked_vocab_size(session.variant, model_overrides)
     try:
         return build_pretraining_data(settings.data, **data_settings(settings, session.directory, asked, batch_size=1))
     except (OSError, ValueError) as error:
