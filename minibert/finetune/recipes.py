@@ -175,6 +175,8 @@ def checkpoint_pooling(init: str | Path) -> Pooling:
             return Pooling("cls", f"the checkpoint is Hugging Face {family}, pretrained with {task}, which trains [CLS]")
         return Pooling("mean", f"the checkpoint is Hugging Face {family}, pretrained without a sentence task, so its [CLS] "
                                f"holds nothing sentence-level")
+    if family is not None:  # RoFormer, say: a family whose published pretraining SENTENCE_TASK_OF_FAMILY does not record
+        return Pooling("cls", f"the checkpoint records no pretraining minibert knows (Hugging Face {family}): BERT's default")
     return BERT_POOLING
 
 
