@@ -39,13 +39,12 @@ from ..operations.precision import Precision
 from .checkpoint import Classifier, is_classifier, load_classifier, save_classifier
 from .scores import dev_scores
 from .selection import Evaluations
-from .settings import DEFAULT_ALPHA, DEFAULT_TEMPERATURE, FinetuneSettings
+from .settings import DEFAULT_ALPHA, DEFAULT_TEMPERATURE, HEADLINE, FinetuneSettings
 from .training import claimed, done, processes, task_streams, train_steps
 from .soft_targets import TaskDistillation
 from .inference import check_max_len, encode, logit_batches, predict_with_scores
 
 CLIP = 1.0  # gradient-norm clip, as BERT's fine-tuning code does
-HEADLINE = {"classification": "accuracy", "regression": "pearson", "tokens": "accuracy"}  # the score printed for each kind of task
 
 
 class TaskFiles(NamedTuple):

@@ -8,7 +8,7 @@
     load_best_model_at_end); eval.json lists every evaluation and names the step kept
 
 The metric is the task's own: GLUE's for its task (glue_tasks.py: MCC for CoLA, Spearman for
-STS-B, accuracy elsewhere), the headline of its kind otherwise (job.py: HEADLINE). Without
+STS-B, accuracy elsewhere), the headline of its kind otherwise (settings.py: HEADLINE). Without
 --eval-every the one evaluation is at the end and the model kept is the last, BERT's recipe:
 keeping the best of several evaluations chooses on dev, and the dev score then reads high.
 """

@@ -22,7 +22,8 @@ from .glue_tasks import GLUE_TASKS
 from .inference import DEFAULT_MAX_LEN
 from .recipes import BATCH_SIZE, DEFAULT_RECIPE, DROPOUT, RECIPE_FLAGS, RECIPES, Recipe
 
-TASKS = ("classification", "regression", "tokens")
+HEADLINE = {"classification": "accuracy", "regression": "pearson", "tokens": "accuracy"}  # the score printed for each kind of task
+TASKS = tuple(HEADLINE)
 DEFAULT_ALPHA, DEFAULT_TEMPERATURE = 0.5, 2.0  # --teacher: soft targets and labels weighed evenly, softened at T = 2 (soft_targets.py)
 DISTILLATION, RUN_TOOLS = "distillation from a fine-tuned teacher", "evaluation while training, and the run tools pretraining has"
 NOT_RECORDED = ("overwrite", "resume", "recipe_description")  # how to treat OUT, and the recipe eval.json records under its own key
