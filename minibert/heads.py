@@ -5,9 +5,11 @@
     ReplacedTokenHead   one logit per token: "was this token replaced?" (ELECTRA), and its
                         loss, `detection_loss`
     ClassificationHead  num_labels on the pooled output, or on every token (fine-tuning)
+    SpanExtractor's     two logits per token, "the answer starts here" and "ends here" (question
+    head                answering), and their loss, `span_loss`
 
 A task model is an `Encoder` plus one head: `MaskedLM`, `ReplacedTokenDetector`,
-`SequenceClassifier`, `TokenClassifier`. Pretraining keeps the first two, and its objectives
+`SequenceClassifier`, `TokenClassifier`, `SpanExtractor`. Pretraining keeps the first two, and its objectives
 (minibert/objectives/) reach their losses through the same calls as a loop of your own:
 `MaskedLM.masked_lm_loss` and `detection_loss`. NSP's and SOP's head, which no kept model
 has, lives with its objective (objectives/sentence.py).
@@ -62,6 +64,16 @@ class TokenClassifierOutput(ModelOutput):
     `loss` with labels (exact where a label is, where the last layer ran)."""
 
     logits: torch.Tensor | None = None
+    loss: torch.Tensor | None = None
+
+
+@dataclass
+class SpanOutput(ModelOutput):
+    """`SpanExtractor`'s output: `start_logits` and `end_logits` [B, T], how likely each
+    position is to start and to end the answer; `loss` with the gold positions."""
+
+    start_logits: torch.Tensor | None = None
+    end_logits: torch.Tensor | None = None
     loss: torch.Tensor | None = None
 
 
@@ -329,3 +341,36 @@ class TokenClassifier(EncoderWithHead):
         if labels is not None:
             loss = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
         return TokenClassifierOutput(**encoder_fields(out), logits=logits, loss=loss)
+
+
+class SpanExtractor(EncoderWithHead):
+    """Encoder + span head: extractive question answering, as BERT reads SQuAD (Devlin et al.,
+    2019, section 4.2).
+
+    The question is segment A and the passage segment B. BERT adds only two vectors: a start
+    vector S and an end vector E, one linear map H → 2 (`head`, transformers' `qa_outputs`).
+    Position i starts the answer with probability softmax_i(S · h_i) over the window, and
+    ends it with softmax_j(E · h_j); the loss is the mean of the two cross-entropies at the
+    gold start and end. A window that does not hold the answer (or a SQuAD 2.0 question that
+    has none) points both at [CLS], position 0, so the same two softmaxes also learn "no
+    answer here". Picking the best span from the two is decoding (finetune/span_decoding.py)."""
+
+    num_labels = 2  # the head's outputs: start and end
+
+    def __init__(self, config: ModelConfig, num_labels: int = 2):
+        if num_labels != 2:
+            raise ValueError(f"a span head has two outputs (start, end), not {num_labels}")
+        super().__init__(config, lambda c: nn.Linear(c.hidden_size, 2))
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, start_positions=None,
+                end_positions=None) -> SpanOutput:
+        out = self.encoder(input_ids, attention_mask, token_type_ids)
+        start_logits, end_logits = self.head(out.last_hidden_state).unbind(-1)  # [B, T, H] -> [B, T, 2] -> 2 × [B, T]
+        loss = None if start_positions is None else span_loss(start_logits, end_logits, start_positions, end_positions)
+        return SpanOutput(**encoder_fields(out), start_logits=start_logits, end_logits=end_logits, loss=loss)
+
+
+def span_loss(start_logits: torch.Tensor, end_logits: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
+    """BERT's SQuAD loss: the mean of the start's and the end's cross-entropy over the
+    window's positions, logits [B, T] against gold positions [B] (0: no answer in the window)."""
+    return (F.cross_entropy(start_logits.float(), starts) + F.cross_entropy(end_logits.float(), ends)) / 2

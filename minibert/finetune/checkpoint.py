@@ -1,11 +1,11 @@
 """A fine-tuned model on disk: minibert's checkpoint format plus the head and its labels.
 
-The head is a `SequenceClassifier` (one output per class, or one score) or a
-`TokenClassifier` (a tag per token).
+The head is a `SequenceClassifier` (one output per class, or one score), a
+`TokenClassifier` (a tag per token) or a `SpanExtractor` (an answer's start and end).
 
     config.json        the encoder's ModelConfig and a marker naming the head and its outputs
     model.safetensors  every parameter, under our names
-    labels.json        the class names, in id order (classification only)
+    labels.json        the class names, in id order (classification and tagging only)
     tokenizer          tokenizer.model (SentencePiece) or vocab.txt (WordPiece)
 
 One output means regression (a score, e.g. STS-B's similarity), which has no class names.
@@ -22,19 +22,19 @@ from ..tokenizers.load import load_tokenizer, tokenizer_file_names
 from .inference import DEFAULT_BATCH_SIZE, predict_rows
 from .tasks import LabelMap
 from ..tokenizers.base import Tokenizer
-from ..heads import SequenceClassifier, TokenClassifier
+from ..heads import SequenceClassifier, SpanExtractor, TokenClassifier
 from ..pretrained import FORMAT_KEY, FORMAT_VERSION, stored_config
 from ..operations.files import write_json
 from ..operations.tensor_files import CONFIG_FILE, SAFETENSORS_FILE, load_tensors, open_tensors, read_json, save_tensors
 
-HEADS = {"classifier": SequenceClassifier, "token_classifier": TokenClassifier}  # as named in config.json
+HEADS = {"classifier": SequenceClassifier, "token_classifier": TokenClassifier, "span_extractor": SpanExtractor}  # as named in config.json
 LABELS_FILE = "labels.json"
 
 
 class Classifier(NamedTuple):
-    model: SequenceClassifier | TokenClassifier
+    model: SequenceClassifier | TokenClassifier | SpanExtractor
     tokenizer: Tokenizer
-    labels: LabelMap | None  # None for regression
+    labels: LabelMap | None  # None for regression and question answering
 
     def predict(self, rows: list, batch_size: int = DEFAULT_BATCH_SIZE, max_len: int | None = None) -> list:
         """A `Prediction` (label, score) per text or (a, b) pair of `rows`; for a tagger, whose rows
@@ -83,7 +83,8 @@ def load_classifier(directory: str | Path) -> Classifier:
     fields = dict(stored)
     marker = fields.pop(FORMAT_KEY)
     num_labels = marker.get("num_labels")
-    labels = None if num_labels == 1 else LabelMap(read_json(directory / LABELS_FILE).get("labels"))
+    has_labels = num_labels != 1 and marker["head"] != "span_extractor"  # a score, or an answer's start and end, has no names
+    labels = LabelMap(read_json(directory / LABELS_FILE).get("labels")) if has_labels else None
     if labels is not None and num_labels != len(labels):
         raise ValueError(
             f"{directory}: config.json says {num_labels} labels but {LABELS_FILE} names {len(labels)}; the folder is inconsistent"
