@@ -1,6 +1,7 @@
 """`python -m minibert export` of a fine-tuned model: transformers' own class of its family
 wherever one computes minibert's head exactly (interop/huggingface/task_heads.py), custom code
-saying why where none does, and a model card written from what fine-tuning recorded.
+saying why where none does, and a model card written from what fine-tuning recorded. A span
+extractor (question answering) becomes each family's *ForQuestionAnswering, or custom code.
 
 The classifiers are tiny, with wide random weights (their logits move visibly when any tensor
 is wrong), saved as `python train.py finetune` saves them; one is fine-tuned for a few steps
@@ -11,6 +12,7 @@ without trust_remote_code and runs transformers' pipelines on it.
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import json
 import os
@@ -28,8 +30,9 @@ from minibert.corpus.vocabulary import train_tokenizer
 from minibert.finetune import main as finetune_main
 from minibert.finetune.checkpoint import load_classifier, save_classifier
 from minibert.finetune.tasks import LabelMap
-from minibert.heads import SequenceClassifier, TokenClassifier
+from minibert.heads import SequenceClassifier, SpanExtractor, TokenClassifier
 from minibert.interop import huggingface
+from minibert.interop.huggingface import export as export_module
 from minibert.interop.huggingface.families import ELECTRA, FAMILIES
 from minibert.interop.huggingface.task_heads import in_family_layout, misfit
 from tiny_run import wide_config, write_corpus
@@ -218,3 +221,134 @@ def test_the_model_card_says_what_fine_tuning_recorded(tokenizer, tmp_path):
     assert f"| 1 (this model) | {report['accuracy']:.4f} |" in card and "| 0 | " in card  # both seeds of the sweep
     assert f"--init {here}/base " in card and "--lr 0.001" in card and "--seed 1" in card and "--steps 2" in card
     assert "python -m minibert export …/task/seed-1 hf" in card and "## Intended use and limits" in card
+
+
+# --- question answering: a span extractor's start and end logits ---------------------------------
+
+# name -> (variant, ModelConfig changes, the class transformers loads it as)
+SPANS = {
+    "bert": ("bert", LEARNED, "BertForQuestionAnswering"),  # its pooler travels, unused, as BertForMaskedLM's does
+    "roberta": ("roberta", LEARNED, "RobertaForQuestionAnswering"),
+    "albert": ("albert", LEARNED, "AlbertForQuestionAnswering"),
+    "electra": ("electra", {**LEARNED, "embedding_size": 16}, "ElectraForQuestionAnswering"),  # BERT has no projection
+    "distilbert": ("distilbert", LEARNED, "DistilBertForQuestionAnswering"),
+    "roformer": ("bert", {"pooler": False}, "RoFormerForQuestionAnswering"),
+    "custom": ("albert", {}, "MinibertForQuestionAnswering"),  # rotary positions with shared layers: custom code
+}
+QUESTIONS = ["Who sees the dog?", "What does the cow eat?", "Where?"]
+CONTEXTS = ["The small cat sees the dog.", "A big cow eats the green fish near the river.", "Hi."]
+QA_EVAL = {"task": "squad", "exact_match": 61.25, "f1": 70.5, "examples": 80, "steps": 100, "seconds": 3.5,
+           "args": {"init": "checkpoints/bert", "train": "squad/train.jsonl", "dev": "squad/dev.jsonl", "seed": 0}}
+
+
+def span_extractor(tokenizer, folder: Path, variant: str, changes: dict) -> Path:
+    """A fine-tuned span extractor of a variant's architecture at a tiny size, with wide random weights."""
+    torch.manual_seed(0)
+    return save_classifier(SpanExtractor(wide_config(tokenizer.vocab_size, variant, **changes)), tokenizer, None, folder)
+
+
+def question_inputs(model, tokenizer) -> dict:
+    batch = tokenizer.batch(QUESTIONS, CONTEXTS, max_length=model.config.max_length)
+    return {k: v for k, v in batch.items() if k != "token_type_ids" or model.config.type_vocab_size > 1}
+
+
+@pytest.fixture(scope="module")
+def span_exports(tokenizer, tmp_path_factory):
+    """name -> (checkpoint, OUT, what the export printed, minibert's and transformers' start and end logits)."""
+    transformers = pytest.importorskip("transformers")
+    root = tmp_path_factory.mktemp("span extractors")
+    exports = {}
+    for name, (variant, changes, _) in SPANS.items():
+        checkpoint = span_extractor(tokenizer, root / "fine-tuned" / name, variant, changes)
+        if name == "roberta":
+            (checkpoint / "eval.json").write_text(json.dumps(QA_EVAL))
+        status, printed = export(checkpoint, root / name)
+        assert status == 0, printed
+        model = load_classifier(checkpoint).model
+        # as a user loads it: a built-in family's class without running any code of the folder
+        theirs = transformers.AutoModelForQuestionAnswering.from_pretrained(root / name, trust_remote_code=name == "custom")
+        batch = question_inputs(model, tokenizer)
+        with torch.no_grad():
+            want, got = model(**batch), theirs.eval()(**batch)
+        pairs = [(want.start_logits, got.start_logits), (want.end_logits, got.end_logits)]
+        exports[name] = checkpoint, root / name, printed, type(theirs).__name__, batch["attention_mask"].bool(), pairs
+    return exports
+
+
+def test_each_family_exports_a_span_extractor_as_its_question_answering_class(span_exports):
+    for name, (_, out, printed, loaded, _, _) in span_exports.items():
+        architecture = SPANS[name][-1]
+        config = json.loads((out / "config.json").read_text())
+        assert config["architectures"] == [architecture] and loaded == architecture, name
+        assert ("auto_map" in config) == (name == "custom"), name
+        first = printed.splitlines()[0]
+        assert f": {architecture} (" in first and ("custom code" in first) == (name == "custom"), name
+        assert "loaded by AutoModelForQuestionAnswering" in printed and "start_logits/end_logits largest difference" in printed, name
+
+
+def test_transformers_computes_minibert_start_and_end_logits(span_exports):
+    for name, (_, _, _, _, real, pairs) in span_exports.items():
+        for want, got in pairs:  # the start logits, then the end logits
+            assert got.shape == want.shape, name
+            assert (got - want)[real].abs().max() <= 1e-4 * max(1.0, want[real].abs().max()), name
+
+
+def test_an_export_whose_end_logits_differ_is_refused(tokenizer, tmp_path, capsys, monkeypatch):
+    """The check compares the end logits too: an end bias written off by one is refused."""
+    pytest.importorskip("transformers")
+    checkpoint = span_extractor(tokenizer, tmp_path / "bert", "bert", LEARNED)
+
+    def end_moved(model, family, head):
+        moved = copy.deepcopy(model)
+        with torch.no_grad():
+            moved.head.bias[1] += 1.0
+        return moved
+
+    monkeypatch.setattr(export_module, "in_family_layout", end_moved)
+    assert main(["export", str(checkpoint), str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "BertForQuestionAnswering computes other start_logits/end_logits than minibert" in err and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+def card_example(out: Path) -> str:
+    card = (out / "README.md").read_text()
+    return card.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_question_answering_card_example_answers_from_the_context(span_exports, monkeypatch):
+    """transformers >= 5.3 has no question-answering pipeline: the card's example reads the model
+    directly, and gives a span of the context (whatever a random model picks)."""
+    for name in ("bert", "custom"):
+        _, out, _, _, _, _ = span_exports[name]
+        monkeypatch.chdir(out.parent)  # the example names the folder as the Hub would: relative
+        example = card_example(out)
+        assert ("trust_remote_code=True" in example) == (name == "custom"), name
+        scope = {}
+        exec(example, scope)
+        start, end = scope["offsets"][scope["start"]][0], scope["offsets"][scope["end"]][1]
+        assert scope["answer"] == scope["context"][start:end] and scope["answer"], name
+        assert scope["inputs"].sequence_ids(0)[scope["start"]] == scope["inputs"].sequence_ids(0)[scope["end"]] == 1, name
+
+
+def test_the_question_answering_pipeline_reads_the_export(span_exports):
+    """Where transformers still has the question-answering pipeline (up to 5.2), it runs on the export."""
+    transformers = pytest.importorskip("transformers")
+    if "question-answering" not in transformers.pipelines.SUPPORTED_TASKS:
+        pytest.skip(f"transformers {transformers.__version__} has no question-answering pipeline (removed in 5.3)")
+    _, out, _, _, _, _ = span_exports["bert"]
+    answer = transformers.pipeline("question-answering", model=str(out), tokenizer=str(out), device="cpu")
+    context = CONTEXTS[1]
+    got = answer(question=QUESTIONS[1], context=context)
+    assert {"answer", "start", "end", "score"} <= set(got) and got["answer"] == context[got["start"]:got["end"]]
+
+
+def test_the_question_answering_card_shows_its_exact_match_and_f1(span_exports):
+    _, out, _, _, _, _ = span_exports["roberta"]
+    card = (out / "README.md").read_text()
+    assert "pipeline_tag: question-answering" in card
+    assert "RobertaForQuestionAnswering, fine-tuned with minibert for squad: the start and the end of the answer" in card
+    assert "| seed | exact_match | f1 |\n" in card and "| 0 | 61.2500 | 70.5000 |" in card and "accuracy" not in card
+    assert "80 dev examples" in card and "pass `truncation=True`" not in card and "overlapping windows" in card
+    _, bert, _, _, _, _ = span_exports["bert"]
+    assert "question answering: the start and the end of the answer in a passage" in (bert / "README.md").read_text()

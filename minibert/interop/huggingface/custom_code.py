@@ -44,13 +44,14 @@ TEMPLATES = Path(__file__).parent / "templates"  # the wrapper's two files, copi
 CONFIGURATION, MODELING = "configuration_minibert", "modeling_minibert"
 
 # The head a model holds -> the wrapper class that runs it (and config.json's `architectures`).
-# "classifier" and "token_classifier" are a fine-tuned checkpoint's (minibert/finetune/checkpoint.py).
+# "classifier", "token_classifier" and "span_extractor" are a fine-tuned checkpoint's (minibert/finetune/checkpoint.py).
 ARCHITECTURES = {
     None: "MinibertModel",
     "mlm": "MinibertForMaskedLM",
     "rtd": "MinibertForPreTraining",
     "classifier": "MinibertForSequenceClassification",
     "token_classifier": "MinibertForTokenClassification",
+    "span_extractor": "MinibertForQuestionAnswering",
 }
 HEAD_OF = {architecture: head for head, architecture in ARCHITECTURES.items()}
 AUTO_MAP = {
@@ -60,6 +61,7 @@ AUTO_MAP = {
     "AutoModelForPreTraining": f"{MODELING}.MinibertForPreTraining",  # ELECTRA's discriminator, as ElectraForPreTraining
     "AutoModelForSequenceClassification": f"{MODELING}.MinibertForSequenceClassification",
     "AutoModelForTokenClassification": f"{MODELING}.MinibertForTokenClassification",
+    "AutoModelForQuestionAnswering": f"{MODELING}.MinibertForQuestionAnswering",
 }
 FIELDS = tuple(field.name for field in dataclasses.fields(ModelConfig))
 

@@ -4,7 +4,8 @@ folder, published only once transformers has read it back.
 It is the README's recipe (from_pretrained with the checkpoint's own head, save_pretrained with
 format="hf" and the checkpoint's tokenizer) as one command, plus the check of export_check.py.
 Where a built-in transformers family holds the model exactly, the folder is of that family (a
-fine-tuned classifier: its *ForSequenceClassification or *ForTokenClassification, task_heads.py);
+fine-tuned classifier: its *ForSequenceClassification or *ForTokenClassification; a span
+extractor: its *ForQuestionAnswering; task_heads.py);
 otherwise (rotary positions with shared layers, a
 replaced-token head or no segment embeddings, pre-LN, attention-only or FFN-only sharing, a
 classifier head no built-in class computes) it is transformers' custom code, minibert's own
@@ -105,7 +106,8 @@ def first_holding(config, head: str | None) -> Family | None:
 
 def load_checkpoint(source: Path) -> tuple[nn.Module, Tokenizer, str | None, list | None]:
     """(model, tokenizer, head, class names) of a checkpoint: a pretrained model with the head it
-    holds, or a fine-tuned classifier with its labels (None for a regression or another head)."""
+    holds, or a fine-tuned model with its labels (None for a regression, a span extractor or
+    another head)."""
     if is_classifier(read_json(source / CONFIG_FILE)):
         model, tokenizer, labels = load_classifier(source)
         head = read_json(source / CONFIG_FILE)[FORMAT_KEY]["head"]

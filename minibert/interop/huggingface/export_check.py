@@ -6,9 +6,10 @@ other outputs, found much later. `python -m minibert export` therefore writes in
 folder and hands it to `check_export` before the folder becomes OUT: transformers' AutoTokenizer
 must give our ids on a few probe texts, the AutoModel* class the folder will be loaded with must
 read every weight (none missing, none unexpected but the pooler a class without one leaves out),
-and its outputs must equal ours within TOLERANCE. Any failure is an ExportMismatch that names
-what differs: the tensors transformers did not read, the probe text whose ids differ, or the
-first stage (embeddings, a layer, the head) whose outputs differ and the tensors it is made of.
+and its outputs must equal ours within TOLERANCE (a span extractor's: the start and the end
+logits). Any failure is an ExportMismatch that names what differs: the tensors transformers did
+not read, the probe text whose ids differ, or the first stage (embeddings, a layer, the head)
+whose outputs differ and the tensors it is made of.
 A sequence classifier must also give, through transformers' text-classification pipeline,
 minibert's label and score (softmax probability, or a regression's score) on every probe text.
 
@@ -38,8 +39,11 @@ INSTALL = "pip install transformers"
 
 # The Auto class a user loads each kind of export with: it must give the class config.json names.
 AUTO_CLASSES = {None: "AutoModel", "mlm": "AutoModelForMaskedLM", "rtd": "AutoModelForPreTraining",
-                "classifier": "AutoModelForSequenceClassification", "token_classifier": "AutoModelForTokenClassification"}
+                "classifier": "AutoModelForSequenceClassification", "token_classifier": "AutoModelForTokenClassification",
+                "span_extractor": "AutoModelForQuestionAnswering"}
 SEQUENCE_HEADS = ("classifier",)  # one row of logits per sequence, not per token
+# The outputs compared, where they are not `logits`: both models name them alike
+OUTPUTS = {None: ("last_hidden_state",), "span_extractor": ("start_logits", "end_logits")}
 
 # Short texts of the kinds that trip tokenizers (casing, punctuation, accents, symbols, odd
 # whitespace, a mask token), one longer than many models take (truncation), and sentence pairs
@@ -70,8 +74,8 @@ class Check:
     probes: int  # texts and pairs compared
     inputs: tuple[str, ...]  # the id tensors AutoTokenizer gave, all equal to ours
     unused: tuple[str, ...]  # tensors the class leaves out as expected (a pooler it does not have)
-    output: str  # "logits" or "last_hidden_state"
-    difference: float  # largest absolute difference of that output over the real tokens
+    output: str  # "logits", "last_hidden_state" or "start_logits/end_logits"
+    difference: float  # largest absolute difference of those outputs over the real tokens
     scale: float  # what the tolerance is relative to
     tolerance: float  # TOLERANCE, or CUSTOM_TOLERANCE for custom code
     scores: float | None = None  # a sequence classifier's: largest difference of the pipeline's scores from ours
@@ -100,7 +104,8 @@ def compare(transformers, directory: Path, model: nn.Module, tokenizer: Tokenize
                      "AutoTokenizer cannot read the tokenizer")
     max_length = model.config.max_length
     batches = probe_batches(tokenizer, max_length)
-    output = "last_hidden_state" if head is None else "logits"
+    fields = OUTPUTS.get(head, ("logits",))
+    output = "/".join(fields)
     difference, scale, inputs, scores = 0.0, 1.0, (), None
     pipe = (transformers.pipeline("text-classification", model=reference, tokenizer=theirs, device="cpu")
             if head in SEQUENCE_HEADS else None)  # built once, used on each batch
@@ -111,7 +116,7 @@ def compare(transformers, directory: Path, model: nn.Module, tokenizer: Tokenize
         same_ids(ours, encoded, firsts, seconds)
         ours = {key: ours[key] for key in encoded}  # what the export takes (no token_type_ids for one segment type)
         with torch.no_grad():
-            want, got = getattr(model(**ours), output), getattr(reference(**encoded), output)
+            want, got = outputs(model(**ours), fields), outputs(reference(**encoded), fields)
         real = slice(None) if head in SEQUENCE_HEADS else ours["attention_mask"].bool()  # rows: sequences or real tokens
         scale = max(scale, want[real].abs().max().item())
         gap = (got - want)[real].abs().max().item() if got.shape == want.shape else float("inf")
@@ -126,6 +131,14 @@ def compare(transformers, directory: Path, model: nn.Module, tokenizer: Tokenize
             scores = max(scores or 0.0, same_predictions(pipe, firsts, seconds, want, labels, max_length))
     return Check(transformers.__version__, type(reference).__name__, sum(len(firsts) for firsts, _ in batches), inputs,
                  unused, output, difference, scale, tolerance, scores)
+
+
+def outputs(result, fields: tuple[str, ...]) -> torch.Tensor:
+    """A model's output named in `fields`, or its several outputs stacked along a last axis (a span
+    extractor's start and end logits, [B, T, 2]): one tensor to compare, whose first axes are the
+    sequences (and their tokens) whichever the head."""
+    values = [getattr(result, name) for name in fields]
+    return values[0] if len(values) == 1 else torch.stack(values, dim=-1)
 
 
 def same_predictions(pipe, firsts: list[str], seconds: list[str] | None, logits: torch.Tensor, labels: list | None,

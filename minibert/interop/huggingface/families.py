@@ -123,11 +123,12 @@ BERT_TIED = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")  
 def family(stem: str, **tables) -> Family:
     """A family named as transformers names it: model_type `stem` in lower case, the backbone under
     `<model_type>.` inside task checkpoints, the bare model `<stem>Model`, the masked LM
-    `<stem>ForMaskedLM` and the fine-tuned classifiers `<stem>For{Sequence,Token}Classification`
-    (`architectures` adds another head's class)."""
+    `<stem>ForMaskedLM`, the fine-tuned classifiers `<stem>For{Sequence,Token}Classification` and
+    span extractor `<stem>ForQuestionAnswering` (`architectures` adds another head's class)."""
     model_type = stem.lower()
     architectures = {None: f"{stem}Model", "mlm": f"{stem}ForMaskedLM", "classifier": f"{stem}ForSequenceClassification",
-                     "token_classifier": f"{stem}ForTokenClassification", **tables.pop("architectures", {})}
+                     "token_classifier": f"{stem}ForTokenClassification", "span_extractor": f"{stem}ForQuestionAnswering",
+                     **tables.pop("architectures", {})}
     return Family(model_type=model_type, prefix=f"{model_type}.", architectures=architectures, **tables)
 
 

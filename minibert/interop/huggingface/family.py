@@ -30,7 +30,10 @@ ACTIVATIONS = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "silu": 
 BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
 
 # A fine-tuned model's heads (finetune/checkpoint.py), which export writes as a family's task class
-TASK_HEADS = ("classifier", "token_classifier")
+TASK_HEADS = ("classifier", "token_classifier", "span_extractor")
+# The heads that are one Linear on every token's vector, as every family's task class holds them:
+# tags, and an answer's start and end (transformers' qa_outputs: start and end its two outputs)
+TOKEN_HEADS = ("token_classifier", "span_extractor")
 HIDDEN_ACT = "hidden_act"  # a classification head applying the encoder's own activation (RoFormer's)
 
 
@@ -96,8 +99,11 @@ class Family:
 
     def task_head_table(self, head: str) -> Names:
         """A fine-tuned head as export writes it (task_heads.py) -> the task class's modules: one
-        Linear `classifier` (every token classifier; BERT's and ALBERT's sequence classifier on
-        the pooler), or `dense` and `out_proj` on the first token."""
+        Linear on every token (`classifier` of a token classifier, `qa_outputs` of a span
+        extractor, whose head is that Linear itself), one Linear `classifier` on the pooler (BERT's
+        and ALBERT's sequence classifier), or `dense` and `out_proj` on the first token."""
+        if head == "span_extractor":
+            return {"weight": "qa_outputs.weight", "bias": "qa_outputs.bias"}
         if head == "token_classifier":
             return {"classifier": "classifier"}
         if self.sequence_head.activation is None:

@@ -21,7 +21,27 @@ CARD_FILE = "README.md"
 EVAL_FILE = "eval.json"  # written by finetune/job.py
 # eval.json's numbers that score nothing: sizes, times, the step kept, the label F1 and MCC call positive (0/1)
 NOT_METRICS = ("examples", "steps", "train_loss", "seconds", "kept_step", "positive_label")
-PIPELINES = {"classifier": "text-classification", "token_classifier": "token-classification"}
+PIPELINES = {"classifier": "text-classification", "token_classifier": "token-classification",
+             "span_extractor": "question-answering"}
+# What to do with a text longer than the model reads, where the pipeline's truncation=True is not the answer
+LONGER = {"span_extractor": "cut a longer context into overlapping windows and keep the best span over them"}
+# How a question-answering model is used: transformers' question-answering pipeline is gone since
+# transformers 5.3, so the card shows the model read directly, the answer kept inside the context
+# and ending where it starts or later (what the pipeline did, without its length limit)
+ANSWER = """import torch
+from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+
+tokenizer = AutoTokenizer.from_pretrained("{folder}"{trust})
+model = AutoModelForQuestionAnswering.from_pretrained("{folder}"{trust})
+question, context = "Where did the cat sit?", "The cat sat on the mat."
+inputs = tokenizer(question, context, truncation="only_second", return_offsets_mapping=True, return_tensors="pt")
+offsets = inputs.pop("offset_mapping")[0]
+with torch.no_grad():
+    out = model(**inputs)
+outside = torch.tensor([segment != 1 for segment in inputs.sequence_ids(0)])  # the question and special tokens
+start = out.start_logits[0].masked_fill(outside, -torch.inf).argmax()
+end = start + out.end_logits[0, start:].masked_fill(outside[start:], -torch.inf).argmax()
+answer = context[offsets[start][0]:offsets[end][1]]"""
 
 
 def model_card(source: Path, out: Path, architecture: str, head: str, labels: list | None, custom: bool,
@@ -31,6 +51,8 @@ def model_card(source: Path, out: Path, architecture: str, head: str, labels: li
     args = report.get("args", {})
     task = report.get("task", "tokens" if head == "token_classifier" else "regression" if labels is None else "classification")
     outputs = "one score" if labels is None else f"{len(labels)} classes: {', '.join(map(str, labels))}"
+    if head == "span_extractor":  # no classes but a span of the passage
+        task, outputs = report.get("task", "question answering"), "the start and the end of the answer in a passage"
     trust = ", trust_remote_code=True" if custom else ""
     training = [
         "## Base checkpoint", "", base_checkpoint(args.get("init")), "",
@@ -43,16 +65,22 @@ def model_card(source: Path, out: Path, architecture: str, head: str, labels: li
         "---", "library_name: transformers", f"pipeline_tag: {PIPELINES[head]}", "tags:", "- minibert", "---", "",
         f"# {out.name}", "",
         f"{architecture}, fine-tuned with minibert for {task}: {outputs}.", "",
-        "```python", "from transformers import pipeline", "",
-        f'classify = pipeline("{PIPELINES[head]}", model="{out.name}"{trust})', "```", "",
+        "```python", usage(head, out.name, trust), "```", "",
         *training,
         "## Intended use and limits", "",
         f"- For {task} of texts like its training data; scores on other kinds of text say little.",
-        f"- It reads at most {max_length} tokens: pass `truncation=True` to the pipeline for longer texts.",
+        f"- It reads at most {max_length} tokens: {LONGER.get(head, 'pass `truncation=True` to the pipeline for longer texts')}.",
         "- The dev metrics above are its only evaluation: no test set, no check for bias or robustness.",
         "- A research model of a small library: measure it on your own data before relying on it.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def usage(head: str, folder: str, trust: str) -> str:
+    """The card's example: the model loaded from `folder` and run on a text."""
+    if head == "span_extractor":
+        return ANSWER.format(folder=folder, trust=trust)
+    return f'from transformers import pipeline\n\nclassify = pipeline("{PIPELINES[head]}", model="{folder}"{trust})'
 
 
 def shown(value) -> str:

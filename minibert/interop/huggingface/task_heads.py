@@ -11,9 +11,10 @@ tanh(dense(x)), where the model has one, the vector itself where it has none
 The last row holds a plain Linear exactly because each activation these heads apply (GELU, its
 tanh approximation, ReLU, SiLU) is z·s(z) with s(z) + s(−z) = 1, so act(z) − act(−z) = z: the
 dense layer computes each label's w·x and −w·x, and out_proj subtracts the two (2 × num_labels
-rows of the hidden size). A *ForTokenClassification is a Linear on every token in every family:
-ours as it is. What fits none of them (mean pooling, a pooler where the family's head has
-another activation) is exported as custom code (custom_code.py).
+rows of the hidden size). A *ForTokenClassification is a Linear on every token in every family,
+and so is a *ForQuestionAnswering (`qa_outputs`, its two outputs the start and end logits, as
+heads.SpanExtractor's): ours as they are. What fits none of them (mean pooling, a pooler where
+the family's head has another activation) is exported as custom code (custom_code.py).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import copy
 import torch
 from torch import nn
 
-from .family import Family
+from .family import TOKEN_HEADS, Family
 
 
 class TwoLayerHead(nn.Module):
@@ -55,7 +56,7 @@ def misfit(model: nn.Module, family: Family | None, head: str) -> str | None:
         return f"{model.pooling} pooling (--pooling {model.pooling}) fits none, as all read the first token"
     if family is None:
         return "no built-in family holds its encoder exactly"
-    if head == "token_classifier":
+    if head in TOKEN_HEADS:
         return None
     reason = family.mismatch(model.config, head)  # a pooler where the family's head has none, or the reverse
     wanted, rows = 2 * model.num_labels, model.config.hidden_size
@@ -66,9 +67,10 @@ def misfit(model: nn.Module, family: Family | None, head: str) -> str | None:
 
 def in_family_layout(model: nn.Module, family: Family, head: str) -> nn.Module:
     """`model` as `family`'s task class computes it: itself where that is a Linear on the pooled
-    vector or on every token, else with a TwoLayerHead computing the same logits."""
+    vector or on every token (tags, an answer's start and end), else with a TwoLayerHead
+    computing the same logits."""
     sequence = family.sequence_head
-    if head == "token_classifier" or sequence.activation is None:
+    if head in TOKEN_HEADS or sequence.activation is None:
         return model
     classifier = model.head.classifier
     if sequence.activation == "tanh":  # our pooler is its dense layer (the encoder keeps its own)
