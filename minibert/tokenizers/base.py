@@ -9,7 +9,8 @@ or, in RoBERTa's spelling, `<s> A </s>` and `<s> A </s></s> B </s>` (one segment
 How a text becomes ids differs between families (WordPiece for BERT, SentencePiece for
 ALBERT and the models we pretrain ourselves, byte-level BPE for RoBERTa), but the role of
 each special token does not. So a concrete tokenizer implements only three things —
-`tokenize_to_ids`, `decode_ids` and `vocab_size` (and `join`, if its layout is not BERT's) —
+`tokenize_to_ids`, `decode_ids` and `vocab_size` (and `join`, if its layout is not BERT's;
+`tokenize_with_offsets`, for tasks that point into the text) —
 and inherits everything about special tokens, truncation and batching from this file.
 Those rules live here and nowhere else.
 """
@@ -112,6 +113,16 @@ class Tokenizer:
     def decode_ids(self, ids: Sequence[int]) -> str:
         """Ids of ordinary pieces (no special tokens) -> text."""
         raise NotImplementedError
+
+    def tokenize_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        """Text -> the ids of `tokenize_to_ids(text)`, and for each its (start, end) span in `text`.
+
+        The spans are how a character span (a question's answer) is found among tokens, and how
+        tokens become text again: each covers the original characters its token was made of,
+        before any lower-casing, accent stripping or Unicode normalization, without the space a
+        word-boundary mark stands for (offsets.py). A layout that cannot give them says so here."""
+        raise NotImplementedError(f"{type(self).__name__} ({self.kind}) does not give character offsets yet; "
+                                  f"tokenize_with_offsets is implemented for WordPiece, SentencePiece and byte-level BPE vocabularies")
 
     def tokenize_word(self, word: str) -> list[int]:
         """One word of a text that comes already split into words (a tagging task's) -> its ids,

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ..operations.files import write_atomic
 from .base import SPECIAL_TOKENS
+from .offsets import Aligned, Span
 from .sentencepiece_backed import SentencePieceBacked
 
 
@@ -46,6 +47,14 @@ class SentencePieceTokenizer(SentencePieceBacked):
         ids = self._sp.encode(text)
         return ids if self.mask_id not in ids else without_space_before(ids, self.mask_id, self._space_before_mask)
 
+    def tokenize_with_offsets(self, text: str) -> tuple[list[int], list[Span]]:
+        ids = self._sp.encode(text)
+        spans = self.piece_spans(text, Aligned.original(text), self._sp.encode(text, out_type=str), ids)
+        if self.mask_id in ids:
+            kept = without_space_before(list(zip(ids, spans)), self.mask_id, self._space_before_mask, key=lambda pair: pair[0])
+            ids, spans = [i for i, _ in kept], [span for _, span in kept]
+        return ids, spans
+
     # --- saving, loading ------------------------------------------------------------
     def save(self, directory: str | Path) -> Path:
         """Write `tokenizer.model` into `directory` (e.g. a checkpoint folder), atomically."""
@@ -59,11 +68,12 @@ class SentencePieceTokenizer(SentencePieceBacked):
         return cls(path.read_bytes())
 
 
-def without_space_before(ids: list[int], token_id: int, space: list[int]) -> list[int]:
-    """`ids` with the `space` ids dropped wherever they come right before `token_id`."""
-    kept: list[int] = []
-    for i in ids:
-        if i == token_id and space and kept[-len(space):] == space:
+def without_space_before(ids: list, token_id: int, space: list[int], key=lambda i: i) -> list:
+    """`ids` with the `space` ids dropped wherever they come right before `token_id`; `key`
+    reads the id of an item, where the items carry more (an id and its span)."""
+    kept: list = []
+    for item in ids:
+        if key(item) == token_id and space and [key(i) for i in kept[-len(space):]] == space:
             del kept[-len(space):]
-        kept.append(i)
+        kept.append(item)
     return kept

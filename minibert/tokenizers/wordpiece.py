@@ -37,6 +37,7 @@ from typing import Sequence
 
 from ..operations.files import read_flags, write_atomic, write_json
 from .base import CONFIG_FILE, SPECIAL_TOKENS, Tokenizer
+from .offsets import Aligned, Span, special_matches
 
 VOCAB_FILE = "vocab.txt"
 CONTINUATION = "##"
@@ -173,6 +174,26 @@ def basic_tokenize(text: str, lowercase: bool) -> list[str]:
     return words
 
 
+NON_SPACE = re.compile(r"\S+")  # what str.split() keeps
+
+
+def basic_words(text: str, start: int, lowercase: bool) -> list[Aligned]:
+    """`basic_tokenize(text)`'s words, each knowing its characters' spans in the original
+    (`text` begins at `start` there): "Café!" -> cafe (0, 4), ! (4, 5).
+
+    The same steps in the same order; tests/test_offsets.py checks that the words agree."""
+    words = []
+    cleaned = Aligned.original(text, start).rewrite(clean_text).rewrite(separate_cjk)
+    for word in cleaned.find(NON_SPACE):
+        if lowercase:
+            word = word.rewrite(lambda w: strip_accents(w.lower()))
+        at = 0
+        for piece in split_punctuation(word.text):
+            words.append(word.slice(at, at + len(piece)))
+            at += len(piece)
+    return words
+
+
 # --- WordPiece: word -> pieces ---------------------------------------------------
 
 
@@ -283,6 +304,29 @@ class WordPieceTokenizer(Tokenizer):
 
     def tokenize_to_ids(self, text: str) -> list[int]:
         return [self.token_to_id[piece] for piece in self.tokens(text)]
+
+    def tokenize_with_offsets(self, text: str) -> tuple[list[int], list[Span]]:
+        """As `Tokenizer.tokenize_with_offsets`. A piece covers the original characters of its
+        letters ("Café" -> cafe (0, 4); "unaffable" -> un (0, 2) ##aff (2, 5) ##able (5, 9)); a
+        word WordPiece cannot cut is one [UNK] covering the whole word."""
+        if not isinstance(text, str):
+            raise TypeError(f"expected text as a str, got {type(text).__name__}")
+        unk = self.id_to_token[self.unk_id]
+        ids: list[int] = []
+        spans: list[Span] = []
+        for start, end, special in special_matches(SPECIAL_TOKEN_PATTERN, text):
+            if special is not None:
+                ids.append(self.token_to_id[special])
+                spans.append((start, end))
+                continue
+            for word in basic_words(text[start:end], start, self.lowercase):
+                pieces = wordpiece(word.text, self.token_to_id, unk)
+                ids += [self.token_to_id[piece] for piece in pieces]
+                if pieces == [unk]:
+                    spans.append(word.source(0, len(word)))
+                else:
+                    spans += word.pieces([len(piece) - (len(CONTINUATION) if n else 0) for n, piece in enumerate(pieces)])
+        return ids, spans
 
     def decode_ids(self, ids: Sequence[int]) -> str:
         """Ids -> text: pieces joined by spaces, `##` continuations glued back onto their word.

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from ...operations.files import read_flags, write_atomic, write_json
 from ...tokenizers.base import CONFIG_FILE
+from ...tokenizers.offsets import Aligned, Span, special_matches
 from ...tokenizers.sentencepiece_backed import WORD_START, SentencePieceBacked
 
 FILE_NAME = "spiece.model"
@@ -64,10 +65,33 @@ class AlbertTokenizer(SentencePieceBacked):
                 ids.extend(self._sp.piece_to_id(piece) for piece in self.pieces(chunk))
         return ids
 
+    def tokenize_with_offsets(self, text: str) -> tuple[list[int], list[Span]]:
+        """As `Tokenizer.tokenize_with_offsets`: ALBERT's preparation is replayed on an `Aligned`
+        text (`prepare_aligned`), so each piece finds its way back through SentencePiece's
+        normalization and then through ALBERT's own; a number cut from its comma walks the same
+        text as the piece it came from."""
+        ids: list[int] = []
+        spans: list[Span] = []
+        for start, end, special in special_matches(self._special_pattern, text):
+            if special is not None:
+                ids.append(self._special[special])
+                spans.append((start, end))
+                continue
+            prepared = self.prepare_aligned(Aligned.original(text[start:end], start))
+            pieces = self.prepared_pieces(prepared.text)
+            chunk_ids = [self._sp.piece_to_id(piece) for piece in pieces]
+            ids += chunk_ids
+            spans += self.piece_spans(text, prepared, pieces, chunk_ids)
+        return ids, spans
+
     def pieces(self, text: str) -> list[str]:
         """Text (no special tokens) -> its pieces, with numbers cut from a comma that follows them."""
+        return self.prepared_pieces(self.prepare(text))
+
+    def prepared_pieces(self, prepared: str) -> list[str]:
+        """`pieces` of a text already `prepare`d."""
         pieces = []
-        for piece in self._sp.encode(self.prepare(text), out_type=str):
+        for piece in self._sp.encode(prepared, out_type=str):
             if len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit():
                 pieces.extend(self.number_then_comma(piece))
             else:
@@ -93,6 +117,16 @@ class AlbertTokenizer(SentencePieceBacked):
         if not self.keep_accents:
             text = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
         return text.lower() if self.do_lower_case else text
+
+    def prepare_aligned(self, text: Aligned) -> Aligned:
+        """`prepare`, step by step, on a text that remembers where its characters came from
+        (tests/test_offsets.py checks that the text is `prepare`'s)."""
+        if self.remove_space:
+            text = text.collapse_whitespace()
+        text = text.replace("``", '"').replace("''", '"')
+        if not self.keep_accents:
+            text = text.rewrite(lambda t: "".join(c for c in unicodedata.normalize("NFKD", t) if not unicodedata.combining(c)))
+        return text.rewrite(str.lower) if self.do_lower_case else text
 
     # --- files --------------------------------------------------------------------------
     @classmethod

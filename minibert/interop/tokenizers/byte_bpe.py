@@ -39,6 +39,7 @@ import torch
 
 from ...operations.files import read_flags, read_json_object, write_atomic, write_json
 from ...tokenizers.base import CONFIG_FILE, Tokenizer, special_spellings
+from ...tokenizers.offsets import Span, special_matches, trim_spaces
 
 VOCAB_FILE = "vocab.json"
 MERGES_FILE = "merges.txt"
@@ -200,7 +201,7 @@ class ByteLevelBPETokenizer(Tokenizer):
         self.cls_id, self.sep_id, self.pad_id, self.unk_id, self.mask_id = (self.vocab[t] for t in self.specials.values())
         self.ranks = {pair: rank for rank, pair in enumerate(self.merges)}
         self.id_to_piece = {i: piece for piece, i in self.vocab.items()}
-        self.cache: dict[str, list[int]] = {}
+        self.cache: dict[str, tuple[list[int], list[int]]] = {}
         # Typed special tokens: the mask with the whitespace before it (its lstrip), the others as written.
         spellings = sorted(set(self.specials.values()) - {mask_token}, key=len, reverse=True)
         self.special_pattern = re.compile(
@@ -237,21 +238,56 @@ class ByteLevelBPETokenizer(Tokenizer):
                     ids.extend(self.word_ids(word))
         return ids
 
+    def tokenize_with_offsets(self, text: str) -> tuple[list[int], list[Span]]:
+        """As `Tokenizer.tokenize_with_offsets`. A piece covers the characters of its bytes (each
+        piece holding a byte of a multi-byte character covers that character), without the
+        spaces at its ends ("Ġcat" covers "cat"), as the `tokenizers` library's trim_offsets
+        does; a space `add_prefix_space` adds is no character of the text. A typed <mask>
+        covers "<mask>", not the whitespace it takes along."""
+        if not isinstance(text, str):
+            raise TypeError(f"expected text as a str, got {type(text).__name__}")
+        ids: list[int] = []
+        spans: list[Span] = []
+        for start, end, special in special_matches(self.special_pattern, text):
+            if special is not None:
+                ids.append(self.vocab[special.lstrip(WHITESPACE)])
+                spans.append(trim_spaces(text, (start, end), WHITESPACE))
+                continue
+            chunk = text[start:end]
+            added = self.add_prefix_space and not chunk.startswith(" ")
+            chunk = " " + chunk if added else chunk
+            for match in pretokenizer().finditer(chunk):
+                word_ids, lengths = self.word_pieces(match.group())
+                ids += word_ids
+                char_of_byte = [n for n, char in enumerate(match.group(), start - added + match.start())
+                                for _ in range(len(char.encode("utf-8")))]
+                at = 0
+                for length in lengths:
+                    span = max(start, char_of_byte[at]), char_of_byte[at + length - 1] + 1
+                    spans.append(trim_spaces(text, span, " "))
+                    at += length
+        return ids, spans
+
     def word_ids(self, word: str) -> list[int]:
         """One pre-tokenized word -> its pieces' ids; remembered, since words repeat."""
-        ids = self.cache.get(word)
-        if ids is None:
+        return self.word_pieces(word)[0]
+
+    def word_pieces(self, word: str) -> tuple[list[int], list[int]]:
+        """One pre-tokenized word -> its pieces' ids and how many bytes each spells; remembered."""
+        found = self.cache.get(word)
+        if found is None:
             try:
                 # bytes -> Latin-1 characters of the same numbers -> the vocabulary's characters, in C
                 spelled = word.encode("utf-8").decode("latin-1").translate(byte_to_char())
             except UnicodeEncodeError:
                 raise ValueError(f"the text holds a lone surrogate {word!r}, which is no character; "
                                  f"decode the text with errors='replace'") from None
-            ids = [self.vocab.get(piece, self.unk_id) for piece in merge(list(spelled), self.ranks)]
+            pieces = merge(list(spelled), self.ranks)
+            found = [self.vocab.get(piece, self.unk_id) for piece in pieces], [len(piece) for piece in pieces]
             if len(self.cache) >= CACHE_SIZE:
                 self.cache.clear()
-            self.cache[word] = ids
-        return ids
+            self.cache[word] = found
+        return found
 
     # --- ids -> text -------------------------------------------------------------------------
     def decode_ids(self, ids: Sequence[int]) -> str:
