@@ -8,6 +8,8 @@ Read in this order:
    `sentencepiece_tokenizer.py`  minibert's own (`tokenizer.model`, learned by
                               `minibert/corpus/vocabulary.py`): what the default runs use.
 3. `wordpiece.py`             BERT's WordPiece (BERT, DistilBERT, ELECTRA: `vocab.txt`).
+   `offsets.py`               text rewritten by a tokenizer that still knows where each character
+                              came from: each token's span in the original (`tokenize_with_offsets`).
 4. `load.py`                  `load_tokenizer(folder)`: the one loader every command uses, and
                               the order in which it looks for each layout.
 
