@@ -361,6 +361,7 @@ class SpanExtractor(EncoderWithHead):
         if num_labels != 2:
             raise ValueError(f"a span head has two outputs (start, end), not {num_labels}")
         super().__init__(config, lambda c: nn.Linear(c.hidden_size, 2))
+        self.reading: dict = {}  # how its fine-tune cut windows and chose answers (--max-len, --doc-stride, ...): saved with it
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, start_positions=None,
                 end_positions=None) -> SpanOutput:

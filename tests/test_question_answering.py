@@ -44,3 +44,226 @@ def test_a_span_extractor_saves_and_loads_as_a_fine_tuned_model(tmp_path):
     assert isinstance(loaded.model, SpanExtractor) and loaded.labels is None
     ids = torch.randint(5, 64, (1, 6))
     assert torch.equal(loaded.model(ids).start_logits, model(ids).start_logits)
+
+
+# --- windows ---------------------------------------------------------------------------------
+
+WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "who", "wrote", "it", "?", "the", "book", "was", "written", "by",
+         "ann", "smith", "in", "1990", "##s", "a", "long", "time", "ago", ".", "and", "then", "some", "more", "words"]
+
+
+def wordpiece() -> WordPieceTokenizer:
+    return WordPieceTokenizer(WORDS)
+
+
+def example(context: str, answer: str, question: str = "Who wrote it?", qid: str = "q1"):
+    from minibert.finetune.squad import QAExample
+    start = context.index(answer) if answer else 0
+    return QAExample(qid, "t", question, context, [(answer, start)] if answer else [], is_impossible=not answer)
+
+
+PASSAGE = "The book was written by Ann Smith in 1990s, a long time ago. And then some more words and more words."
+
+
+def test_each_window_holds_the_question_then_a_slice_of_the_passage_overlapping_by_the_stride():
+    from minibert.finetune.windows import question_windows
+    tokenizer = wordpiece()
+    passage, spans = tokenizer.tokenize_with_offsets(PASSAGE)
+    question = tokenizer.tokenize_to_ids("Who wrote it?")
+    windows, _ = question_windows(tokenizer, [example(PASSAGE, "Ann Smith")], max_len=16, max_query_len=64, doc_stride=3,
+                                  labelled=True)
+    room = 16 - len(question) - 3
+    assert len(windows) > 2
+    covered = []
+    for window in windows:
+        assert len(window.input_ids) <= 16
+        assert window.input_ids[:len(question) + 2] == [tokenizer.cls_id, *question, tokenizer.sep_id]
+        inside = [i for i, offset in enumerate(window.offsets) if offset is not None]
+        covered.append([window.offsets[i] for i in inside])
+        assert [window.input_ids[i] for i in inside] == passage[spans.index(window.offsets[inside[0]]):][:len(inside)]
+    for before, after in zip(covered, covered[1:]):  # consecutive windows share exactly doc_stride tokens
+        assert before[-3:] == after[:3] and len(before) == room
+    assert covered[-1][-1] == spans[-1]  # the last window reaches the passage's end
+
+
+def test_the_gold_positions_point_at_the_answer_or_at_cls_where_a_window_misses_it():
+    from minibert.finetune.windows import question_windows
+    tokenizer = wordpiece()
+    windows, alignment = question_windows(tokenizer, [example(PASSAGE, "Ann Smith")], max_len=16, max_query_len=64,
+                                          doc_stride=3, labelled=True)
+    holding = [w for w in windows if w.start != 0]
+    assert holding and alignment.inexact == alignment.lost == 0
+    for window in holding:
+        first, last = window.offsets[window.start], window.offsets[window.end]
+        assert PASSAGE[first[0]:last[1]] == "Ann Smith"
+    for window in windows:
+        if window.start == 0:  # this window does not hold both ends of the answer
+            texts = [o for o in window.offsets if o is not None]
+            assert not (texts[0][0] <= PASSAGE.index("Ann") and PASSAGE.index("Smith") + 5 <= texts[-1][1])
+
+
+def test_an_answer_inside_a_token_is_counted_as_not_aligned_exactly():
+    from minibert.finetune.windows import question_windows
+    windows, alignment = question_windows(wordpiece(), [example(PASSAGE, "Smit")], max_len=64, max_query_len=64, doc_stride=8,
+                                          labelled=True)
+    assert (alignment.answers, alignment.inexact, alignment.lost) == (1, 1, 0)
+    assert "1 of 1 training answers" in alignment.line()
+
+
+def test_a_window_too_small_for_the_stride_is_one_line_naming_the_fix():
+    import pytest
+    from minibert.finetune.windows import question_windows
+    with pytest.raises(ValueError, match="--doc-stride"):
+        question_windows(wordpiece(), [example(PASSAGE, "Ann Smith")], max_len=12, max_query_len=64, doc_stride=8, labelled=True)
+
+
+# --- a fine-tune end to end ------------------------------------------------------------------
+
+import collections
+import json
+import re
+import string
+import subprocess
+import sys
+
+import pytest
+
+from minibert import Encoder, save_pretrained
+
+SENTENCES = ["The book was written by Ann Smith in 1990s.", "It was a long time ago.", "And then some more words.",
+             "Smith wrote the book.", "The words were written in 1990s."]
+QUESTIONS = [("Who wrote the book?", "Ann Smith"), ("When was it written?", "1990s"), ("What was it?", "a long time ago"),
+             ("What came then?", "some more words")]
+
+
+def squad_file(path, version="1.1", impossible=False) -> dict:
+    """A small SQuAD file in its own layout: two articles, each paragraph the sentences in another order."""
+    data, n = [], 0
+    for article in range(2):
+        paragraphs = []
+        for shift in range(3):
+            context = " ".join(SENTENCES[shift:] + SENTENCES[:shift])
+            qas = []
+            for question, answer in QUESTIONS:
+                n += 1
+                qas.append({"id": f"q{n}", "question": question, "answers": [{"text": answer, "answer_start": context.index(answer)}]})
+            if impossible:
+                n += 1
+                qas.append({"id": f"q{n}", "question": "Who read it?", "answers": [], "is_impossible": True,
+                            "plausible_answers": [{"text": "Smith", "answer_start": context.index("Smith")}]})
+            paragraphs.append({"context": context, "qas": qas})
+        data.append({"title": f"article {article}", "paragraphs": paragraphs})
+    top = {"version": version, "data": data}
+    path.write_text(json.dumps(top))
+    return top
+
+
+def official_v1(dataset: dict, predictions: dict) -> dict:
+    """SQuAD 1.1's official evaluation, written out from its rules: answers normalized (lower
+    case, punctuation and a/an/the removed, whitespace collapsed), exact match and bag-of-tokens
+    F1 each the best over the gold answers, averaged over every question, as percentages."""
+    def normalize(text):
+        text = "".join(ch for ch in text.lower() if ch not in set(string.punctuation))
+        return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
+
+    def f1(prediction, gold):
+        p, g = normalize(prediction).split(), normalize(gold).split()
+        same = sum((collections.Counter(p) & collections.Counter(g)).values())
+        if same == 0:
+            return 0.0
+        precision, recall = same / len(p), same / len(g)
+        return 2 * precision * recall / (precision + recall)
+
+    exact = total_f1 = total = 0
+    for article in dataset["data"]:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                total += 1
+                golds = [answer["text"] for answer in qa["answers"]]
+                exact += max(float(normalize(predictions[qa["id"]]) == normalize(g)) for g in golds)
+                total_f1 += max(f1(predictions[qa["id"]], g) for g in golds)
+    return {"exact_match": 100.0 * exact / total, "f1": 100.0 * total_f1 / total}
+
+
+@pytest.fixture(scope="module")
+def backbone(tmp_path_factory):
+    torch.manual_seed(0)
+    config = ModelConfig(vocab_size=len(WORDS), hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_positions=64)
+    return save_pretrained(Encoder(config), tmp_path_factory.mktemp("qa_backbone"), tokenizer=wordpiece())
+
+
+QA_FLAGS = ["--max-len", "32", "--doc-stride", "8", "--batch-size", "8", "--steps", "6", "--lr", "1e-3"]
+
+
+def finetune_qa(backbone, train, dev, out, *flags):
+    from minibert.finetune import main
+    assert main(["--init", str(backbone), "--train", str(train), "--dev", str(dev), "--out", str(out), "--device", "cpu",
+                 *QA_FLAGS, *flags]) == 0
+    return json.loads((out / "eval.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def squad_run(backbone, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("squad")
+    dataset = squad_file(folder / "train.json")
+    return folder, dataset, finetune_qa(backbone, folder / "train.json", folder / "train.json", folder / "out")
+
+
+def test_a_squad_file_fine_tunes_and_its_predictions_score_as_the_official_script_scores_them(squad_run):
+    folder, dataset, report = squad_run
+    predictions = json.loads((folder / "out" / "predictions.json").read_text())
+    ids = [qa["id"] for article in dataset["data"] for paragraph in article["paragraphs"] for qa in paragraph["qas"]]
+    assert sorted(predictions) == sorted(ids) and report["task"] == "qa"
+    official = official_v1(dataset, predictions)
+    assert report["exact_match"] == pytest.approx(official["exact_match"])
+    assert report["f1"] == pytest.approx(official["f1"])
+    nbest = json.loads((folder / "out" / "nbest_predictions.json").read_text())
+    assert all(nbest[qid][0]["text"] == predictions[qid] for qid in ids)
+    assert not (folder / "out" / "null_odds.json").exists()
+
+
+def test_predict_answers_a_dev_file_as_its_fine_tune_did(squad_run, tmp_path):
+    folder, dataset, _ = squad_run
+    subprocess.run([sys.executable, "-m", "minibert", "predict", str(folder / "out"), str(folder / "train.json"), "--out",
+                    str(tmp_path / "p.json")], check=True, capture_output=True)
+    assert json.loads((tmp_path / "p.json").read_text()) == json.loads((folder / "out" / "predictions.json").read_text())
+    rows = "id\tquestion\tcontext\n" + "".join(f"{qa['id']}\t{qa['question']}\t{paragraph['context']}\n"
+                                                for paragraph in dataset["data"][0]["paragraphs"] for qa in paragraph["qas"])
+    (tmp_path / "q.tsv").write_text(rows)
+    subprocess.run([sys.executable, "-m", "minibert", "predict", str(folder / "out"), str(tmp_path / "q.tsv"), "--out",
+                    str(tmp_path / "a.tsv")], check=True, capture_output=True)
+    answered = [line.split("\t") for line in (tmp_path / "a.tsv").read_text().splitlines()[1:]]
+    predictions = json.loads((folder / "out" / "predictions.json").read_text())
+    contexts = {qa["id"]: paragraph["context"] for paragraph in dataset["data"][0]["paragraphs"] for qa in paragraph["qas"]}
+    assert len(answered) == len(contexts)
+    for qid, text, score, start in answered:
+        assert text == predictions[qid] and 0 <= float(score) <= 1
+        assert contexts[qid][int(start):int(start) + len(text)] == text
+
+
+def test_the_python_api_answers_a_question_from_a_context(squad_run):
+    from minibert.finetune import load_classifier
+    folder, _, _ = squad_run
+    context = " ".join(SENTENCES)
+    (found,) = load_classifier(folder / "out").predict([("Who wrote the book?", context)], max_len=32)
+    assert found.text and context[found.start:found.start + len(found.text)] == found.text
+    with pytest.raises(ValueError, match="question, context"):
+        load_classifier(folder / "out").predict(["Who wrote the book?"])
+
+
+def test_a_squad_2_file_trains_and_scores_with_answers_that_are_not_there(backbone, tmp_path):
+    squad_file(tmp_path / "train.json", version="v2.0", impossible=True)
+    report = finetune_qa(backbone, tmp_path / "train.json", tmp_path / "train.json", tmp_path / "out")
+    for key in ("HasAns_f1", "NoAns_f1", "best_f1", "best_f1_thresh", "exact_match", "f1"):
+        assert key in report
+    null_odds = json.loads((tmp_path / "out" / "null_odds.json").read_text())
+    assert len(null_odds) == report["total"] and report["NoAns_total"] == 6
+
+
+def test_squad_2_dev_data_is_refused_for_a_head_trained_on_squad_1(backbone, tmp_path, capsys):
+    from minibert.finetune import main
+    squad_file(tmp_path / "train.json")
+    squad_file(tmp_path / "dev.json", version="v2.0", impossible=True)
+    assert main(["--init", str(backbone), "--train", str(tmp_path / "train.json"), "--dev", str(tmp_path / "dev.json"),
+                 "--out", str(tmp_path / "out"), *QA_FLAGS]) != 0
+    assert "SQuAD 2.0" in capsys.readouterr().err and not (tmp_path / "out" / "model.safetensors").exists()

@@ -19,6 +19,7 @@ from typing import NamedTuple
 import torch
 
 from ..tokenizers.load import load_tokenizer, tokenizer_file_names
+from .answering import answer_rows
 from .inference import DEFAULT_BATCH_SIZE, predict_rows
 from .tasks import LabelMap
 from ..tokenizers.base import Tokenizer
@@ -39,7 +40,11 @@ class Classifier(NamedTuple):
     def predict(self, rows: list, batch_size: int = DEFAULT_BATCH_SIZE, max_len: int | None = None) -> list:
         """A `Prediction` (label, score) per text or (a, b) pair of `rows`; for a tagger, whose rows
         are sentences given as lists of words, a list of them per sentence (inference.py), each row cut
-        at `max_len` tokens (None: 128 or the model's limit; pass the --max-len it was fine-tuned with)."""
+        at `max_len` tokens (None: 128 or the model's limit; pass the --max-len it was fine-tuned with).
+        A question-answering model takes (question, context) pairs and gives an `Answer` (text,
+        score, start character) per pair, reading windows of `max_len` (None: 384) tokens (answering.py)."""
+        if isinstance(self.model, SpanExtractor):
+            return answer_rows(self.model, self.tokenizer, rows, batch_size, max_len)
         return predict_rows(self.model, self.tokenizer, self.labels, rows, batch_size, max_len)
 
 
@@ -66,6 +71,8 @@ def save_classifier(model: SequenceClassifier | TokenClassifier, tokenizer: Toke
     marker = {"format": FORMAT_VERSION, "head": head, "num_labels": model.num_labels}
     if isinstance(model, SequenceClassifier):
         marker["pooling"] = model.pooling
+    if isinstance(model, SpanExtractor):
+        marker["reading"] = model.reading
     write_json(directory / CONFIG_FILE, {FORMAT_KEY: marker, **model.config.to_dict()})
     return directory
 
@@ -94,6 +101,8 @@ def load_classifier(directory: str | Path) -> Classifier:
         model = HEADS[marker["head"]](stored_config(fields), num_labels, **pooling)
     with open_tensors(directory) as tensors:
         load_tensors(model, {name: (name,) for name in model.state_dict()}, tensors, ())
+    if isinstance(model, SpanExtractor):
+        model.reading = dict(marker.get("reading") or {})
     return Classifier(model.eval(), load_tokenizer(directory), labels)
 
 

@@ -29,6 +29,7 @@ from .tasks import Columns, LabelMap, TaskData, read_task, read_texts, regressio
 from .teacher import TEACHER_FILE, cache_key, label_order, load_teacher, read_cache, write_cache
 from ..tokenizers.base import Tokenizer
 from ..heads import IGNORE_INDEX, SequenceClassifier, TokenClassifier
+from ..config import ModelConfig
 from ..model import Encoder
 from ..pretrained import from_pretrained
 from ..operations.files import write_atomic, write_json
@@ -86,18 +87,9 @@ def finetune_into(settings: FinetuneSettings, files: TaskFiles, backbone: tuple[
         settings = distillation_settings(settings, task)
         train_data, train_targets, teacher_logits = distillation_rows(settings, task, train_data, train_targets, labels, max_len,
                                                                       device, files.out)
-    config = encoder.config.for_length(max_len)  # rotary positions: any length
-    if settings.dropout is not None:
-        config = config.replace(hidden_dropout=settings.dropout, attention_dropout=settings.dropout)
-    if settings.reference:
-        config = config.replace(reference=True)
-    epoch = math.ceil(len(train_data) / settings.batch_size)  # steps per epoch
-    steps = settings.steps or math.ceil(settings.epochs * epoch)
-    every = {None: steps, "epoch": epoch}.get(settings.eval_every, settings.eval_every)  # no --eval-every: dev scored at the end
-    loop = LoopSettings(steps=steps, lr=settings.lr, warmup=settings.warmup, weight_decay=settings.weight_decay, clip=CLIP,
-                        seed=settings.seed,
-                        log_every=max(1, steps // 10), eval_every=every, save_every=every if settings.eval_every else epoch,
-                        skip_nonfinite=settings.skip_nonfinite, out=str(files.out))
+    config = task_config(encoder.config, max_len, settings)
+    loop = task_loop(settings, len(train_data), files.out)
+    steps = loop.steps
 
     torch.manual_seed(settings.seed)  # the head's initialisation and dropout
     outputs = 1 if labels is None else len(labels)  # regression: one output, the score
@@ -135,6 +127,27 @@ def finetune_into(settings: FinetuneSettings, files: TaskFiles, backbone: tuple[
     print(f"{files.name}: {scored}{kept_at}; {'model, ' if files.keep_model else ''}eval.json and predictions.tsv in "
           f"{files.out}", flush=True)
     return report
+
+
+def task_config(pretrained: ModelConfig, max_len: int, settings: FinetuneSettings) -> ModelConfig:
+    """The pretrained encoder's config as a fine-tune runs it: at `max_len` (rotary positions:
+    any length), with the run's dropout, on the reference path with --reference."""
+    config = pretrained.for_length(max_len)
+    if settings.dropout is not None:
+        config = config.replace(hidden_dropout=settings.dropout, attention_dropout=settings.dropout)
+    return config.replace(reference=True) if settings.reference else config
+
+
+def task_loop(settings: FinetuneSettings, rows: int, out: Path) -> LoopSettings:
+    """The training loop's settings for `rows` training rows (examples, or a question's windows):
+    --steps or --epochs of batches, dev scored at the end or every --eval-every, a checkpoint
+    at each evaluation (without --eval-every: each epoch)."""
+    epoch = math.ceil(rows / settings.batch_size)  # steps per epoch
+    steps = settings.steps or math.ceil(settings.epochs * epoch)
+    every = {None: steps, "epoch": epoch}.get(settings.eval_every, settings.eval_every)  # no --eval-every: dev scored at the end
+    return LoopSettings(steps=steps, lr=settings.lr, warmup=settings.warmup, weight_decay=settings.weight_decay, clip=CLIP,
+                        seed=settings.seed, log_every=max(1, steps // 10), eval_every=every,
+                        save_every=every if settings.eval_every else epoch, skip_nonfinite=settings.skip_nonfinite, out=str(out))
 
 
 def reads_words(task: str, train: Path) -> bool:

@@ -1,5 +1,6 @@
 """Predictions on new data: `python -m minibert predict CLF FILE --out predictions.tsv`.
 
+A question-answering model reads questions and their passages instead (answering.py). Otherwise
 FILE is read as fine-tuning reads a dev file, its label column (if any) ignored: a sentence
 classifier's .tsv, .csv or .jsonl with the columns `--text-columns` names, or found by name
 (tasks.py); a tagger's .conll or .jsonl of words (tagged.py). The model runs over it as over
@@ -13,9 +14,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..heads import TokenClassifier
+from ..heads import SpanExtractor, TokenClassifier
 from ..operations.distributed import Distributed
 from ..operations.files import read_record, write_atomic
+from .answering import answer_file
 from .checkpoint import Classifier, load_classifier
 from .inference import DEFAULT_BATCH_SIZE, check_batch_size, check_max_len, predict_with_scores
 from .job import prediction_rows
@@ -32,6 +34,14 @@ def predict_file(classifier_dir: str | Path, file: str | Path, out: str | Path, 
     check_new_file(out, overwrite)
     check_batch_size(batch_size)
     model, tokenizer, labels = classifier = load_classifier(classifier_dir)
+    if isinstance(model, SpanExtractor):  # questions and their passages in, answers out (answering.py)
+        if text_columns:
+            raise ValueError("--text-columns names a sentence classifier's columns; a question-answering model reads "
+                             "question and context columns, so drop it")
+        model.to(Distributed().device(device))
+        answered = answer_file(classifier, file, out, batch_size, max_len)
+        print(f"{answered} questions of {file} answered into {out}", flush=True)
+        return out
     data = read_rows(classifier, file, text_columns)
     max_len = fine_tuned_max_len(Path(classifier_dir)) if max_len is None else max_len
     max_len, device = check_max_len(max_len, model.config), Distributed().device(device)

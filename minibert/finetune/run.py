@@ -23,12 +23,13 @@ from .checkpoint import check_out
 from .glue_sweep import run_glue
 from .glue_tasks import write_training_text
 from .job import TaskFiles, finetune, load_backbone, reads_words, refuse_sentence_flags
+from .question_answering import asks_questions, finetune_qa, refuse_for_questions
 from .recipes import checkpoint_pooling, recipe_for
 from .settings import FinetuneSettings
 from .training import check_unfinished, rank_0_prints
 
 TABLE = ("accuracy", "f1", "mcc", "pearson", "spearman")  # the score columns of the --tasks table
-FORMATS = sorted({*tasks.FORMATS, *tagged.FORMATS})  # what a task folder's train.* and dev.* may be
+FORMATS = sorted({*tasks.FORMATS, *tagged.FORMATS, ".json"})  # what a task folder's train.* and dev.* may be (.json: SQuAD's)
 
 
 def run(settings: FinetuneSettings) -> list[dict] | dict:
@@ -53,20 +54,24 @@ def run_tasks(settings: FinetuneSettings, dist: Distributed) -> list[dict] | dic
         return run_glue(settings, device, amp, dist)
     settings = settings.replace(init=settings.init[0])  # one checkpoint (checked): a run records it as a path
     jobs = task_files(settings)
-    tagging = [reads_words(settings.task, job.train) for job in jobs]
-    for job, tags in zip(jobs, tagging):  # what would stop a later job is refused before anything is trained
+    questions = [asks_questions(settings.task, job.train) for job in jobs]
+    tagging = [not qa and reads_words(settings.task, job.train) for job, qa in zip(jobs, questions)]
+    for job, tags, qa in zip(jobs, tagging, questions):  # what would stop a later job is refused before anything is trained
         if tags:
             refuse_sentence_flags(settings, job)
+        if qa:
+            refuse_for_questions(settings, job)
         if not settings.resume:
             check_out(job.out, settings.overwrite)
             check_unfinished(job.out, settings.overwrite)
     backbone = load_backbone(settings.init)
     recipe = recipe_for(settings.recipe, backbone[0].config, checkpoint_pooling(settings.init))
     print(recipe.line(settings.recipe_overrides(), glue=False), flush=True)
-    if not all(tagging):
+    per_token = [tags or qa for tags, qa in zip(tagging, questions)]  # heads that read every token's own vector: no pooling
+    if not all(per_token):
         print(recipe.pooling_line(settings.pooling), flush=True)
-    reports = [finetune(settings.with_recipe(recipe, recipe.values(tagging=tags)), job, backbone, device, amp)
-               for job, tags in zip(jobs, tagging)]
+    reports = [(finetune_qa if qa else finetune)(settings.with_recipe(recipe, recipe.values(tagging=reads)), job, backbone, device, amp)
+               for job, reads, qa in zip(jobs, per_token, questions)]
     if settings.tasks:
         print(table([job.name for job in jobs], reports), flush=True)
     return reports

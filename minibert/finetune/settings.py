@@ -19,13 +19,16 @@ from dataclasses import dataclass, field
 from ..heads import POOLINGS
 from ..training.settings import DEVICES, PRECISIONS, flag, option
 from .glue_tasks import GLUE_TASKS
+from .answering import QA_MAX_LEN, Decoding
 from .inference import DEFAULT_MAX_LEN
 from .recipes import BATCH_SIZE, DEFAULT_RECIPE, DROPOUT, RECIPE_FLAGS, RECIPES, Recipe
 
-HEADLINE = {"classification": "accuracy", "regression": "pearson", "tokens": "accuracy"}  # the score printed for each kind of task
+HEADLINE = {"classification": "accuracy", "regression": "pearson", "tokens": "accuracy", "qa": "f1"}  # the score printed for each kind of task
 TASKS = tuple(HEADLINE)
 DEFAULT_ALPHA, DEFAULT_TEMPERATURE = 0.5, 2.0  # --teacher: soft targets and labels weighed evenly, softened at T = 2 (soft_targets.py)
 DISTILLATION, RUN_TOOLS = "distillation from a fine-tuned teacher", "evaluation while training, and the run tools pretraining has"
+QA = Decoding()  # question answering's defaults
+QUESTIONS = "question answering (SQuAD's JSON, or JSONL with question, context and answers)"
 NOT_RECORDED = ("overwrite", "resume", "recipe_description")  # how to treat OUT, and the recipe eval.json records under its own key
 SWEEP_RUN = ("untrained_seed", "held_out")  # what tells a --glue sweep's runs apart beside the flags: recorded in its runs alone
 
@@ -55,7 +58,7 @@ class FinetuneSettings:
     max_train_examples: int | None = option(None, "train on at most N examples per task, a random subsample (the same rows for every seed)", metavar="N", group=None)
     text_columns: list[str] | None = option(None, "the text column, or the two of a pair, when a file's are not sentence/sentence1 sentence2/text (a column left unread must be an id or genre; any other is refused); --transfer files too", metavar="COLUMN", group=None)
     out: str | None = option(None, "output directory for the model, eval.json and predictions.tsv (required)", metavar="DIR", group=None)
-    task: str = option("auto", "auto = tokens for .conll files and JSONL with \"tokens\"; regression when the training labels are numbers with fractions (STS-B); else classification (default auto)", ("auto", *TASKS), None, choices_of(("auto", *TASKS)))
+    task: str = option("auto", "auto = qa for SQuAD's .json and JSONL with question, context and answers; tokens for .conll files and JSONL with \"tokens\"; regression when the training labels are numbers with fractions (STS-B); else classification (default auto)", ("auto", *TASKS), None, choices_of(("auto", *TASKS)))
     steps: int | None = option(None, "optimizer steps (or --epochs)", metavar="N", group=None)
     epochs: float | None = option(None, "passes over the training set (default: the recipe's; or --steps)", metavar="E", group=None)
     batch_size: int | None = option(None, f"examples per step (default: the recipe's, {BATCH_SIZE})", metavar="B", group=None)
@@ -63,7 +66,7 @@ class FinetuneSettings:
     layer_decay: float | None = option(None, "layer-wise lr decay: each encoder layer below the top at D times the lr of the one above, the embeddings lowest (default: the recipe's)", metavar="D", group=None)
     warmup: float = option(0.1, "linear warm-up as a fraction of the steps (default 0.1)", metavar="FRACTION", group=None)
     weight_decay: float | None = option(None, "AdamW weight decay, never on biases or LayerNorm (default: the recipe's)", metavar="DECAY", group=None)
-    max_len: int | None = option(None, f"tokens per example, specials included (default {DEFAULT_MAX_LEN} or the model's limit; rotary models may go beyond it)", metavar="T", group=None)
+    max_len: int | None = option(None, f"tokens per example, specials included (default {DEFAULT_MAX_LEN}, question answering's windows {QA_MAX_LEN}, or the model's limit; rotary models may go beyond it)", metavar="T", group=None)
     dropout: float | None = option(None, f"dropout on hidden states and attention while fine-tuning (default: the recipe's, {DROPOUT:g} as BERT and ELECTRA fine-tuned, whatever the checkpoint was pretrained with)", metavar="P", group=None)
     reference: bool = option(False, "the reference path, to read and debug with: padded batches, naive attention, every layer at every position (same results, slower; see ModelConfig.reference)", group=None)
     pooling: str | None = option(None, "what a sentence task's head reads: cls = the [CLS] token, as BERT; mean = the mean of the last layer over the tokens (default: cls for a checkpoint pretrained with NSP or SOP, mean for one pretrained without, whose [CLS] learned nothing; cls when it records neither)", POOLINGS, None, choices_of(POOLINGS))
@@ -71,6 +74,11 @@ class FinetuneSettings:
     alpha: float | None = option(None, f"weight of the teacher's soft targets; 1 - A goes to the labels (default {DEFAULT_ALPHA:g})", metavar="A", group=DISTILLATION)
     temperature: float | None = option(None, f"softens both distributions before they are compared (default {DEFAULT_TEMPERATURE:g}; classification only)", metavar="T", group=DISTILLATION)
     transfer: str | None = option(None, "unlabelled texts the teacher labels for the student: .txt (one per line) or a task file (.tsv, .csv, .jsonl; a label column is ignored); these rows take the soft loss alone", metavar="FILE", group=DISTILLATION)
+    max_query_len: int = option(QA.max_query_len, f"question answering: the question cut at Q tokens (default {QA.max_query_len})", metavar="Q", group=QUESTIONS)
+    doc_stride: int = option(QA.doc_stride, f"question answering: a passage longer than a window is read in windows that overlap by S tokens: the overlap, as transformers' stride, not google-research's step between window starts (default {QA.doc_stride})", metavar="S", group=QUESTIONS)
+    n_best: int = option(QA.n_best, f"question answering: the N most likely starts and ends of each window are paired into candidate answers, and nbest_predictions.json lists the N best (default {QA.n_best})", metavar="N", group=QUESTIONS)
+    max_answer_len: int = option(QA.max_answer_len, f"question answering: an answer spans at most L tokens (default {QA.max_answer_len})", metavar="L", group=QUESTIONS)
+    null_threshold: float = option(QA.null_threshold, f"question answering on SQuAD 2.0 data: answer \"\" when the no-answer score beats the best span's by more than this (default {QA.null_threshold:g})", metavar="X", group=QUESTIONS)
     seed: int = option(0, "seed of the head's initialisation, data order and dropout (default 0)", metavar="S", group=None)
     device: str = option("auto", "auto = cuda when available, else cpu; mps = Apple GPUs", DEVICES, None, choices_of(DEVICES))
     precision: str = option("auto", "auto = bf16 on a CUDA GPU that has it, else fp32; fp16 (CUDA only, loss scaling) for GPUs without bf16 such as the T4 (default auto)", PRECISIONS, None, choices_of(PRECISIONS))
@@ -129,10 +137,13 @@ class FinetuneSettings:
             raise ValueError(f"--eval-every takes a positive number of steps or 'epoch', got {self.eval_every!r}")
         if self.text_columns is not None and not 1 <= len(self.text_columns) <= 2:
             raise ValueError(f"--text-columns names one text column or the two of a pair, got {len(self.text_columns)}")
-        for name in ("steps", "epochs", "batch_size", "lr", "max_len", "max_train_examples", "patience", "grad_accum"):
+        for name in ("steps", "epochs", "batch_size", "lr", "max_len", "max_train_examples", "patience", "grad_accum", "max_query_len",
+                     "n_best", "max_answer_len"):
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ValueError(f"--{flag(name)} must be positive, got {value}")
+        if self.doc_stride < 0:
+            raise ValueError(f"--doc-stride is the overlap of two windows in tokens, 0 or more; got {self.doc_stride}")
         if not 0.0 <= self.warmup <= 1.0:
             raise ValueError(f"--warmup is a fraction of the steps, between 0 and 1; got {self.warmup}")
         if self.weight_decay is not None and self.weight_decay < 0:

@@ -79,16 +79,17 @@ def is_squad(path: str | Path) -> bool:
     return first is not None and all(key in first[1] for key in ("context", "question", "answers"))
 
 
-def read_squad(path: str | Path) -> SquadData:
+def read_squad(path: str | Path, labelled: bool = True) -> SquadData:
     """Every question of a SQuAD .json or Hugging Face .jsonl file (layouts in the module
     docstring), each answer checked against its context; any flaw is a one-line ValueError
-    naming the file and the question."""
+    naming the file and the question. `labelled=False`: questions to answer, which may have no
+    "answers" at all (predict)."""
     path = Path(path)
     with task_file(path, FORMATS, "question answering data") as file:
         if path.suffix == ".jsonl":
-            examples = [jsonl_example(path, line, record) for line, record in json_objects(path, file)]
+            examples = [jsonl_example(path, line, record, labelled) for line, record in json_objects(path, file)]
         else:
-            examples = list(json_examples(path, load_json(path, file)))
+            examples = list(json_examples(path, load_json(path, file), labelled))
     if not examples:
         raise ValueError(f"{path} holds no questions; write {LAYOUT}")
     seen = set()
@@ -111,7 +112,7 @@ def load_json(path: Path, file) -> dict:
     return top
 
 
-def json_examples(path: Path, top: dict):
+def json_examples(path: Path, top: dict, labelled: bool = True):
     """QAExamples from SQuAD's nesting of articles, paragraphs and questions."""
     for a, article in enumerate(top["data"]):
         where = f"{path} article {a}"
@@ -128,12 +129,12 @@ def json_examples(path: Path, top: dict):
                     raise ValueError(f"{where} paragraph {p} question {q} is not a JSON object; write {{\"id\", \"question\", \"answers\"}}")
                 context = paragraph.get("context")
                 yield example(path, qa.get("id"), f"{where} paragraph {p} question {q}", title, context, qa.get("question"),
-                              qa.get("answers"), qa.get("is_impossible"), qa.get("plausible_answers", []))
+                              qa.get("answers", None if labelled else []), qa.get("is_impossible"), qa.get("plausible_answers", []))
 
 
-def jsonl_example(path: Path, line: int, record: dict) -> QAExample:
+def jsonl_example(path: Path, line: int, record: dict, labelled: bool = True) -> QAExample:
     """One Hugging Face record: `answers` as {"text": [...], "answer_start": [...]} (or SQuAD's list of pairs)."""
-    answers = record.get("answers")
+    answers = record.get("answers", None if labelled else [])
     if isinstance(answers, dict):
         texts, starts = answers.get("text"), answers.get("answer_start")
         if not isinstance(texts, list) or not isinstance(starts, list) or len(texts) != len(starts):

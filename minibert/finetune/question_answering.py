@@ -1,0 +1,123 @@
+"""One question-answering fine-tune: SQuAD's files in, a span head trained, answers scored as SQuAD scores them.
+
+    read        squad.py: SQuAD 1.1 or 2.0's JSON, or JSONL; every answer checked against its passage
+    windows     windows.py: the question, then the passage in windows of --max-len tokens
+                overlapping by --doc-stride; the gold start and end in each window ([CLS] where it
+                does not hold the answer); how many answers could not be aligned to tokens
+    train       heads.py:SpanExtractor on the windows, with the loop every fine-tune runs
+                (training.py: schedule, checkpoints, --resume, --eval-every, torchrun)
+    decode      span_decoding.py: the best span of each question over its windows
+    score       scores of SQuAD's official scripts: exact match and F1 (2.0: HasAns, NoAns, best_f1)
+    OUT         the model, eval.json, predictions.json (the official layout, {id: answer}),
+                nbest_predictions.json, and for SQuAD 2.0 null_odds.json
+
+BERT's recipe (section 4.2) is the one every family released: the same AdamW, warm-up and
+linear decay as any fine-tune, on windows of 384 tokens, for two or three epochs.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import torch
+
+from ..heads import SpanExtractor
+from ..operations.distributed import Distributed
+from ..operations.files import write_json
+from ..operations.precision import Precision
+from ..model import Encoder
+from ..tokenizers.base import Tokenizer
+from .checkpoint import save_classifier
+from .job import TaskFiles, TaskLoss, task_config, task_loop
+from .selection import Evaluations
+from .settings import HEADLINE, FinetuneSettings
+from .answering import Decoding, answer, qa_max_len
+from .span_decoding import Decoded, write_predictions
+from .squad import QAExample, SquadData, is_squad, read_squad
+from .qa_scores import squad_scores
+from .training import claimed, done, processes, task_streams, train_steps
+from .windows import Window, question_windows, window_inputs
+
+
+def asks_questions(task: str, train: Path) -> bool:
+    """Whether a job answers questions (--task qa, or "auto" on SQuAD's files)."""
+    return task == "qa" or (task == "auto" and is_squad(train))
+
+
+def refuse_for_questions(settings: FinetuneSettings, files: TaskFiles) -> None:
+    """Flags of sentence tasks that a span head has no use for are refused, not ignored."""
+    task = f"the question-answering task {files.name}" if settings.tasks else "question answering"
+    if settings.pooling is not None:
+        raise ValueError(f"--pooling is for sentence tasks; {task} reads every passage token's own vector, so drop it")
+    if settings.teacher is not None:
+        raise ValueError(f"--teacher distils sentence tasks; {task} has no teacher here yet, so drop it")
+    if settings.text_columns is not None:
+        raise ValueError(f"--text-columns names a sentence task's columns; {task} reads question and context, so drop it")
+
+
+def finetune_qa(settings: FinetuneSettings, files: TaskFiles, backbone: tuple[Encoder, Tokenizer], device: torch.device,
+                amp: Precision) -> dict:
+    """Train a span head on `files.train`'s questions, answer `files.dev`'s, write it all into
+    `files.out` (held by this run alone meanwhile); return eval.json's contents."""
+    dist = processes()
+    with claimed(files.out, settings, dist):
+        return answer_into(settings, files, backbone, device, amp, dist)
+
+
+def answer_into(settings: FinetuneSettings, files: TaskFiles, backbone: tuple[Encoder, Tokenizer], device: torch.device,
+                amp: Precision, dist: Distributed) -> dict:
+    encoder, tokenizer = backbone
+    train_examples, dev = read_squad(files.train), read_squad(files.dev)
+    if files.max_train is not None and files.max_train < len(train_examples):
+        keep = sorted(torch.randperm(len(train_examples), generator=torch.Generator().manual_seed(0))[:files.max_train].tolist())
+        print(f"{files.name}: training on {files.max_train} of the {len(train_examples)} questions of {files.train.name} "
+              f"(--max-train-examples: a random subsample, the same for every seed)", flush=True)
+        train_examples = SquadData(train_examples.path, [train_examples[i] for i in keep])
+    if dev.has_impossible and not train_examples.has_impossible:
+        raise ValueError(f"{files.dev} holds SQuAD 2.0 questions without an answer but {files.train} has none, so the head "
+                         f"would never learn to answer \"\"; train on SQuAD 2.0 data too, or score on SQuAD 1.1 data")
+    max_len = qa_max_len(settings.max_len, encoder)
+    shape = dict(max_len=max_len, max_query_len=settings.max_query_len, doc_stride=settings.doc_stride)
+    train_windows, alignment = question_windows(tokenizer, train_examples, labelled=True, **shape)
+    dev_windows, _ = question_windows(tokenizer, dev, labelled=False, **shape)
+    print(f"{files.name}: {len(train_examples)} training questions in {len(train_windows)} windows of {max_len} tokens "
+          f"(--doc-stride {settings.doc_stride}); {alignment.line()}", flush=True)
+    config = task_config(encoder.config, max_len, settings)
+    loop = task_loop(settings, len(train_windows), files.out)
+
+    torch.manual_seed(settings.seed)  # the head's initialisation and dropout
+    model = SpanExtractor(config)
+    model.reading = {"max_len": max_len, **Decoding.of(settings.recorded())._asdict(), "with_null": dev.has_impossible}
+    model.encoder.load_state_dict(encoder.state_dict())
+    model.to(device)
+    started = time.perf_counter()
+    segments = config.type_vocab_size >= 2
+    with_null = model.reading["with_null"]
+
+    def score() -> tuple[dict, Decoded]:  # the dev scores, and the answers the files hold
+        answers = answer(model, tokenizer, dev, dev_windows, Decoding.of(model.reading), settings.batch_size, device, amp, with_null)
+        return squad_scores(dev, answers.predictions, answers.null_odds if with_null else None), answers
+
+    evaluations = Evaluations(model, score, files.metric or HEADLINE["qa"], settings.patience, dist, last_step=loop.steps)
+    streams = task_streams(len(train_windows), settings.batch_size, loop.seed, settings.grad_accum, dist)
+    batches = [(window_inputs(train_windows, rows, tokenizer, segments, labelled=True) for rows in stream) for stream in streams]
+    train_loss = train_steps(TaskLoss(model), batches, streams, loop, settings, amp, files.out, evaluations, settings.recorded(), dist)
+    kept = evaluations.keep_best()
+    answers = kept.pop("predicted")
+
+    report = dict(kept)
+    report.update(task="qa", examples=len(dev), windows=len(dev_windows), with_null=with_null, steps=loop.steps, train_loss=train_loss,
+                  unaligned={"answers": alignment.answers, "inexact": alignment.inexact, "lost": alignment.lost},
+                  seconds=round(time.perf_counter() - started, 1), args=settings.recorded(), recipe=settings.recipe_description)
+    if dist.is_main:
+        if files.keep_model:
+            save_classifier(model, tokenizer, None, files.out)
+        write_predictions(files.out, answers)
+        write_json(files.out / "eval.json", report)
+    done(files.out, dist)
+    kept_at = f" (step {report['kept_step']}, the best {report['selected_by']} of {len(report['evaluations'])} evaluations)" \
+        if len(report["evaluations"]) > 1 else ""
+    print(f"{files.name}: dev exact match {report['exact_match']:.2f}, F1 {report['f1']:.2f} on {len(dev)} questions{kept_at}; "
+          f"{'model, ' if files.keep_model else ''}eval.json and predictions.json in {files.out}", flush=True)
+    return report
