@@ -191,7 +191,7 @@ class Masking:
 
         The random token is drawn from `ordinary_ids`: never a special token, [UNK] or [MASK].
         BERT draws from the whole vocabulary (create_pretraining_data.py: `rng.randint(0,
-        len(vocab_words) - 1)`), so its random replacement is now and then [CLS], [SEP],
+        len(vocab_words) - 1)`), so its random replacement is at times [CLS], [SEP],
         [PAD] or [MASK] itself; here a "random token" is always a word piece the text could
         hold (docs/departures.md).
         """
