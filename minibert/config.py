@@ -79,14 +79,14 @@ class ModelConfig:
     # choice: the weights are the same for all of them.
     attention_backend: str = "auto"
     # Run the layers on the real tokens only (gathered once by the attention mask, kernels/unpad.py),
-    # for a batch that is mostly padding (Encoder.UNPAD_FROM); the Triton kernel always does.
+    # for a batch whose padding share is at least Encoder.UNPAD_FROM; the Triton kernel always does.
     unpad: bool = True
     # The reference path, to read and debug with (`--reference`): padded batches, the naive
     # attention (scores, mask, softmax, dropout, weighted sum), every layer at every position
     # and a plain F.cross_entropy over the masked positions. Same weights and the same loss
     # and gradients as the fast path (tests/test_reference.py); what the fast path saves:
     # docs/speed.md. Off, the fast path: SDPA, the last layer only where a loss reads,
-    # the fused vocabulary loss, and unpadding for a batch that is mostly padding.
+    # the fused vocabulary loss, and unpadding from Encoder.UNPAD_FROM padding on.
     reference: bool = False
     # Standard deviation of the initial weights (BERT: N(0, 0.02)).
     initializer_range: float = 0.02

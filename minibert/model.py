@@ -8,12 +8,15 @@
 
 BERT, RoBERTa, ALBERT, DistilBERT and ELECTRA are all this encoder with different
 `ModelConfig` values. `Encoder.forward` reads as that recipe. Its two speed tricks are one
-branch beside it, `Encoder.fast_path`, a step a reader can skip: with `needed`, the last layer
-runs only at the positions a loss reads (`last_layer_at`), and a batch with at least
-`Encoder.UNPAD_FROM` padding runs on its real tokens only (kernels/unpad.py); docs/speed.md says what each saves. Looking
-inside (every layer's states and attention probabilities) runs the recipe alone, on the padded
-grid. `ModelConfig.reference` (`python train.py --reference`) turns both tricks off, with the
-naive attention: the reference path, for reading and debugging, tested equal to the fast one.
+branch beside it, `Encoder.fast_path`: with `needed`, the last layer runs only at the positions
+a loss reads (`last_layer_at`), and a batch with at least `Encoder.UNPAD_FROM` padding runs on
+its real tokens only (kernels/unpad.py); docs/speed.md says what each saves. Every default
+pretraining step takes that branch (`Pretrainer.forward` always passes `needed`), so the
+recipe's loop is what the step computes, not the lines it runs: to step through the recipe
+itself, run with `python train.py --reference` (`ModelConfig.reference`), which turns both
+tricks off, with the naive attention and the plain loss: the reference path, for reading and
+debugging, tested equal to the fast one (tests/test_reference.py). Looking inside (every
+layer's states and attention probabilities) runs the recipe alone, on the padded grid.
 """
 
 from __future__ import annotations
@@ -196,8 +199,8 @@ class Encoder(nn.Module):
         """input ids [B, T] -> ModelOutput: last_hidden_state [B, T, H], pooler_output [B, H].
 
         The recipe, a step a line: the embeddings (projected E → H), the layers, the final
-        LayerNorm (pre-LN), the pooler. The speed tricks are one branch, `fast_path`, to skip
-        when reading: unpadding (`embed` packs the real tokens of a batch the encoder
+        LayerNorm (pre-LN), the pooler. The speed tricks are one branch, `fast_path`, which
+        every default pretraining step takes (`--reference` keeps the step here): unpadding (`embed` packs the real tokens of a batch the encoder
         `unpads`) and, with `needed`, the last layer at the needed positions only.
 
         `needed` (optional, [B, T] bool): the positions whose final hidden state the caller

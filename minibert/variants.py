@@ -2,7 +2,7 @@
 
 Nothing in the training loop asks which variant it runs. A variant only chooses values:
 
-    bert        post-LN encoder; MLM + next sentence prediction; static masking (10 masked copies)
+    bert        the base (post-LN, as all five); MLM + next sentence prediction; static masking (10 masked copies)
     roberta     BERT's encoder, one segment type; MLM on full sentences; dynamic masking
     albert      factorized embeddings (E < H), all layers shared; MLM + sentence order prediction,
                 n-gram masking of whole words
@@ -87,7 +87,7 @@ VARIANTS: dict[str, Variant] = {
     v.name: v
     for v in (
         Variant(
-            "bert", "post-LN encoder; MLM + next sentence prediction; static masking (10 masked copies)",
+            "bert", "the base all five share (post-LN); MLM + next sentence prediction; static masking (10 masked copies)",
             objectives=("mlm", "nsp"),
             settings=dict(masking="static", steps=1250),
         ),
@@ -159,7 +159,10 @@ def get_variant(name: str) -> Variant:
 
 def run_architecture(variant: Variant, settings: Settings, overrides: dict, *, vocab_size: int | None = None,
                  pad_token_id: int | None = None, teacher: ModelConfig | None = None) -> ModelConfig:
-    """The architecture of this run: the variant's (or the teacher's) plus the user's overrides.
+    """The architecture of this run: the variant's plus the user's overrides; with a `teacher`
+    (DistilBERT's), the student's, `student_config` (objectives/kd.py), which build_pretrainer's
+    "kd" branch then fills from the teacher's layers. The run prints, records and plans it
+    before anything is built, so it is made here with every other run's.
 
     The tokenizer fixes vocab_size and pad_token_id; max_positions defaults to what
     --seq-len needs. Without a tokenizer yet (vocab_size None) this checks the overrides early.
@@ -205,6 +208,8 @@ def build_pretrainer(variant: Variant, settings: Settings, config: ModelConfig, 
         elif name == "kd":
             if teacher is None:
                 raise ValueError(f"the {variant.name} variant distils a teacher; pass --teacher DIR")
+            # `config`, and so `model`, is the student's: run_architecture's student_config(teacher), half
+            # the teacher's layers, no segments, no pooler; its weights now come from the teacher's layers
             init_student_from_teacher(model, teacher)
             objectives[name] = KnowledgeDistillation(teacher, settings.kd_temperature, settings.kd_soft_weight,
                                                      settings.kd_mlm_weight, settings.kd_cosine_weight, settings.kd_all_tokens)

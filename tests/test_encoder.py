@@ -11,7 +11,7 @@ from minibert import Encoder, MaskedLM, ModelConfig, ReplacedTokenDetector, Sequ
 @pytest.fixture(autouse=True)
 def unpad_whenever_asked(monkeypatch):
     """unpad=True runs the unpadded path on any padding here (the encoder's own rule unpads only
-    batches that are mostly padding), so that both paths are compared on every batch."""
+    batches with at least Encoder.UNPAD_FROM padding), so that both paths are compared on every batch."""
     monkeypatch.setattr(Encoder, "UNPAD_FROM", 0.0)
 
 

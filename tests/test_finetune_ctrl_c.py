@@ -23,24 +23,49 @@ from test_finetune import toy_rows, write_tsv
 from test_glue_recipes import STEPS, checkpoint, task_folder
 from tiny_run import REPO
 
-# `python train.py finetune ...` with the third run held at its start (its file written, and HELD
-# on stderr after the finished runs' progress bars) until the test presses Ctrl-C.
-HELD_THIRD_RUN = """
+# A command held at a chosen moment until the test presses Ctrl-C: `hold()` prints HELD on stderr,
+# writes the file named by the first argument, and sleeps. HOLD + the code that calls it + the
+# command's main is the program `pressed_when_held` runs.
+HOLD = """
 import sys, time
 from pathlib import Path
+held = Path(sys.argv.pop(1))
+def hold():
+    print("HELD", file=sys.stderr, flush=True)
+    held.touch()
+    time.sleep(120)
+"""
+
+# `python train.py finetune ...` with the third run held at its start (its file written, and HELD
+# on stderr after the finished runs' progress bars).
+HELD_THIRD_RUN = HOLD + """
 from minibert.finetune import job
-train_task, held, runs = job.train_task, Path(sys.argv.pop(1)), []
+train_task, runs = job.train_task, []
 def third_held(*args, **kwargs):
     runs.append(1)
     if len(runs) == 3:
-        print("HELD", file=sys.stderr, flush=True)
-        held.touch()
-        time.sleep(120)
+        hold()
     return train_task(*args, **kwargs)
 job.train_task = third_held
 import train
 sys.exit(train.main(sys.argv[1:]))
 """
+
+
+def pressed_when_held(program: str, held: Path, argv: list[str]) -> tuple[int, str, str]:
+    """Run `python -c program held *argv` as a real process, and press Ctrl-C (a real SIGINT) once it
+    is held: (exit status, stdout, stderr after HELD)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen([sys.executable, "-c", program, str(held), *argv], cwd=REPO, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not held.exists() and process.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert process.poll() is None, process.communicate()
+    process.send_signal(signal.SIGINT)
+    printed, err = process.communicate(timeout=60)
+    assert "HELD\n" in err, err
+    return process.returncode, printed, err.split("HELD\n", 1)[1]
 
 
 @pytest.mark.slow
@@ -50,17 +75,9 @@ def test_ctrl_c_in_a_sweep_is_one_line_and_the_same_command_reads_back_what_fini
     glue, init, out, held = task_folder(tmp_path / "glue"), checkpoint(tmp_path / "pre", 0, run_seed=0), tmp_path / "out", tmp_path / "held"
     argv = ["--init", str(init), "--glue", str(glue), "--against-untrained", "--seeds", "0", "1", "--glue-recipe", "bert",
             "--out", str(out), *STEPS]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    process = subprocess.Popen([sys.executable, "-c", HELD_THIRD_RUN, str(held), "finetune", *argv], cwd=REPO, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while not held.exists() and process.poll() is None and time.time() < deadline:
-        time.sleep(0.05)
-    assert process.poll() is None, process.communicate()
-    process.send_signal(signal.SIGINT)
-    printed, err = process.communicate(timeout=60)
-    assert process.returncode == 130 and "Traceback" not in printed + err
-    assert err.split("HELD\n", 1)[1].splitlines() == [f"python train.py finetune: interrupted; 2 finished runs kept in {out}: the same command "
+    returncode, printed, err = pressed_when_held(HELD_THIRD_RUN, held, ["finetune", *argv])
+    assert returncode == 130 and "Traceback" not in printed + err
+    assert err.splitlines() == [f"python train.py finetune: interrupted; 2 finished runs kept in {out}: the same command "
                                 f"reads them back and trains only the rest"]
 
     assert main(argv) == 0  # the same command

@@ -18,6 +18,7 @@ import torch
 from minibert.__main__ import main as minibert
 from minibert.finetune import load_classifier, main as finetune
 
+from test_finetune_ctrl_c import HOLD, pressed_when_held
 from test_finetune import (  # noqa: F401  (minibert_dir, one_thread and piece_model_dir are fixtures)
     NEUTRAL, minibert_dir, one_thread, piece_model_dir, score_rows, tagged_rows, toy_rows, write_conll, write_jsonl, write_tsv,
 )
@@ -196,3 +197,39 @@ def test_a_damaged_eval_json_is_one_line_naming_it_and_max_len(pair_classifier, 
     assert not out.exists()
     assert minibert(["predict", str(classifier), str(pairs[1]), "--out", str(out), "--max-len", "64"]) == 0
     assert_same_predictions(table(out), table(pair_classifier / "predictions.tsv"))
+
+
+# `python -m minibert predict ...` held in its second batch's forward, until the test presses Ctrl-C.
+HELD_SECOND_BATCH = HOLD + """
+from minibert.heads import SequenceClassifier
+forward, calls = SequenceClassifier.forward, []
+def second_held(self, *args, **kwargs):
+    calls.append(1)
+    if len(calls) == 2:
+        hold()
+    return forward(self, *args, **kwargs)
+SequenceClassifier.forward = second_held
+from minibert.tools.commands import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_ctrl_c_while_predicting_is_one_line_and_leaves_out_as_it_was(existing, pair_classifier, pairs, tmp_path):
+    """A real process, a real SIGINT, between two batches: exit status 130, one line on stderr
+    after the progress bar, and --out as it was before the command (absent, or an earlier file
+    that --overwrite would have replaced), no half-written file beside it."""
+    folder = tmp_path / "predictions"
+    folder.mkdir()
+    out = folder / "p.tsv"
+    if existing:
+        out.write_text("kept\n")
+    argv = ["predict", str(pair_classifier), str(pairs[1]), "--out", str(out), "--batch-size", "4", "--device", "cpu",
+            *(["--overwrite"] if existing else [])]
+    returncode, printed, err = pressed_when_held(HELD_SECOND_BATCH, tmp_path / "held", argv)
+    assert returncode == 130 and "Traceback" not in printed + err
+    assert [line for line in err.split("\n") if line.strip()][-1:] == [
+        f"python -m minibert predict: interrupted; --out {out} {'left as it was' if existing else 'not written'}"]
+    assert len([line for line in err.replace("\r", "\n").split("\n") if "interrupted" in line or "Error" in line]) == 1
+    assert sorted(path.name for path in folder.iterdir()) == (["p.tsv"] if existing else [])
+    assert not existing or out.read_text() == "kept\n"

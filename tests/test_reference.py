@@ -1,7 +1,7 @@
 """`--reference`, the reference path: one training step gives the fast path's loss and gradients.
 
 The fast path (SDPA, the last layer only at the positions a loss reads, the fused vocabulary
-loss, and unpadding where a batch is mostly padding) and the reference path (the padded grid,
+loss, and unpadding from Encoder.UNPAD_FROM padding on) and the reference path (the padded grid,
 the naive attention, every layer at every position, a plain F.cross_entropy) are two ways of
 computing the same function; only float rounding may tell them apart. Tolerance, in fp32: the loss to
 1e-5 relative, every gradient to atol 1e-5 + rtol 1e-4 (observed differences are ~1e-7).

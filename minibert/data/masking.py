@@ -153,7 +153,19 @@ class Masking:
         A unit is a token, or a word when `word_starts` is set; each special token is a unit
         of its own. Every unit begins a span with probability `begin_prob`, its length drawn
         with P(n) ∝ 1/n; spans may overlap, which `begin_prob` accounts for, and a span
-        stops where its segment ends ([SEP]).
+        stops where its segment ends ([SEP]). The plain loop it computes, for each sequence:
+
+            for u, unit in enumerate(units):                    # a word, or a token
+                if unit is maskable and random() < begin_prob:  # a span begins here
+                    n = draw 1..max_span with P(n) ∝ 1/n
+                    for later in units[u : u + n]:              # n units, or fewer:
+                        if later is in unit's segment:          # never past a [SEP]
+                            mask every token of later
+
+        The code does it for the whole batch at once: each unit's span length (0: none begins)
+        scattered onto a [B, units] grid, then a unit is covered when a span begins k units
+        before it, in its segment, and is longer than k, for k < max_span. `begin_prob` comes
+        from `begin_probability`, a bisection done once.
         """
         starts = can_mask.new_ones(input_ids.shape) if self.word_starts is None else self.word_starts[input_ids] | ~can_mask
         starts |= F.pad(~can_mask[:, :-1], (1, 0), value=True)  # the first token, and the one after a special one, begin units too
@@ -176,6 +188,12 @@ class Masking:
         that only learned "predict at [MASK]" would have no reason to build a good
         representation of the other tokens. Because any token may be corrupted or be the one
         to predict, the model must keep a contextual representation of every input token.
+
+        The random token is drawn from `ordinary_ids`: never a special token, [UNK] or [MASK].
+        BERT draws from the whole vocabulary (create_pretraining_data.py: `rng.randint(0,
+        len(vocab_words) - 1)`), so its random replacement is at times [CLS], [SEP],
+        [PAD] or [MASK] itself; here a "random token" is always a word piece the text could
+        hold (docs/departures.md).
         """
         p_mask, p_random, _ = self.replace_probs
         draw = torch.rand(input_ids.shape, generator=generator)

@@ -44,7 +44,23 @@ def dupe_factor_passes(blocks: list[range], dupe_factor: int) -> list[tuple[int,
     times, one copy after the other. Each item (copy, block number, documents) is one
     `build_examples(..., block=number, copy=copy)` call, with a generator of its own, so each
     copy draws its own target lengths, A/B cut points and random next sentences. Without
-    static masking there is one copy."""
+    static masking there is one copy.
+
+    The plain loop these items stand for (corpus/stored_examples.py:write_examples runs it,
+    the items in worker processes, and then corpus/stored_examples.py:build_static_masks):
+
+        examples = []
+        for copy in range(dupe_factor):                          # BERT's 10 passes
+            for number, documents in enumerate(blocks):          # one block after the other
+                spans = build_examples(store, layout, documents=documents, block=number,
+                                       copy=copy, ...)           # this copy's own cut
+                examples += Examples.from_spans(store, spans, tokenizer, max_length)
+        generator = torch.Generator().manual_seed(seed)          # draw_static_masks
+        for example in examples:                                 # every copy's examples
+            masked_ids, labels = masking(example, generator)     # its one mask, stored
+
+    So two copies of one document differ in their cut (the generator of (block, copy)) and
+    in their masks (each example masked on its own); training then reads these files."""
     return [(copy, number, documents) for copy in range(dupe_factor) for number, documents in enumerate(blocks)]
 
 

@@ -1,6 +1,6 @@
-"""Speed for other shapes: nothing here changes what a step computes, and the default runs take none of it.
+"""Speed for other shapes: nothing here changes what a step computes (which default runs unpad: unpad.py).
 
-    unpad.py            the layers on the real tokens only, for batches that are mostly padding
+    unpad.py            the layers on the real tokens only, for a batch with Encoder.UNPAD_FROM padding or more
     flash_attention.py  varlen FlashAttention-2 (forward and backward) in Triton, for packed,
                         unpadded batches on a GPU; Triton is imported only when a kernel is first used
     _flash_kernels.py, candidates.py, offline_compile.py, reference.py   its kernels, the block

@@ -5,9 +5,11 @@ padding too. Where padding is heavy (sentence-level batches are often half paddi
 encoder instead gathers the real tokens once into [tokens, ...], runs every layer on them,
 and scatters the result back into the grid at the end (ModernBERT's and MosaicBERT's
 "unpadding"); `Encoder.unpads` decides when: from `Encoder.UNPAD_FROM` padding on, the threshold
-bench/unpad_threshold.py finds (docs/speed-measured.md#unpad). Where padding is light, as in the
-default albert run, the padded grid pays as well and is simpler, so that step never comes here
-(roberta's and electra's full-sentence batches sometimes do).
+bench/unpad_threshold.py finds (docs/speed-measured.md#unpad). Where padding is light, the padded
+grid pays as well and is simpler. The default runs on segment pairs (bert, albert) never come
+here: their examples run to the full length but for BERT's short ones. The default runs on full
+sentences (roberta, electra, distilbert) come here for most of their batches: an example ends
+where the next whole sentence would not fit, and the batch is cut to its longest.
 
 Attention is the one layer that needs sequences back: the Triton kernel reads the packed
 tokens directly (FlashAttention's "varlen" interface: `cu_seqlens` marks where each sequence
@@ -94,7 +96,7 @@ class TokenLayout:
         """Packed qkv [tokens, 3, heads, d] -> each token's attention output [tokens, heads, d],
         attending within its own sequence only."""
         if backend == "triton":  # the kernel reads packed tokens: no padding at all
-            from . import flash_attention
+            from .flash_attention import flash_attention  # the function, from its module
 
             return flash_attention(*qkv.unbind(1), self.cu_seqlens, self.max_seqlen, dropout_p=dropout_p)
         if not self.buckets:  # not one real token: nothing to attend to

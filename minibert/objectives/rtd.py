@@ -37,17 +37,19 @@ from ..training.settings import GENERATOR_HEADS, RTD_TOKENS
 from .mlm import mlm_metrics
 
 
-# How many attention heads the generator has (`generator_config`): "scaled" keeps the discriminator's
-# head width (round(heads · fraction)); "64-wide" is ELECTRA's rule, max(1, hidden // 64) heads of
-# about 64 dimensions (google-research/electra run_pretraining.py:get_generator_config). The two agree
-# at ELECTRA's published sizes and the default run's.
-
 
 def generator_config(config: ModelConfig, fraction: float, heads: str = "scaled") -> ModelConfig:
     """The discriminator's config scaled to `fraction` of its width (hidden, heads, FFN);
     same depth, the same `embedding_size` E (the tables are shared), written out where the
     discriminator's is None (E = its H). E may exceed the generator's width: its projection
-    then maps E down to H, as in ELECTRA-base (E = 768, H = 256). `heads`: GENERATOR_HEADS."""
+    then maps E down to H, as in ELECTRA-base (E = 768, H = 256).
+
+    `heads`, how many attention heads (GENERATOR_HEADS, training/settings.py): "scaled" is
+    round(heads · fraction), at least 1; "64-wide" is ELECTRA's rule, max(1, width // 64) heads
+    (google-research/electra run_pretraining.py:get_generator_config). They agree at ELECTRA's
+    published sizes (heads of 64 dimensions in both models) and at the default run's, where
+    neither keeps the discriminator's head width: a generator 32 wide gets 1 head of 32
+    dimensions, against the discriminator's 2 of 64."""
     if heads not in GENERATOR_HEADS:
         raise ValueError(f"--generator-heads must be one of {', '.join(GENERATOR_HEADS)}; got {heads!r}")
     width = round(config.hidden_size * fraction)

@@ -45,7 +45,7 @@ MODEL_HELP = {
     "pad_token_id": "id of [PAD] (set by the tokenizer)",
     "pooler": "tanh(Linear) on [CLS], read by NSP/SOP (without it they read [CLS] itself)",
     "attention_backend": "which code computes attention: auto (= sdpa), naive (readable), sdpa, triton (CUDA)",
-    "unpad": "run the layers on the real tokens only, for batches that are mostly padding",
+    "unpad": "run the layers on the real tokens only, for a batch whose padding share is at least Encoder.UNPAD_FROM",
     "reference": "the reference path, to read and debug with: padded batches, naive attention, every layer at every "
                  "position, plain cross-entropy (same loss and gradients, slower; overrides --attention-backend and --unpad)",
     "initializer_range": "std of the initial weights",

@@ -221,10 +221,10 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
                     save_pretrained(pretrainer.objectives["rtd"].generator, out / GENERATOR_DIR, tokenizer=tokenizer)
                 picture.draw()  # OUT/curves.png, from metrics.jsonl
 
-    streams = [iter(shard) for shard in shards]
+    micro_batches = [iter(shard) for shard in shards]  # one batch iterator per micro-step
     log = report_to(settings.report_to, log, out, progress.step) if dist.is_main else log  # --report-to tensorboard
     use_levers(pretrainer, compile=settings.compile, checkpoint_activations=settings.checkpoint_activations)
-    last = train(pretrainer, optimizer, streams, eval_batches, loop, progress, dist=dist, device=device, amp=amp, log=log,
+    last = train(pretrainer, optimizer, micro_batches, eval_batches, loop, progress, dist=dist, device=device, amp=amp, log=log,
                  report=HeldOutReport(baselines, band, changed), save=save)
     if dist.is_main:
         scores = ", ".join(f"{k} {v:.3f}" for k, v in {**last, **baselines}.items()

@@ -16,18 +16,23 @@ minibert/interop/huggingface/export.py (export), minibert/runs/curves.py (curves
 minibert/finetune/predictions.py (predict, with a fine-tuned CLF) and explore/ (explore); this
 file only parses and prints (`minibert/__main__.py` calls `main`). Bad input is one line on
 stderr and exit status 2, through the same handler as `python train.py` (`--debug` shows the
-traceback).
+traceback); Ctrl-C is one line too, and exit status 130, as training's (`Interrupted`).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from ..runs.cli import Parser, report_errors
 from ..training.settings import DEVICES
 
 PROG = "python -m minibert"
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, with what the command leaves behind (its message)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -165,8 +170,12 @@ def run(args: argparse.Namespace) -> None:
     if args.command == "predict":
         from ..finetune.predictions import predict_file
 
-        predict_file(args.classifier, args.file, args.out, args.text_columns, args.batch_size, args.max_len, args.device,
-                     args.overwrite)
+        left = "left as it was" if Path(args.out).exists() else "not written"  # --out is published whole, at the end
+        try:
+            predict_file(args.classifier, args.file, args.out, args.text_columns, args.batch_size, args.max_len, args.device,
+                         args.overwrite)
+        except KeyboardInterrupt:
+            raise Interrupted(f"--out {args.out} {left}") from None
         return
     if args.command == "export":
         from ..interop.huggingface.export import export, summary
@@ -201,4 +210,10 @@ def shown(token) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    return report_errors(PROG, argv, lambda: run(build_parser().parse_args(argv)))
+    try:
+        return report_errors(PROG, argv, lambda: run(build_parser().parse_args(argv)))
+    except KeyboardInterrupt as pressed:  # Ctrl-C: one line, never a traceback
+        command = next((word for word in argv if not word.startswith("-")), None)
+        print(f"{PROG}{f' {command}' if command else ''}: interrupted{f'; {pressed}' if str(pressed) else ''}", file=sys.stderr,
+              flush=True)
+        return 130

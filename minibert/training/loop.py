@@ -7,7 +7,9 @@
             loss, metrics = module(batch)         # the objectives of the variant, summed
             backward(loss / grad_accum)
         clip the gradient norm
-        AdamW step (optimizer.py); a NaN/Inf loss or gradient stops the run (or skips the step)
+        AdamW step (optimizer.py), taken even after a NaN/Inf loss or gradient: the next log or
+             save step finds it and stops the run, naming that step, before it writes anything
+             (--skip-nonfinite, and fp16, look before the update: NonfiniteCheck)
         now and then: a line in metrics.jsonl, held-out evaluation (evaluate.py), a checkpoint
 
 `module` is whatever is trained: anything that maps a batch to (loss, metrics) — a
@@ -140,30 +142,30 @@ class Progress:
         return self.stopped or done >= total or self.step >= (settings.stop_at or math.inf)
 
 
-def train(module, optimizer, streams, eval_batches, settings: LoopSettings, progress: Progress, *, dist,
+def train(module, optimizer, micro_batches, eval_batches, settings: LoopSettings, progress: Progress, *, dist,
           device: torch.device, amp, log, report=None, save: Callable[[Progress], None] | None = None,
           evaluation: Callable[[dict, float], None] | None = None) -> dict:
     """Run optimizer steps until `settings.steps` (or the --budget deadline, or --stop-at);
-    return the last logged record. `streams`: one batch iterator per micro-step.
+    return the last logged record. `micro_batches`: one batch iterator per micro-step.
     `eval_batches`: the held-out batches, shown and checked by `report` (None: `evaluation`, if
     given, else no evaluation). `save(progress)` writes a checkpoint (None: the run keeps none).
     `evaluation(record, fraction)`: a held-out evaluation of the run's own, used when there are no
     `eval_batches` (fine-tuning's dev scores)."""
-    model = dist.wrap(module, device)  # DDP under torchrun; the module itself in one process
+    pretrainer = dist.wrap(module, device)  # DDP under torchrun; the module itself in one process
     if eval_batches is not None:
         evaluation = functools.partial(evaluate_held_out, module, eval_batches, settings.eval_batches, device, amp, report, dist)
     logbook = Logbook(log, dist, evaluation)
     nonfinite = NonfiniteCheck(progress, settings, dist, amp, resumable=save is not None)
-    streams = [map(logbook.count_tokens, stream) for stream in streams]  # each batch's tokens counted as it is read
+    micro_batches = [map(logbook.count_tokens, batches) for batches in micro_batches]  # each batch's tokens counted as it is read
     record = logbook.write_start(report.baselines) if progress.step == 0 and eval_batches is not None else {}
     clock = Clock(progress, settings, dist)
     schedule = dict(peak=settings.lr, warmup=settings.warmup, schedule=settings.schedule, min_lr=settings.min_lr,
                     wsd_decay=settings.wsd_decay)
-    model.train()  # evaluate() switches back to training mode after each evaluation
+    pretrainer.train()  # evaluate() switches back to training mode after each evaluation
     with progress_bar(progress, settings, dist) as bar:
         while not progress.finished(settings):
             lr = learning_rate(*progress.position(settings), **schedule)
-            logbook.add(train_step(model, optimizer, streams, lr, settings, dist, amp, nonfinite))  # its metrics
+            logbook.add(train_step(pretrainer, optimizer, micro_batches, lr, settings, dist, amp, nonfinite))  # its metrics
             progress.step, progress.elapsed = progress.step + 1, clock.seconds()
             bar.update(min(bar.total, round(progress.position(settings)[0])) - bar.n)
             log_now, evaluate_now, save_now = what_is_due(progress, settings, saves=save is not None)
@@ -177,28 +179,31 @@ def train(module, optimizer, streams, eval_batches, settings: LoopSettings, prog
     return record
 
 
-def train_step(model, optimizer, streams, lr: float, settings: LoopSettings, dist, amp,
+def train_step(pretrainer, optimizer, micro_batches, lr: float, settings: LoopSettings, dist, amp,
                nonfinite: NonfiniteCheck) -> dict[str, torch.Tensor] | None:
-    """One optimizer step over len(streams) micro-batches, whose gradients add up (gradient accumulation).
+    """One optimizer step over len(micro_batches) micro-batches, whose gradients add up (gradient
+    accumulation). `pretrainer`: the module trained, batch -> (loss, metrics), wrapped in DDP under
+    torchrun (a `Pretrainer`, or fine-tuning's task objective), not the kept model inside it;
+    `micro_batches`: one batch iterator per micro-step.
     Returns the step's metrics (device tensors, averaged into the next log line), or None when a NaN/Inf
     loss or gradient was found before the update, which then did not happen: a step skipped under
     --skip-nonfinite (`NonfiniteCheck` stops the run otherwise)."""
     for group in optimizer.param_groups:
         group["lr"] = lr  # the schedule's learning rate for this step
     metrics: dict[str, torch.Tensor] = {}
-    for micro, stream in enumerate(streams):
-        batch = {name: tensor.to(amp.device, non_blocking=True) for name, tensor in next(stream).items()}
+    for micro, batches in enumerate(micro_batches):
+        batch = {name: tensor.to(amp.device, non_blocking=True) for name, tensor in next(batches).items()}
         if dist.enabled:  # DDP averages the gradients during backward: on the last micro-step only (the others add up)
-            model.require_backward_grad_sync = micro == len(streams) - 1
+            pretrainer.require_backward_grad_sync = micro == len(micro_batches) - 1
         # amp is the number format (operations/precision.py). In fp32 it changes nothing: autocast is a no-op, and each
         # amp.scaler call below is the plain operation (scale(x) is x, step(optimizer) is optimizer.step()); bf16 and
         # fp16 run the forward's matmuls in 16 bits, and fp16 alone scales the loss
         with amp.autocast:
-            loss, values = model(batch)  # forward: the loss of each objective, and their sum
-        amp.scaler.scale(loss / len(streams)).backward()  # backward (fp16: of the loss times the loss scale)
-        metrics = {n: metrics.get(n, 0.0) + v.detach().float() / len(streams) for n, v in {"loss": loss, **values}.items()}
+            loss, values = pretrainer(batch)  # forward: the loss of each objective, and their sum
+        amp.scaler.scale(loss / len(micro_batches)).backward()  # backward (fp16: of the loss times the loss scale)
+        metrics = {n: metrics.get(n, 0.0) + v.detach().float() / len(micro_batches) for n, v in {"loss": loss, **values}.items()}
     amp.scaler.unscale_(optimizer)  # fp16: the gradients divided back, so that clipping sees the true norm
-    metrics["grad_norm"] = torch.nn.utils.clip_grad_norm_(model.parameters(), settings.clip or math.inf)
+    metrics["grad_norm"] = torch.nn.utils.clip_grad_norm_(pretrainer.parameters(), settings.clip or math.inf)
     metrics = nonfinite.check(metrics)  # None: a NaN/Inf found now, step skipped; by default looked at later, with no wait for the GPU
     if metrics is not None:
         amp.scaler.step(optimizer)  # the update (fp16 after an overflow: none, and a smaller loss scale)

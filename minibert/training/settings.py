@@ -78,7 +78,7 @@ class Settings:
     # rtd_weight: only electra has the loss, and its variant's entry the weight (50) with the reason
     rtd_weight: float | None = option(None, "ELECTRA: weight of the replaced-token-detection loss", group="objectives")
     generator_fraction: float = option(0.25, "ELECTRA: generator width as a fraction of the discriminator's", group="objectives")
-    generator_heads: str = option("scaled", "ELECTRA: the generator's attention heads: scaled = round(--num-heads x --generator-fraction), the discriminator's head width; 64-wide = max(1, generator width // 64), ELECTRA's get_generator_config (the two agree at ELECTRA's published sizes)", GENERATOR_HEADS, "objectives")
+    generator_heads: str = option("scaled", "ELECTRA: the generator's attention heads: scaled = round(--num-heads x --generator-fraction), at least 1; 64-wide = max(1, generator width // 64), ELECTRA's get_generator_config (the two agree at ELECTRA's published sizes)", GENERATOR_HEADS, "objectives")
     rtd_tokens: str = option("all", "ELECTRA: the tokens the discriminator's loss reads: all of them (ELECTRA) or only the masked ones (the paper's 'ELECTRA 15%' diagnostic)", RTD_TOKENS, "objectives")
     teacher: str | None = option(None, "DistilBERT: the teacher, a minibert or Hugging Face BERT checkpoint directory", group="objectives", metavar="DIR")
     kd_temperature: float = option(2.0, "DistilBERT: softmax temperature T of the soft targets", group="objectives")

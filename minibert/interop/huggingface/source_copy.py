@@ -16,7 +16,7 @@ in the folder itself, and every import of one must be spelled that way. So the c
 The Triton kernel stays out (LEFT_OUT): the folder must run where only torch and transformers
 are installed, and the kernel is a GPU-only speed path, never taken unless
 `attention_backend="triton"`, which an export does not write. unpad.py, which the encoder imports,
-comes along (the layers on the real tokens only, for batches that are mostly padding); its lazy
+comes along (the layers on the real tokens only, for batches with Encoder.UNPAD_FROM padding); its lazy
 import of the kernel becomes a `raise ImportError` that says so. A module imported at import time
 that must stay out, or a module name two copied files share, refuses the export in one line.
 """
