@@ -185,6 +185,15 @@ def official_v1(dataset: dict, predictions: dict) -> dict:
     return {"exact_match": 100.0 * exact / total, "f1": 100.0 * total_f1 / total}
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """One thread, as the processes the tests start run (OMP_NUM_THREADS=1): results then match theirs bit for bit."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def backbone(tmp_path_factory):
     torch.manual_seed(0)
@@ -267,3 +276,63 @@ def test_squad_2_dev_data_is_refused_for_a_head_trained_on_squad_1(backbone, tmp
     assert main(["--init", str(backbone), "--train", str(tmp_path / "train.json"), "--dev", str(tmp_path / "dev.json"),
                  "--out", str(tmp_path / "out"), *QA_FLAGS]) != 0
     assert "SQuAD 2.0" in capsys.readouterr().err and not (tmp_path / "out" / "model.safetensors").exists()
+
+
+def test_a_passage_of_100000_characters_is_read_in_many_windows(squad_run):
+    from minibert.finetune import load_classifier
+    folder, _, _ = squad_run
+    passage = " ".join(SENTENCES * 2300)[:100_000]
+    (found,) = load_classifier(folder / "out").predict([("Who wrote the book?", passage)])
+    assert found.text and passage[found.start:found.start + len(found.text)] == found.text
+
+
+# `python -m minibert predict ...` on a question-answering model, held in its second batch's forward.
+HELD_WHILE_ANSWERING = """
+from minibert.heads import SpanExtractor
+forward, calls = SpanExtractor.forward, []
+def second_held(self, *args, **kwargs):
+    calls.append(1)
+    if len(calls) == 2:
+        hold()
+    return forward(self, *args, **kwargs)
+SpanExtractor.forward = second_held
+from minibert.tools.commands import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_ctrl_c_while_answering_is_one_line_and_writes_nothing(squad_run, tmp_path):
+    from test_finetune_ctrl_c import HOLD, pressed_when_held
+    folder, _, _ = squad_run
+    out = tmp_path / "answers" / "p.json"
+    out.parent.mkdir()
+    argv = ["predict", str(folder / "out"), str(folder / "train.json"), "--out", str(out), "--batch-size", "2", "--device", "cpu"]
+    returncode, printed, err = pressed_when_held(HOLD + HELD_WHILE_ANSWERING, tmp_path / "held", argv)
+    assert returncode == 130 and "Traceback" not in printed + err
+    assert [line for line in err.split("\n") if line.strip()][-1:] == [f"python -m minibert predict: interrupted; --out {out} not written"]
+    assert list(out.parent.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_sigkill_at_any_moment_then_resume_is_bit_identical(backbone, tmp_path):
+    """A real question-answering fine-tune killed with SIGKILL at random moments, resumed each
+    time: the model and the evaluations at the end are an uninterrupted run's, byte for byte."""
+    import os
+    from minibert.operations.checkpoint import Checkpoints
+    from tiny_run import REPO, kill_at_random_moments
+    squad_file(tmp_path / "train.json")
+    flags = ["--init", str(backbone), "--train", str(tmp_path / "train.json"), "--dev", str(tmp_path / "train.json"),
+             "--device", "cpu", *QA_FLAGS[:-4], "--steps", "12", "--lr", "1e-3", "--eval-every", "2"]
+    from minibert.finetune import main
+    assert main([*flags, "--out", str(tmp_path / "whole")]) == 0
+    killed = tmp_path / "killed"
+    command = [sys.executable, str(REPO / "train.py"), "finetune", *flags, "--out", str(killed)]
+    kill_at_random_moments(command, killed / "metrics.jsonl", latest=1.5)
+    assert Checkpoints(killed / "checkpoints").steps() and not (killed / "model.safetensors").exists()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    finished = subprocess.run(command + ["--resume"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    assert (killed / "model.safetensors").read_bytes() == (tmp_path / "whole" / "model.safetensors").read_bytes()
+    assert (killed / "predictions.json").read_text() == (tmp_path / "whole" / "predictions.json").read_text()
+    whole, resumed = (json.loads((folder / "eval.json").read_text())["evaluations"] for folder in (tmp_path / "whole", killed))
+    assert resumed == whole
