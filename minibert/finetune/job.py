@@ -195,9 +195,10 @@ def read_splits(task: str, files: TaskFiles) -> tuple:
 
 def distillation_settings(settings: FinetuneSettings, task: str) -> FinetuneSettings:
     """A student's settings with the --teacher loss's values filled in (eval.json records them):
-    --alpha's default, and --temperature's for classes (a regression student takes none)."""
+    --alpha's default, and --temperature's for classes and answer spans (a regression student takes none)."""
     if task == "tokens":
-        raise ValueError("--teacher distils sentence tasks (classification, regression); a tagging task has no teacher here")
+        raise ValueError("--teacher distils sentence tasks (classification, regression) and question answering; a tagging "
+                         "task has no teacher here")
     if task == "regression" and settings.temperature is not None:
         raise ValueError("--temperature softens class distributions; a regression student matches the teacher's score "
                          "by squared error, so drop --temperature")
@@ -223,7 +224,7 @@ def distillation_rows(settings: FinetuneSettings, task: str, data: TaskData, tar
         data = TaskData(data.path, data.texts + extra.texts, pairs, data.labels + extra.labels, data.lines + extra.lines)
         targets = targets + [IGNORE_INDEX if labels is not None else math.nan] * len(extra)
     max_len = min(max_len, teacher.model.config.max_length)
-    key = cache_key(teacher.path, data, max_len)
+    key = cache_key(teacher.path, max_len, data.texts, data.pairs)
     logits = read_cache(out / TEACHER_FILE, key)
     if logits is None or len(logits) != len(data):
         teacher.model.to(device)

@@ -12,11 +12,20 @@
                 nbest_predictions.json, and for SQuAD 2.0 null_odds.json
 
 BERT's recipe (section 4.2) is the one every family released: the same AdamW, warm-up and
-linear decay as any fine-tune, on windows of 384 tokens, for two or three epochs.
+linear decay as any fine-tune, on windows of 384 tokens, for two or three epochs; each family's
+own values are its recipe's SQuAD row (recipes.py).
+
+With --teacher the head also learns the softened start and end distributions of a span
+extractor already fine-tuned on SQuAD (soft_targets.py:SpanDistillation), DistilBERT's second
+step of distillation. The teacher reads the student's own windows, which is why it must share
+the student's tokenizer (teacher.py:load_span_teacher); its logits are computed once before
+training and cached in OUT, as a sentence task's are.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from pathlib import Path
 
@@ -29,10 +38,12 @@ from ..operations.precision import Precision
 from ..model import Encoder
 from ..tokenizers.base import Tokenizer
 from .checkpoint import save_classifier
-from .job import TaskFiles, TaskLoss, task_config, task_loop
+from .job import TaskFiles, TaskLoss, distillation_settings, task_config, task_loop
 from .selection import Evaluations
 from .settings import HEADLINE, FinetuneSettings
-from .answering import Decoding, answer, qa_max_len
+from .answering import Decoding, answer, qa_max_len, window_logits
+from .soft_targets import SpanDistillation
+from .teacher import TEACHER_FILE, cache_key, load_span_teacher, read_cache, write_cache
 from .span_decoding import Decoded, write_predictions
 from .squad import QAExample, SquadData, is_squad, read_squad
 from .qa_scores import squad_scores
@@ -50,8 +61,9 @@ def refuse_for_questions(settings: FinetuneSettings, files: TaskFiles) -> None:
     task = f"the question-answering task {files.name}" if settings.tasks else "question answering"
     if settings.pooling is not None:
         raise ValueError(f"--pooling is for sentence tasks; {task} reads every passage token's own vector, so drop it")
-    if settings.teacher is not None:
-        raise ValueError(f"--teacher distils sentence tasks; {task} has no teacher here yet, so drop it")
+    if settings.transfer is not None:
+        raise ValueError(f"--transfer gives a sentence task's teacher unlabelled texts; {task} distils on its training "
+                         f"windows alone, so drop it")
     if settings.text_columns is not None:
         raise ValueError(f"--text-columns names a sentence task's columns; {task} reads question and context, so drop it")
 
@@ -83,6 +95,10 @@ def answer_into(settings: FinetuneSettings, files: TaskFiles, backbone: tuple[En
     dev_windows, _ = question_windows(tokenizer, dev, labelled=False, **shape)
     print(f"{files.name}: {len(train_examples)} training questions in {len(train_windows)} windows of {max_len} tokens "
           f"(--doc-stride {settings.doc_stride}); {alignment.line()}", flush=True)
+    teacher_logits = None
+    if settings.teacher:  # before the seed is set: the teacher draws no random numbers, the student's run stays the same
+        settings = distillation_settings(settings, "qa")
+        teacher_logits = span_teacher_logits(settings, tokenizer, train_examples, train_windows, max_len, device, amp, files.out)
     config = task_config(encoder.config, max_len, settings)
     loop = task_loop(settings, len(train_windows), files.out)
 
@@ -101,8 +117,10 @@ def answer_into(settings: FinetuneSettings, files: TaskFiles, backbone: tuple[En
 
     evaluations = Evaluations(model, score, files.metric or HEADLINE["qa"], settings.patience, dist, last_step=loop.steps)
     streams = task_streams(len(train_windows), settings.batch_size, loop.seed, settings.grad_accum, dist)
-    batches = [(window_inputs(train_windows, rows, tokenizer, segments, labelled=True) for rows in stream) for stream in streams]
-    train_loss = train_steps(TaskLoss(model), batches, streams, loop, settings, amp, files.out, evaluations, settings.recorded(), dist)
+    batches = [(with_span_teacher(window_inputs(train_windows, rows, tokenizer, segments, labelled=True), teacher_logits, rows)
+                for rows in stream) for stream in streams]
+    objective = TaskLoss(model) if teacher_logits is None else SpanDistillation(model, settings.alpha, settings.temperature)
+    train_loss = train_steps(objective, batches, streams, loop, settings, amp, files.out, evaluations, settings.recorded(), dist)
     kept = evaluations.keep_best()
     answers = kept.pop("predicted")
 
@@ -121,3 +139,35 @@ def answer_into(settings: FinetuneSettings, files: TaskFiles, backbone: tuple[En
     print(f"{files.name}: dev exact match {report['exact_match']:.2f}, F1 {report['f1']:.2f} on {len(dev)} questions{kept_at}; "
           f"{'model, ' if files.keep_model else ''}eval.json and predictions.json in {files.out}", flush=True)
     return report
+
+
+def span_teacher_logits(settings: FinetuneSettings, tokenizer: Tokenizer, examples: SquadData, windows: list[Window],
+                        max_len: int, device: torch.device, amp: Precision, out: Path) -> torch.Tensor:
+    """The --teacher's start and end logits on every training window [W, 2, T] (T: the longest
+    window; 0 past a window's end), read from OUT's cache when the teacher and windows are the same."""
+    probe = [text for example in examples[:8] for text in (example.question, example.context)]
+    teacher = load_span_teacher(settings.teacher, tokenizer, probe)
+    if teacher.model.config.for_length(max_len) is None:
+        raise ValueError(f"--teacher {teacher.path} reads at most {teacher.model.config.max_length} positions but the "
+                         f"student's windows are {max_len} tokens; give --max-len {teacher.model.config.max_length} or less")
+    digest = hashlib.sha256()
+    for window in windows:
+        digest.update(json.dumps([window.input_ids, window.token_type_ids]).encode())
+    key = cache_key(teacher.path, max_len, digest.hexdigest())
+    logits = read_cache(out / TEACHER_FILE, key)
+    if logits is None or len(logits) != len(windows):
+        teacher.model.to(device)
+        starts, ends = window_logits(teacher.model, teacher.tokenizer, windows, settings.batch_size, device, amp)
+        logits = torch.stack([starts, ends], dim=1)  # [W, 2, T]
+        write_cache(out / TEACHER_FILE, key, logits)
+        teacher.model.cpu()
+    print(f"--teacher {teacher.path}: start and end logits on {len(windows)} training windows; loss alpha {settings.alpha:g}, "
+          f"temperature {settings.temperature:g}", flush=True)
+    return logits
+
+
+def with_span_teacher(batch: dict, teacher_logits: torch.Tensor | None, rows) -> dict:
+    """A batch of windows with its rows of the teacher's logits, cut to the batch's width [B, 2, width]."""
+    if teacher_logits is None:
+        return batch
+    return {**batch, "teacher_logits": teacher_logits[list(rows), :, :batch["input_ids"].shape[1]]}

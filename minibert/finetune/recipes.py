@@ -14,8 +14,29 @@ pretraining calls for, and the choice a recipe leaves open, made on training row
              chosen per task from {3e-4, 1e-4, 5e-5, 3e-5}, 4 epochs, batch 32 (their batch grid
              is not searched), weight decay 0.01, dropout 0.1 (BERT's fine-tuning code).
 
-Every recipe fine-tunes with dropout 0.1, as all three sources did, whatever the checkpoint was
-pretrained with: this project pretrains without dropout (docs/training.md), and a task's few
+Question answering (SQuAD) takes its own row of each recipe, the settings each family released
+for SQuAD (`SQUAD_ROWS`); `albert`, `roberta` and `distilbert` name the families whose only
+published fine-tuning settings minibert takes are their SQuAD ones, so they are question
+answering's alone:
+
+    electra     ELECTRA's table for the width, as above, but 2 epochs ("2 for SQuAD"); batch 32
+    bert        google-research/bert's README, BERT-base on SQuAD 1.1: lr 3e-5, batch 12, 2 epochs,
+                weight decay 0.01 (the paper's section 4.2 tuned BERT-large: lr 5e-5, batch 32, 3
+                epochs for 1.1; batch 48, 2 epochs for 2.0)
+    albert      ALBERT's Table 16 (Lan et al., 2020), SQuAD 1.1: lr 5e-5, batch 48, 3,649 steps (2
+                epochs), no dropout in the encoder; weight decay 0.01 (BERT's optimizer). SQuAD 2.0's
+                row is lr 3e-5, 8,144 steps
+    roberta     RoBERTa's Table 10 (Liu et al., 2019), RoBERTa-large on SQuAD: lr 1.5e-5, batch 48,
+                2 epochs, weight decay 0.01
+    distilbert  transformers' run_squad_w_distillation.py, DistilBERT's SQuAD script: its defaults
+                lr 5e-5, batch 8, 3 epochs, no weight decay
+    grid        none: Turc et al. published no SQuAD settings, so it is refused there
+
+A recipe sets no window length: --max-len stays a flag (default 384, BERT's and ALBERT's
+max_seq_length). ELECTRA and RoBERTa read 512-token windows, and their line says so.
+
+Every recipe fine-tunes with dropout 0.1, as all three sources did (ALBERT's SQuAD row aside: its
+release fine-tuned with none), whatever the checkpoint was pretrained with: this project pretrains without dropout (docs/training.md), and a task's few
 thousand rows overfit a model that keeps none.
 
 A recipe that leaves the lr open (`grid`) chooses it on the training rows alone, never on dev:
@@ -57,13 +78,48 @@ GRID_SOURCE = ("Turc et al. 2019 (Well-Read Students Learn Better), the lr grid 
                "fine-tuned with")
 BERT_RECIPE = dict(lr=2e-5, batch_size=BATCH_SIZE, epochs=3.0, weight_decay=0.01)  # Devlin et al. (2019), appendix A.3
 DROPOUT = 0.1  # on hidden states and attention while fine-tuning: ELECTRA's table, BERT's configs
-RECIPES = ("electra", "bert", "grid")
+SQUAD_EPOCHS = 2.0  # ELECTRA's table: "2 for SQuAD"
+QA_ONLY = ("albert", "roberta", "distilbert")  # recipes with a SQuAD row alone
+RECIPES = ("electra", "bert", "grid", *QA_ONLY)
 DEFAULT_RECIPE = "electra"
 RECIPE_FLAGS = ("lr", "layer_decay", "weight_decay", "dropout", "batch_size", "epochs", "pooling")  # what a recipe sets, each a flag
 # Hugging Face families by what their published checkpoints were pretrained with: BERT with next
 # sentence prediction, ALBERT with sentence order prediction; RoBERTa, DistilBERT and ELECTRA with none
 SENTENCE_TASK_OF_FAMILY = {"bert": "next sentence prediction", "albert": "sentence order prediction",
                            "roberta": None, "distilbert": None, "electra": None}
+
+
+class SquadRow(NamedTuple):
+    """One family's published SQuAD fine-tuning settings (layer decay: ELECTRA's, by width)."""
+
+    row: str
+    lr: float | None  # None: ELECTRA's, by the width
+    weight_decay: float
+    batch_size: int
+    epochs: float
+    windows: int  # the release's max_seq_length (not set by the recipe: --max-len)
+    source: str
+    dropout: float = DROPOUT
+
+
+SQUAD_ROWS = {
+    "electra": SquadRow("SQuAD row", None, 0.0, BATCH_SIZE, SQUAD_EPOCHS, 512,
+                        "Clark et al. 2020 (ELECTRA), appendix: the fine-tuning hyperparameters table (train epochs 2 for SQuAD); "
+                        "google-research/electra configure_finetuning.py:FinetuningConfig (squad: max_seq_length 512, "
+                        "num_train_epochs 2.0)"),
+    "bert": SquadRow("BERT-base's SQuAD 1.1 row", 3e-5, 0.01, 12, 2.0, 384,
+                     "google-research/bert README.md, SQuAD 1.1 with BERT-base (run_squad.py --learning_rate 3e-5 "
+                     "--num_train_epochs 2.0 --train_batch_size 12 --max_seq_length 384 --doc_stride 128)"),
+    "albert": SquadRow("ALBERT's SQuAD 1.1 row", 5e-5, 0.01, 48, 2.0, 384,
+                       "Lan et al. 2020 (ALBERT), Table 16: SQuAD v1.1 lr 5e-5, batch 48, ALBERT dropout 0 (classifier "
+                       "dropout 0.1: a span head has none), 3,649 steps (2 epochs), max_seq_length 384", dropout=0.0),
+    "roberta": SquadRow("RoBERTa-large's SQuAD row", 1.5e-5, 0.01, 48, 2.0, 512,
+                        "Liu et al. 2019 (RoBERTa), Table 10: SQuAD lr 1.5e-5, batch 48, weight decay 0.01, 2 epochs"),
+    "distilbert": SquadRow("DistilBERT's SQuAD script", 5e-5, 0.0, 8, 3.0, 384,
+                           "huggingface/transformers examples/research_projects/distillation/run_squad_w_distillation.py "
+                           "(defaults: learning_rate 5e-5, per_gpu_train_batch_size 8, num_train_epochs 3, weight_decay 0, "
+                           "max_seq_length 384)"),
+}
 READS = {"cls": "the [CLS] vector", "mean": "the mean of the last layer"}  # each pooling, in words
 
 
@@ -91,20 +147,26 @@ class Recipe:
     source: str
     lrs: tuple[float, ...] = ()
     pooling: Pooling = BERT_POOLING  # the checkpoint's (`checkpoint_pooling`)
+    batch_size: int = BATCH_SIZE
+    dropout: float = DROPOUT
+    windows: int | None = None  # question answering: the release's window length, which --max-len sets
 
     def values(self, task: str | None = None, tagging: bool = False) -> dict:
         """The flags this recipe sets for a task: `task` a GLUE name (RTE and STS-B take the long
         epochs) or None (any other: the usual epochs); lr None when it is to be chosen. A tagging
         task reads every token's own vector, so it is given no pooling."""
-        values = {"lr": self.lr, "layer_decay": self.layer_decay, "weight_decay": self.weight_decay, "dropout": DROPOUT,
-                  "batch_size": BATCH_SIZE, "epochs": self.long_epochs if task in LONG_TASKS else self.epochs}
+        values = {"lr": self.lr, "layer_decay": self.layer_decay, "weight_decay": self.weight_decay, "dropout": self.dropout,
+                  "batch_size": self.batch_size, "epochs": self.long_epochs if task in LONG_TASKS else self.epochs}
         return values if tagging else {**values, "pooling": self.pooling.name}
 
     def describe(self) -> dict:
         """The recipe as glue.json and eval.json record it."""
-        return {"name": self.name, "row": self.row, "source": self.source, "lr": self.lr, "lrs": list(self.lrs),
-                "layer_decay": self.layer_decay, "weight_decay": self.weight_decay, "dropout": DROPOUT, "batch_size": BATCH_SIZE,
-                "epochs": self.epochs, "epochs_rte_stsb": self.long_epochs, "held_out": HELD_OUT if self.lrs else None,
+        described = {"name": self.name, "row": self.row, "source": self.source, "lr": self.lr, "lrs": list(self.lrs),
+                     "layer_decay": self.layer_decay, "weight_decay": self.weight_decay, "dropout": self.dropout,
+                     "batch_size": self.batch_size, "epochs": self.epochs}
+        if self.windows is not None:  # a SQuAD row: no RTE, no pooling; the release's windows instead
+            return {**described, "release_max_len": self.windows}
+        return {**described, "epochs_rte_stsb": self.long_epochs, "held_out": HELD_OUT if self.lrs else None,
                 "pooling": self.pooling.name, "pooling_why": self.pooling.why}
 
     def line(self, overridden: list[str], glue: bool) -> str:
@@ -117,8 +179,10 @@ class Recipe:
         decay = f"layer-wise lr decay {self.layer_decay:g}" if self.layer_decay else "no layer-wise lr decay"
         epochs = (f"{self.epochs:g} epochs" if self.epochs == self.long_epochs or not glue else
                   f"{self.epochs:g} epochs ({self.long_epochs:g} for {' and '.join(LONG_TASKS)})")
-        return (f"recipe {self.name}, {self.row}: {lr}, {decay}, weight decay {self.weight_decay:g}, dropout {DROPOUT:g}, "
-                f"batch {BATCH_SIZE}, {epochs}; from {self.source}" + (f"; overridden by {', '.join(overridden)}" if overridden else ""))
+        windows = f", windows of {self.windows} tokens as released (a flag the recipe leaves: --max-len {self.windows})" if self.windows else ""
+        return (f"recipe {self.name}, {self.row}: {lr}, {decay}, weight decay {self.weight_decay:g}, dropout {self.dropout:g}, "
+                f"batch {self.batch_size}, {epochs}{windows}; from {self.source}"
+                + (f"; overridden by {', '.join(overridden)}" if overridden else ""))
 
     def pooling_line(self, pooling: str | None) -> str:
         """The line that says what a sentence task's head reads, and why: the checkpoint's pooling, or --pooling's."""
@@ -130,20 +194,45 @@ class Recipe:
         return f"pooling {own.name}: the head reads {READS[own.name]}, since {own.why}; --pooling {other} reads {READS[other]}"
 
 
-def recipe_for(name: str, config: ModelConfig, pooling: Pooling = BERT_POOLING) -> Recipe:
-    """The recipe `name` (--recipe) for an encoder of `config`'s width, whose pretraining calls for `pooling`."""
+def recipe_for(name: str, config: ModelConfig, pooling: Pooling = BERT_POOLING, questions: bool = False) -> Recipe:
+    """The recipe `name` (--recipe) for an encoder of `config`'s width, whose pretraining calls for
+    `pooling`; `questions`: its SQuAD row (`squad_recipe`)."""
+    if name not in RECIPES:
+        raise ValueError(f"--recipe {name!r}: choose among {', '.join(RECIPES)}")
+    if questions:
+        return squad_recipe(name, config)
+    if name in QA_ONLY:
+        raise ValueError(f"--recipe {name} is {name}'s SQuAD settings, for question answering alone; "
+                         f"a sentence or tagging task takes --recipe electra, bert or grid")
     if name == "bert":
         return Recipe("bert", "BERT-base's", BERT_RECIPE["lr"], None, BERT_RECIPE["weight_decay"], BERT_RECIPE["epochs"], 10.0,
                       BERT_SOURCE, pooling=pooling)
     if name == "grid":
         return Recipe("grid", "the lr grid", None, None, BERT_RECIPE["weight_decay"], 4.0, 4.0, GRID_SOURCE, GRID_LRS, pooling)
-    if name != "electra":
-        raise ValueError(f"--recipe {name!r}: choose among {', '.join(RECIPES)}")
-    width = config.hidden_size
+    size, lr, decay, takes = electra_row(config.hidden_size)
+    return Recipe("electra", f"ELECTRA-{size}'s row ({takes})", lr, decay, 0.0, 3.0, 10.0, ELECTRA_SOURCE, pooling=pooling)
+
+
+def electra_row(width: int) -> tuple[str, float, float, str]:
+    """ELECTRA's size for a width (the widest not wider than it; Small below it), its lr and
+    layer decay, and in words which width took it."""
     published, size, lr, decay = next((row for row in ELECTRA_ROWS if row[0] <= width), ELECTRA_ROWS[-1])
-    takes = "" if width == published else f", H = {width} takes it"
-    return Recipe("electra", f"ELECTRA-{size}'s row (H = {published}{takes})", lr, decay, 0.0, 3.0, 10.0, ELECTRA_SOURCE,
-                  pooling=pooling)
+    return size, lr, decay, f"H = {published}" + ("" if width == published else f", H = {width} takes it")
+
+
+def squad_recipe(name: str, config: ModelConfig) -> Recipe:
+    """A recipe's question-answering row (SQUAD_ROWS): ELECTRA's lr and layer decay by the width,
+    as for sentence tasks, with its SQuAD epochs; the others as their families released them."""
+    if name == "grid":
+        raise ValueError("--recipe grid is the BERT miniatures' GLUE lr grid; they published no SQuAD settings, so "
+                         "question answering takes --recipe electra (the default), bert, albert, roberta or distilbert")
+    row = SQUAD_ROWS[name]
+    lr, decay, label = row.lr, None, row.row
+    if name == "electra":
+        size, lr, decay, takes = electra_row(config.hidden_size)
+        label = f"ELECTRA-{size}'s SQuAD row ({takes})"
+    return Recipe(name, label, lr, decay, row.weight_decay, row.epochs, row.epochs, row.source, batch_size=row.batch_size,
+                  dropout=row.dropout, windows=row.windows)
 
 
 def checkpoint_pooling(init: str | Path) -> Pooling:

@@ -65,12 +65,15 @@ def run_tasks(settings: FinetuneSettings, dist: Distributed) -> list[dict] | dic
             check_out(job.out, settings.overwrite)
             check_unfinished(job.out, settings.overwrite)
     backbone = load_backbone(settings.init)
-    recipe = recipe_for(settings.recipe, backbone[0].config, checkpoint_pooling(settings.init))
-    print(recipe.line(settings.recipe_overrides(), glue=False), flush=True)
+    config = backbone[0].config  # a recipe by kind of task: question answering takes its SQuAD row
+    recipes = {qa: recipe_for(settings.recipe, config, checkpoint_pooling(settings.init), questions=qa) for qa in sorted(set(questions))}
+    for recipe in recipes.values():
+        print(recipe.line(settings.recipe_overrides(), glue=False), flush=True)
     per_token = [tags or qa for tags, qa in zip(tagging, questions)]  # heads that read every token's own vector: no pooling
     if not all(per_token):
-        print(recipe.pooling_line(settings.pooling), flush=True)
-    reports = [(finetune_qa if qa else finetune)(settings.with_recipe(recipe, recipe.values(tagging=reads)), job, backbone, device, amp)
+        print(recipes[False].pooling_line(settings.pooling), flush=True)
+    reports = [(finetune_qa if qa else finetune)(settings.with_recipe(recipes[qa], recipes[qa].values(tagging=reads)), job, backbone,
+                                                 device, amp)
                for job, reads, qa in zip(jobs, per_token, questions)]
     if settings.tasks:
         print(table([job.name for job in jobs], reports), flush=True)

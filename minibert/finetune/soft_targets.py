@@ -16,6 +16,18 @@ the student matches the teacher's score by squared error instead, mixed with the
 squared error the same way. `train.py finetune --teacher` trains on it (job.py); the
 teacher's outputs come from teacher.py.
 
+Question answering distils the same way, DistilBERT's second step of distillation (Sanh et al.,
+2019, Table 2's DistilBERT (D): fine-tuned on SQuAD with a SQuAD-tuned BERT as its teacher). A span
+head's answer is two distributions over a window's positions, the start's and the end's, so
+each is softened and compared, and the two halves averaged as the span loss averages its two
+cross-entropies:
+
+    loss = alpha · T² · (KL(start) + KL(end)) / 2 + (1 − alpha) · span loss
+
+as transformers' run_squad_w_distillation.py computes it. Each distribution is over the window's
+own positions: a batch's padding is left out of both, so a window's soft targets do not depend
+on which windows it was batched with.
+
 Pretraining's distillation, DistilBERT's (the same soft term at the masked tokens, plus MLM
 and a hidden-state cosine loss), is minibert/objectives/kd.py, which also holds the soft
 term `soft_target_kl` used here.
@@ -29,6 +41,8 @@ from torch import nn
 
 from ..heads import IGNORE_INDEX
 from ..objectives.kd import soft_target_kl
+
+OUTSIDE = -1e9  # the logit of a position past a window's end: probability 0 at any temperature, never NaN
 
 
 def soft_target_loss(student_logits, teacher_logits, true_labels, temperature: float, alpha: float) -> torch.Tensor:
@@ -49,6 +63,18 @@ def score_target_loss(student_scores, teacher_scores, true_scores, alpha: float)
     labelled = ~true_scores.isnan()  # [B]
     hard = F.mse_loss(student[labelled], true_scores[labelled].float()) if labelled.any() else soft.sum() * 0.0
     return mix(soft, hard, labelled, alpha)
+
+
+def span_target_loss(start_logits, end_logits, teacher_logits, attention_mask, span_loss, temperature: float,
+                     alpha: float) -> torch.Tensor:
+    """alpha · T² · (KL(start) + KL(end)) / 2 + (1 − alpha) · `span_loss` (the head's own, already
+    the mean over the B windows): logits [B, T], the teacher's [B, 2, T] (start, end), each KL
+    over the positions `attention_mask` [B, T] keeps, averaged over the windows."""
+    soft = sum(soft_target_kl(student.float().masked_fill(outside, OUTSIDE), teacher.float().masked_fill(outside, OUTSIDE),
+                              temperature, per_row=True)
+               for student, teacher, outside in ((start_logits, teacher_logits[:, 0], attention_mask == 0),
+                                                 (end_logits, teacher_logits[:, 1], attention_mask == 0))) / 2  # [B]
+    return mix(soft, span_loss, torch.ones_like(soft, dtype=torch.bool), alpha)
 
 
 def mix(soft: torch.Tensor, hard: torch.Tensor, labelled: torch.Tensor, alpha: float) -> torch.Tensor:
@@ -82,3 +108,23 @@ class TaskDistillation(nn.Module):
         loss = soft_target_loss(logits, teacher, labels, self.temperature, self.alpha)
         agree = (logits.argmax(-1) == teacher.argmax(-1)).float().mean()
         return loss, {"teacher_agreement": agree.detach()}
+
+
+class SpanDistillation(nn.Module):
+    """A span extractor and its teacher's cached start and end logits as the training loop sees
+    them: batch -> (loss, metrics). A batch carries them as `teacher_logits` [B, 2, T]."""
+
+    def __init__(self, model: nn.Module, alpha: float, temperature: float):
+        super().__init__()
+        self.model, self.alpha, self.temperature = model, alpha, temperature
+
+    def forward(self, batch: dict) -> tuple[torch.Tensor, dict]:
+        inputs = {name: value for name, value in batch.items() if name != "teacher_logits"}
+        teacher = batch["teacher_logits"]
+        out = self.model(**inputs)  # with the gold positions: out.loss is the span loss of label-only fine-tuning
+        loss = span_target_loss(out.start_logits, out.end_logits, teacher, inputs["attention_mask"], out.loss,
+                                self.temperature, self.alpha)
+        outside = inputs["attention_mask"] == 0
+        same = [(ours.masked_fill(outside, OUTSIDE).argmax(-1) == theirs.masked_fill(outside, OUTSIDE).argmax(-1))
+                for ours, theirs in ((out.start_logits, teacher[:, 0]), (out.end_logits, teacher[:, 1]))]
+        return loss, {"teacher_agreement": (same[0] & same[1]).float().mean().detach()}  # both ends the teacher's

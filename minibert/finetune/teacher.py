@@ -2,6 +2,10 @@
 the task, and its outputs on the rows the student trains on (soft_targets.py is the loss
 that reads them).
 
+A question-answering student's teacher (`load_span_teacher`) is minibert's own span extractor
+with the student's tokenizer: its logits are per token, so they are computed on the student's
+own windows, and cached the same way.
+
 A teacher is minibert's own fine-tuned classifier (the output of `train.py finetune`) or a
 Hugging Face `*ForSequenceClassification` folder of the five families or RoFormer. Its tokenizer
 is its own: teacher and student need not share a vocabulary, since what passes between them
@@ -28,11 +32,11 @@ from safetensors.torch import save_file
 from torch import nn
 
 from ..operations.files import publish_file
-from ..heads import ClassifierOutput
+from ..heads import ClassifierOutput, SpanExtractor
 from ..model import Encoder
 from ..interop.huggingface import reference_plan
 from ..interop.huggingface.families import FAMILIES
-from ..pretrained import build_and_load
+from ..pretrained import FORMAT_KEY, build_and_load
 from ..operations.tensor_files import CONFIG_FILE, SAFETENSORS_FILE, open_tensors, read_json
 from ..tokenizers import load_tokenizer
 from ..tokenizers.base import Tokenizer
@@ -74,7 +78,9 @@ def load_teacher(directory: str | Path) -> Teacher:
     if is_classifier(stored):
         model, tokenizer, labels = load_classifier(directory)
         if not hasattr(model, "pooling"):
-            raise ValueError(f"--teacher {directory} is a tagging model; a teacher classifies (or scores) whole examples")
+            kind = "question-answering" if isinstance(model, SpanExtractor) else "tagging"
+            raise ValueError(f"--teacher {directory} is a {kind} model; a sentence task's teacher classifies (or scores) "
+                             f"whole examples")
         names = None if labels is None else [str(name) for name in labels.names]
     else:
         model, names = reference_classifier(directory, stored)
@@ -139,15 +145,38 @@ def label_order(teacher: Teacher, labels: LabelMap | None) -> list[int] | None:
     return [teacher.labels.index(name) for name in ours]
 
 
-def cache_key(teacher: Path, data: TaskData, max_len: int) -> str:
-    """What the cached logits depend on: the teacher's files, the rows' texts and the length."""
+def cache_key(teacher: Path, *rows) -> str:
+    """What the cached logits depend on: the teacher's files, and what the rows are (JSON:
+    a sentence task's length and texts, a question's windows)."""
     digest = hashlib.sha256()
     for name in (CONFIG_FILE, SAFETENSORS_FILE):
         file = teacher / name
         stat = file.stat() if file.is_file() else None
         digest.update(json.dumps([str(teacher.resolve() / name), stat and (stat.st_size, stat.st_mtime_ns)]).encode())
-    digest.update(json.dumps([max_len, data.texts, data.pairs]).encode())
+    digest.update(json.dumps(list(rows)).encode())
     return digest.hexdigest()
+
+
+def load_span_teacher(directory: str | Path, tokenizer: Tokenizer, probe: list[str]) -> Teacher:
+    """A question-answering teacher: minibert's own span extractor (`train.py finetune` on SQuAD),
+    in eval mode. Its start and end logits are one per token of a window, so they line up with
+    the student's only on the same windows: its tokenizer must be the student's, the same pieces
+    with the same ids, and split the `probe` texts (a few training questions and passages) alike."""
+    directory = Path(directory)
+    stored = read_json(directory / CONFIG_FILE) if (directory / CONFIG_FILE).is_file() else {}
+    marker = stored.get(FORMAT_KEY) if is_classifier(stored) else None
+    if not isinstance(marker, dict) or marker.get("head") != "span_extractor":
+        raise ValueError(f"--teacher {directory} is no question-answering model; a question-answering student distils "
+                         f"from `train.py finetune`'s output on SQuAD data (a span extractor) with the student's tokenizer")
+    model, own, _ = load_classifier(directory)
+    same = (type(own) is type(tokenizer) and own.vocab_size == tokenizer.vocab_size
+            and all(own.piece(i) == tokenizer.piece(i) for i in range(own.vocab_size))
+            and all(own.tokenize_to_ids(text) == tokenizer.tokenize_to_ids(text) for text in probe))
+    if not same:
+        raise ValueError(f"--teacher {directory} splits text with another tokenizer than the student's ({own.kind}, "
+                         f"{own.vocab_size} tokens); its start and end logits are per token, so fine-tune the teacher "
+                         f"from a checkpoint with the student's tokenizer")
+    return Teacher(model.eval(), own, None, directory)
 
 
 def read_cache(path: Path, key: str) -> torch.Tensor | None:
