@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -296,3 +297,16 @@ def test_out_writes_a_question_answering_page(qa_models, tmp_path, capsys):
     assert main(["explore", str(qa_models["squad2"]), "--out", str(out), "--text", QUESTION]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "QUESTION [SEP] PASSAGE" in err
+
+
+def test_ctrl_c_while_a_question_answering_model_loads_is_one_line(qa_models):
+    """Half a second in, Python is still loading torch and the package (before any command code
+    runs) or the model: either way one line, no traceback."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "minibert", "explore", str(qa_models["squad1"]), "--no-browser"], cwd=REPO,
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a terminal starts it
+    time.sleep(0.5)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=30)
+    assert process.returncode in (0, 130) and out == "stopped\n" and err == "", err

@@ -27,7 +27,7 @@ from ...finetune.windows import Window, question_windows
 from .answers import CODE
 from .session import Session
 
-MAX_PASSAGE_TOKENS = 2000  # a passage of a few pages: cut into windows, answered in about a second on a CPU
+MAX_PASSAGE_TOKENS = 2000  # a passage of a few pages, cut into a handful of windows: the page stays quick to answer
 BATCH_WINDOWS = 16  # windows per forward pass
 QUESTION_ID = "explore"
 
