@@ -7,6 +7,19 @@
 """
 
 import importlib
+import signal as _signal
+import sys as _sys
+
+
+def _stopped(signum, frame):
+    """`python -m minibert COMMAND`: Python loads this package (and torch, seconds) before the
+    command's own code can catch a Ctrl-C; one pressed meanwhile stops it in one line."""
+    print("stopped", flush=True)
+    raise SystemExit(130)
+
+
+if _sys.argv[:1] == ["-m"] and _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:  # python -m, loading
+    _signal.signal(_signal.SIGINT, _stopped)
 
 from .config import ModelConfig
 from .tokenizers import WordPieceTokenizer, load_tokenizer
@@ -17,6 +30,9 @@ from .pretrained import from_pretrained, save_pretrained
 from . import interop  # registers Hugging Face's checkpoint layout and the released tokenizer layouts
 from .tools.probe import detect_replaced, fill_mask
 from .runs.api import PretrainResult, pretrain
+
+if _signal.getsignal(_signal.SIGINT) is _stopped:  # loaded: Ctrl-C is the command's to handle again
+    _signal.signal(_signal.SIGINT, _signal.default_int_handler)
 
 
 def __getattr__(name: str):

@@ -3,7 +3,11 @@ attention, export, curves, predict, explore); `python -m minibert --help` lists 
 
 import sys
 
-from .tools.commands import main
+try:  # a Ctrl-C while the commands' code loads stops the command in one line, not a traceback
+    from .tools.commands import main
+except KeyboardInterrupt:
+    print("stopped", flush=True)
+    sys.exit(130)
 
 if __name__ == "__main__":
     sys.exit(main())

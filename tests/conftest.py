@@ -38,3 +38,24 @@ def family_runs(tmp_path_factory):
         args = tiny_args(family, corpus, root / "cache", folders[family], 2, "--eval-every", "2", "--save-every", "2", *teacher)
         assert train(args) == 0
     return folders
+
+
+@pytest.fixture(scope="session")
+def qa_models(tmp_path_factory):
+    """"squad1" and "squad2" -> a tiny question-answering model, fine-tuned in seconds on a tiny
+    SQuAD 1.1 / 2.0 file (tests/test_question_answering.py's), for the explorer's tests."""
+    from minibert import Encoder, ModelConfig, save_pretrained
+    from test_question_answering import QA_FLAGS, WORDS, squad_file, wordpiece
+    from minibert.finetune import main as finetune
+
+    root = tmp_path_factory.mktemp("qa_models")
+    torch.manual_seed(0)
+    config = ModelConfig(vocab_size=len(WORDS), hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_positions=64)
+    backbone = save_pretrained(Encoder(config), root / "backbone", tokenizer=wordpiece())
+    models = {}
+    for name, version, impossible in (("squad1", "1.1", False), ("squad2", "v2.0", True)):
+        squad_file(root / f"{name}.json", version=version, impossible=impossible)
+        models[name] = root / name
+        assert finetune(["--init", str(backbone), "--train", str(root / f"{name}.json"), "--dev", str(root / f"{name}.json"),
+                         "--out", str(models[name]), "--device", "cpu", *QA_FLAGS]) == 0
+    return models

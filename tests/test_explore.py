@@ -3,6 +3,7 @@ detect's probabilities, the run's masks and copies), and its server refuses what
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import json
 import os
@@ -11,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -22,6 +24,7 @@ from minibert.runs.run import dupe_factor
 from minibert.tools.explore import make_server, open_session
 from minibert.tools.explore.answers import MAX_TEXT_CHARS, explore
 from minibert.tools.explore.overview import overview, source
+from minibert.tools.explore.questions import ask
 from tiny_run import REPO
 
 MASKED_TEXT = "The small [MASK] eats the dog."
@@ -196,3 +199,114 @@ def test_ctrl_c_stops_the_server_in_one_line(family_runs):
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=30)
     assert process.returncode == 0 and out == "stopped\n" and err == "", err
+
+
+# --- a question-answering model -----------------------------------------------------------------
+
+QUESTION = "Who wrote the book?"
+PASSAGE = "The book was written by Ann Smith in 1990s. It was a long time ago. And then some more words. Smith wrote the book."
+
+
+@pytest.fixture(scope="module")
+def qa_sessions(qa_models):
+    return {name: open_session(folder) for name, folder in qa_models.items()}
+
+
+@pytest.mark.parametrize("name", ["squad1", "squad2"])
+def test_the_answer_is_predicts_and_each_windows_probabilities_sum_to_one(name, qa_sessions):
+    """The chosen span is what answering.answered (python -m minibert predict) gives for the same
+    question and passage; each window's start and end probabilities, over [CLS], the question
+    and separators, and the passage tokens it holds, sum to 1 (a softmax over the window, not
+    over the padding window_logits adds to a shorter window)."""
+    from minibert.finetune.answering import answered
+    from minibert.finetune.squad import QAExample, SquadData
+    from minibert.finetune.windows import question_windows
+
+    session = qa_sessions[name]
+    answer = ask(session, QUESTION, PASSAGE)
+    expected = answered(session.model, session.tokenizer, SquadData("x", [QAExample("q", "", QUESTION, PASSAGE, [])]), 8)["q"]
+    found = answer["answer"]
+    assert (found["text"], found["start"]) == (expected.text, expected.start)
+    assert found["probability"] == pytest.approx(expected.score)
+    if found["start"] >= 0:
+        assert PASSAGE[found["start"]:found["end"]] == found["text"]
+    windows = answer["windows"]
+    limits = answer["limits"]
+    cut, _ = question_windows(session.tokenizer, [QAExample("q", "", QUESTION, PASSAGE, [])], limits["max_len"],
+                              limits["max_query_len"], limits["doc_stride"], labelled=False)
+    assert len(windows) == len(cut) > 1
+    tokens = answer["passage"]["tokens"]
+    for shown, window in zip(windows, cut):
+        assert [(t["start"], t["end"]) for t in tokens[shown["first"]:shown["last"] + 1]] == [o for o in window.offsets if o]
+        for side in ("start", "end"):
+            assert shown["cls"][side] + shown["others"][side] + sum(shown[side]) == pytest.approx(1, abs=1e-5)
+    assert all(w["overlap"] == limits["doc_stride"] for w in windows[1:])
+    assert answer["nbest"][0]["text"] == found["text"] or name == "squad2"
+
+
+def test_squad_2_shows_the_null_score_beside_the_best_span_and_the_decision(qa_sessions):
+    answer = ask(qa_sessions["squad2"], QUESTION, PASSAGE)
+    null, nbest = answer["null"], answer["nbest"]
+    assert answer["limits"]["with_null"] and ask(qa_sessions["squad1"], QUESTION, PASSAGE)["null"] is None
+    no_answer = next(e for e in nbest if e["start"] is None)
+    best_span = next(e for e in nbest if e["start"] is not None)
+    assert null["score"] == no_answer["score"] == pytest.approx(null["start_logit"] + null["end_logit"])
+    assert null["odds"] == pytest.approx(null["score"] - best_span["score"])
+    assert null["answered"] == (null["odds"] <= null["threshold"]) == (answer["answer"]["text"] != "")
+
+
+def test_a_question_answering_page_shows_no_pretraining_panel_and_names_code_that_exists(qa_sessions):
+    shown = overview(qa_sessions["squad1"])
+    assert shown["task"] == "qa" and shown["run"] is None and shown["qa"]["limits"]["max_len"] == 32
+    for part, names in ask(qa_sessions["squad1"], QUESTION, PASSAGE)["code"].items():
+        for name in names:
+            assert f"def {name.split(':')[1].split('.')[-1]}(" in source(name)["source"], name
+    with pytest.raises(ValueError, match="question-answering model"):
+        explore(qa_sessions["squad1"], PLAIN_TEXT, 0)
+    with pytest.raises(ValueError, match="not a question-answering model"):
+        ask(dataclasses.replace(qa_sessions["squad1"], reading=None), QUESTION, PASSAGE)
+
+
+def test_the_answer_api_refuses_empty_and_long_texts_in_one_line(qa_sessions):
+    server = make_server(qa_sessions["squad1"])
+    port = server.server_address[1]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        from urllib.parse import urlencode
+        for query, said in (({"passage": PASSAGE}, "the question is empty"), ({"question": QUESTION, "passage": " "}, "the passage is empty"),
+                            ({"question": "who " * 65, "passage": PASSAGE}, "at most 64"),
+                            ({"question": QUESTION, "passage": "ann " * 2001}, "at most 2,000")):
+            status, answer = get(port, "/api/answer?" + urlencode(query))
+            assert status == 400 and said in answer["error"] and "\n" not in answer["error"], answer
+        status, answer = get(port, "/api/answer?" + urlencode({"question": QUESTION, "passage": PASSAGE}))
+        assert status == 200 and answer["windows"]
+        assert get(port, "/api/explore?text=x")[0] == 400
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_out_writes_a_question_answering_page(qa_models, tmp_path, capsys):
+    out = tmp_path / "page.html"
+    assert main(["explore", str(qa_models["squad2"]), "--out", str(out), "--text", f"{QUESTION} [SEP] {PASSAGE}"]) == 0
+    page = out.read_text(encoding="utf-8")
+    assert not re.search(r"https?://", page)
+    embedded = json.loads(re.search(r'<script id="answers" type="application/json">(.*?)</script>', page, re.S).group(1))
+    assert [e["question"] for e in embedded["examples"]][1:] == [QUESTION] and embedded["examples"][1]["passage"] == PASSAGE
+    assert embedded["examples"][0]["question"] == "Who wrote the book?"  # the fine-tune's dev file's first question
+    assert main(["explore", str(qa_models["squad2"]), "--out", str(out), "--text", QUESTION]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "QUESTION [SEP] PASSAGE" in err
+
+
+def test_ctrl_c_while_a_question_answering_model_loads_is_one_line(qa_models):
+    """Half a second in, Python is still loading torch and the package (before any command code
+    runs) or the model: either way one line, no traceback."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "minibert", "explore", str(qa_models["squad1"]), "--no-browser"], cwd=REPO,
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a terminal starts it
+    time.sleep(0.5)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=30)
+    assert process.returncode in (0, 130) and out == "stopped\n" and err == "", err

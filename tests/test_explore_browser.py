@@ -23,6 +23,7 @@ from minibert.tools.explore import make_server, open_session, write_page
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from explore_page import CHROMEDRIVER, CHROMIUM, headless_chromium, wait_until_answered  # noqa: E402
 
+QA_PANELS = ("panel-qa-answer", "panel-qa-windows", "panel-qa-probs", "panel-qa-nbest")
 PANELS = ("panel-batch", "panel-mlm", "panel-electra", "panel-distil", "panel-model", "panel-attention", "panel-run")
 MASKED_TEXT = "The small [MASK] eats the dog."
 PLAIN_TEXT = "The small cat eats the dog."
@@ -111,6 +112,7 @@ def test_page_loads_with_every_panel_and_no_console_error(family, browser, pages
     open_page(browser, pages[family])
     texts = panel_texts(browser)
     assert all(texts[panel].count("\n") >= 1 for panel in PANELS), texts  # a heading and a body, each panel
+    assert not any(browser.find_element("id", panel).is_displayed() for panel in QA_PANELS)
     assert "python train.py --variant " + family in browser.find_element("id", "loaded").text
     assert console_errors(browser) == []
 
@@ -182,3 +184,76 @@ def test_out_page_renders_the_same_panels_from_a_file(browser, pages, sessions, 
     act(browser, "draw-again")  # the file holds a few draws of the run's text
     assert browser.find_element("id", "masking-line").get_attribute("data-draw") == "1"
     assert console_errors(browser) == []
+
+
+# --- a question-answering model -----------------------------------------------------------------
+
+QUESTION = "Who wrote the book?"
+PASSAGE = "The book was written by Ann Smith in 1990s. It was a long time ago. And then some more words. Smith wrote the book."
+
+
+@pytest.fixture(scope="module")
+def qa_page(browser, qa_models):
+    """The explorer on a tiny model fine-tuned on SQuAD 2.0: (its session, its address)."""
+    session = open_session(qa_models["squad2"])
+    server = make_server(session)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield session, f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+def ask_in_page(driver, question: str, passage: str | None = None) -> None:
+    driver.execute_script("window.exploreReady = false")
+    for box, text in (("question", question), ("passage", passage)):
+        if text is not None:
+            driver.find_element("id", box).clear()
+            driver.find_element("id", box).send_keys(text)
+    driver.find_element("id", "ask").click()
+
+
+def test_a_typed_question_shows_its_windows_its_answer_and_the_n_best_list(browser, qa_page, tmp_path):
+    """Typed as a learner types them, the question and passage are answered as predict answers
+    them: the answer highlighted in the passage, a probability strip per window, the n-best list,
+    the null score; the pretraining panels are not there. The page written with --out shows the same."""
+    from minibert.finetune.answering import answered
+    from minibert.finetune.squad import QAExample, SquadData
+
+    session, url = qa_page
+    console_errors(browser)
+    open_page(browser, url)
+    assert not any(browser.find_element("id", panel).is_displayed() for panel in PANELS if panel != "panel-model")
+    assert "at most 64 tokens" in browser.find_element("id", "question-limit").text
+    ask_in_page(browser, QUESTION, PASSAGE)
+    wait_until_answered(browser)
+    expected = answered(session.model, session.tokenizer, SquadData("x", [QAExample("q", "", QUESTION, PASSAGE, [])]), 8)["q"]
+    said = browser.find_element("id", "qa-said")
+    assert said.get_attribute("data-answer") == expected.text and int(said.get_attribute("data-start")) == expected.start
+    marks = browser.find_elements("id", "answer-span")
+    assert [m.text for m in marks] == ([expected.text] if expected.text else [])
+    rows = attribute(browser, "#nbest tr[data-probability]", "data-text")
+    assert len(rows) >= 2 and "" in rows  # the spans and "no answer"
+    assert len(browser.find_elements("css selector", "#panel-qa-probs .strip")) == len(browser.find_elements(
+        "css selector", "#panel-qa-windows tr[data-window]")) > 1
+    assert browser.find_element("id", "qa-null").get_attribute("data-answered") == str(bool(expected.text)).lower()
+    served = {panel: browser.find_element("id", panel).text for panel in QA_PANELS}
+    assert console_errors(browser) == []
+    out = write_page(session, tmp_path / "page.html", [f"{QUESTION} [SEP] {PASSAGE}"])
+    open_page(browser, Path(out).resolve().as_uri())
+    ask_in_page(browser, QUESTION, PASSAGE)
+    wait_until_answered(browser)
+    assert {panel: browser.find_element("id", panel).text for panel in QA_PANELS} == served
+    assert console_errors(browser) == []
+
+
+def test_an_empty_question_is_one_line_and_no_answer_is_left_showing(browser, qa_page):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    open_page(browser, qa_page[1])
+    assert browser.find_elements("css selector", "#nbest tr[data-probability]")
+    ask_in_page(browser, "   ")
+    message = browser.find_element("id", "message")
+    WebDriverWait(browser, 10).until(lambda d: "error" in message.get_attribute("class"))
+    assert message.text == "the question is empty: type a question about the passage"
+    assert not browser.find_elements("css selector", "#nbest, #answer-span, #panel-qa-probs .strip")
+    assert "No answer for the question and passage as they stand" in browser.find_element("id", "panel-qa-answer").text

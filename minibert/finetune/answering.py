@@ -76,13 +76,16 @@ def answered(model: SpanExtractor, tokenizer: Tokenizer, examples: SquadData, ba
     device = next(model.parameters()).device
     windows, _ = question_windows(tokenizer, examples, max_len, decoding.max_query_len, decoding.doc_stride, labelled=False)
     decoded = answer(model, tokenizer, examples, windows, decoding, batch_size, device, with_null=bool(reading.get("with_null")))
-    answers = {}
-    for example in examples:
-        text = decoded.predictions[example.id]
-        best = next((entry for entry in decoded.nbest[example.id] if entry["text"] == text), None)
-        start = -1 if not text or best is None or best.get("start") is None else best["start"]
-        answers[example.id] = Answer(text, 0.0 if best is None else float(best["probability"]), start)
-    return answers
+    return {example.id: chosen(decoded, example.id) for example in examples}
+
+
+def chosen(decoded: Decoded, question_id: str) -> Answer:
+    """One question's Answer from its decoding: the prediction, with the probability and start
+    of its n-best entry ("" for no answer: start -1)."""
+    text = decoded.predictions[question_id]
+    best = next((entry for entry in decoded.nbest[question_id] if entry["text"] == text), None)
+    start = -1 if not text or best is None or best.get("start") is None else best["start"]
+    return Answer(text, 0.0 if best is None else float(best["probability"]), start)
 
 
 def answer_file(classifier, file: str | Path, out: Path, batch_size: int, max_len: int | None) -> int:
@@ -114,6 +117,14 @@ def answer(model: SpanExtractor, tokenizer: Tokenizer, examples: list[QAExample]
     """Every question's answer: the model over its windows, then the best span of each question
     (span_decoding.py, by --n-best, --max-answer-len and, `with_null` (SQuAD 2.0), --null-threshold)."""
     start_logits, end_logits = window_logits(model, tokenizer, windows, batch_size, device, amp)
+    return decode_windows(examples, windows, start_logits, end_logits, decoding, with_null)
+
+
+def decode_windows(examples: list[QAExample], windows: list[Window], start_logits: torch.Tensor, end_logits: torch.Tensor,
+                   decoding: Decoding, with_null: bool = False) -> Decoded:
+    """The answers from the windows' logits [W, T] (window_logits'): their passage offsets as
+    decode_spans takes them, then its decoding. Apart from `answer`, so that a caller that
+    shows the logits themselves (the explorer) decodes the very numbers it shows."""
     offsets = np.full((len(windows), start_logits.shape[1], 2), -1, dtype=np.int64)  # [W, T, 2]: -1 outside the passage
     for row, window in enumerate(windows):
         inside = [i for i, span in enumerate(window.offsets) if span is not None]

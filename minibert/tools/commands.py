@@ -121,25 +121,26 @@ def add_explore_command(commands) -> None:
     explore = add_command(commands, "explore", "open a local page that shows a checkpoint's batches, heads, losses and "
                           "attention on real text", "Serve a page on 127.0.0.1 that shows what the run's own code does "
                           "with its held-out text or yours: masking, the heads, ELECTRA's and DistilBERT's losses, "
-                          "attention, the parameters and the curves.")
+                          "attention, the parameters and the curves; for a question-answering model (python train.py "
+                          "finetune on SQuAD), how it reads and answers a question about a passage.")
     explore.add_argument("--port", type=int, default=0, metavar="P", help="the port to listen on (default: a free one)")
     explore.add_argument("--no-browser", action="store_true", help="print the address without opening a browser")
     explore.add_argument("--out", metavar="FILE", help="write the page with a few answers inside to FILE instead of serving it")
     explore.add_argument("--text", action="append", default=[], metavar="TEXT", help="with --out: a text of yours to "
-                         "include (repeatable)")
+                         "include (repeatable); for a question-answering model \"QUESTION [SEP] PASSAGE\"")
 
 
 def explore(args: argparse.Namespace) -> None:
-    import torch
-
-    from .explore import open_session, serve, write_page
-
     if args.text and not args.out:
         raise ValueError("--text chooses the texts a written page holds: add --out FILE, or type the text in the page")
     if not 0 <= args.port < 65536:
         raise ValueError(f"--port {args.port} is not a port: give 1 to 65535, or leave it out for a free one")
-    torch.set_num_threads(1)  # the page answers one text at a time (bench/explore_speed.py times it)
-    try:
+    try:  # Ctrl-C while torch and the model load is a Ctrl-C too
+        import torch
+
+        from .explore import open_session, serve, write_page
+
+        torch.set_num_threads(1)  # the page answers one text at a time (bench/explore_speed.py times it)
         session = open_session(args.checkpoint)
         if args.out:
             return print(f"wrote {write_page(session, args.out, args.text)}")

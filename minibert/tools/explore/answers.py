@@ -51,6 +51,13 @@ CODE = {
     "model": ["minibert.model:build_layers", "minibert.model:Encoder.layer", "minibert.tools.info:describe"],
     "attention": ["minibert.tools.attention_maps:attention_probabilities"],
     "run": ["minibert.runs.curves:read_log", "minibert.runs.curves:run_band"],
+    # a question-answering model (questions.py)
+    "qa_windows": ["minibert.finetune.windows:question_windows", "minibert.finetune.windows:cut"],
+    "qa_logits": ["minibert.finetune.answering:window_logits", "minibert.heads:SpanExtractor.forward"],
+    "qa_nbest": ["minibert.finetune.answering:decode_windows", "minibert.finetune.span_decoding:decode_spans",
+                 "minibert.finetune.span_decoding:token_max_context", "minibert.finetune.span_decoding:best_pairs",
+                 "minibert.finetune.span_decoding:assemble", "minibert.finetune.answering:chosen"],
+    "qa_null": ["minibert.finetune.span_decoding:null_scores", "minibert.finetune.span_decoding:assemble"],
 }
 
 
@@ -68,6 +75,8 @@ class Example:
 
 def explore(session: Session, text: str | None, draw: int) -> dict:
     """The answer for one text (None: the run's own) and draw: every panel that applies."""
+    if session.reading is not None:
+        raise ValueError(f"{session.directory} is a question-answering model: ask it a question about a passage")
     if text is not None and len(text) > MAX_TEXT_CHARS:
         raise ValueError(f"the text is {len(text):,} characters; the explorer takes at most {MAX_TEXT_CHARS:,}: shorten it")
     if not isinstance(draw, int) or draw < 0:

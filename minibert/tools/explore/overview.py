@@ -18,14 +18,18 @@ from torch import nn
 from ...runs.curves import panels, read_log, run_band
 from ..info import describe
 from .answers import CODE
+from .questions import reading_limits
 from .session import Session
 
 
 def overview(session: Session) -> dict:
     """Everything the page shows once: what was loaded, the model panel, the run panel."""
+    answering = session.reading is not None
     return {"checkpoint": str(session.directory), "variant": session.variant.name if session.variant else None,
             "head": session.head, "weights": session.weights, "notes": session.notes,
-            "static": session.static, "model": model_panel(session), "run": run_panel(session)}
+            "static": session.static, "model": model_panel(session), "run": run_panel(session),
+            "task": "qa" if answering else "pretraining",
+            "qa": {"limits": reading_limits(session), "example": list(session.example)} if answering else None}
 
 
 def count(module: nn.Module | None) -> int:
@@ -79,6 +83,7 @@ def source(name: str) -> dict:
     target = importlib.import_module(module_name)
     for part in qualified.split("."):
         target = getattr(target, part)
+    target = inspect.unwrap(target)  # a decorated function (torch.no_grad) is shown as written, not its wrapper
     lines, first = inspect.getsourcelines(target)
     package_root = Path(importlib.import_module("minibert").__file__).parent.parent
     path = Path(inspect.getsourcefile(target)).resolve().relative_to(package_root.resolve())

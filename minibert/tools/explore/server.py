@@ -2,6 +2,8 @@
 
     python -m minibert explore DIR [--port P] [--no-browser]     a local page, answering as you type
     python -m minibert explore DIR --out page.html               the same page with a few answers inside
+    python -m minibert explore QA --out page.html --text "QUESTION [SEP] PASSAGE"
+                                                                 a question-answering model's page, its example and yours
 
 The server is Python's own (http.server.ThreadingHTTPServer): it serves the page and its JSON
 answers, nothing else, to 127.0.0.1 only. A request whose Host header is not this server's
@@ -21,7 +23,8 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from ...operations.files import write_atomic
-from .answers import MAX_TEXT_CHARS, explore
+from .answers import MAX_TEXT_CHARS, PAIR_SEPARATOR, explore
+from .questions import MAX_PASSAGE_TOKENS, ask, reading_limits
 from .overview import all_sources, overview, source
 from .session import Session
 
@@ -47,6 +50,8 @@ def write_page(session: Session, out: str | Path, texts: list[str] = ()) -> Path
     out = Path(out)
     if out.is_dir():
         raise ValueError(f"--out {out} is a folder; give the file to write, e.g. {out / 'explore.html'}")
+    if session.reading is not None:
+        return write_answers_page(session, out, texts)
     examples = []
     if session.data is not None:
         examples += [{"text": None, "draw": d, "answer": explore(session, None, d)} for d in range(STATIC_DRAWS)]
@@ -58,8 +63,24 @@ def write_page(session: Session, out: str | Path, texts: list[str] = ()) -> Path
     return out
 
 
+def write_answers_page(session: Session, out: Path, texts: list[str]) -> Path:
+    """A question-answering model's page as one file: its example's answer and, for each of
+    `texts` ("QUESTION [SEP] PASSAGE", the pair as the model reads it), that question's."""
+    pairs = [session.example]
+    for text in texts:
+        if PAIR_SEPARATOR not in text:
+            raise ValueError(f"--text {text[:40]!r}: a question-answering model takes \"QUESTION {PAIR_SEPARATOR} PASSAGE\"")
+        question, passage = (part.strip() for part in text.split(PAIR_SEPARATOR, 1))
+        pairs.append((question, passage))
+    examples = [{"question": q, "passage": p, "answer": ask(session, q, p)} for q, p in pairs]
+    answers = {"overview": overview(session), "examples": examples, "sources": all_sources()}
+    write_atomic(out, page_template().replace(ANSWERS_MARK, embedded(answers)))
+    return out
+
+
 class Handler(BaseHTTPRequestHandler):
-    """GET /, /api/overview, /api/explore?text=&draw=, /api/source?name=; nothing else (a browser's
+    """GET /, /api/overview, /api/explore?text=&draw=, /api/answer?question=&passage= (a
+    question-answering model), /api/source?name=; nothing else (a browser's
     /favicon.ico gets an empty answer, so that its console shows no error)."""
 
     session: Session  # set on the subclass `serve` makes
@@ -79,6 +100,8 @@ class Handler(BaseHTTPRequestHandler):
                 return self.reply(HTTPStatus.OK, overview(self.session))
             if url.path == "/api/source":
                 return self.reply(HTTPStatus.OK, source(query.get("name", "")))
+            if url.path == "/api/answer":
+                return self.reply(HTTPStatus.OK, ask(self.session, query.get("question"), query.get("passage")))
             if url.path == "/api/explore":
                 return self.reply(HTTPStatus.OK, explore(self.session, query.get("text"), draw_number(query.get("draw", "0"))))
         except (ValueError, KeyError) as error:
@@ -120,7 +143,9 @@ def serve(session: Session, port: int = 0, open_browser: bool = True) -> None:
     server = make_server(session, port)
     try:
         url = f"http://{LOOPBACK}:{server.server_address[1]}/"
-        print(f"exploring {session.directory} at {url} (texts up to {MAX_TEXT_CHARS:,} characters; Ctrl-C stops)", flush=True)
+        limit = (f"questions up to {reading_limits(session)['max_query_len']} tokens, passages up to {MAX_PASSAGE_TOKENS:,}"
+                 if session.reading is not None else f"texts up to {MAX_TEXT_CHARS:,} characters")
+        print(f"exploring {session.directory} at {url} ({limit}; Ctrl-C stops)", flush=True)
         if open_browser:
             webbrowser.open(url)
         server.serve_forever()

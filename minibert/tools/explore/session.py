@@ -12,6 +12,9 @@ every setting, so the explorer rebuilds what the run itself built, with the run'
     the masking        the run's Masking, which draws the masks of a text the learner types
 
 A Hugging Face folder has no run: only its model and tokenizer, masked as BERT did (15%, 80/10/10).
+A question-answering model (`python train.py finetune` on SQuAD) is its SpanExtractor, which keeps
+how its fine-tune read questions (`reading`), and an example to ask it: the first question of the
+fine-tune's dev file where eval.json names one that is still there, else one of the explorer's own.
 Every answer to a text reads this object under `lock`: one model, many request threads.
 """
 
@@ -29,8 +32,10 @@ from ...data.masking import Masking
 from ...operations.checkpoint import Checkpoints
 from ...operations.outdir import GENERATOR_DIR
 from ...operations.state import load_trainable_state
+from ...finetune.checkpoint import HEADS, load_classifier
+from ...finetune.squad import read_squad
 from ...operations.tensor_files import CONFIG_FILE, read_json
-from ...pretrained import MissingHead, checkpoint_directory, from_pretrained
+from ...pretrained import FORMAT_KEY, MissingHead, checkpoint_directory, from_pretrained
 from ...runs.run import asked_vocab_size, data_settings, load_teacher
 from ...tokenizers import load_tokenizer
 from ...tokenizers.base import Tokenizer
@@ -49,13 +54,15 @@ class Session:
     tokenizer: Tokenizer
     model: nn.Module  # the kept model: MaskedLM, ReplacedTokenDetector, or a bare Encoder
     head: str | None  # "mlm", "rtd" or None, as from_pretrained names them
-    masking: Masking  # what draws the masks of a typed text
+    masking: Masking | None  # what draws the masks of a typed text (None: a question-answering model)
     settings: Settings | None = None  # the run's (None: a Hugging Face folder)
     variant: Variant | None = None
     pretrainer: Pretrainer | None = None  # the model with the run's objectives
     weights: str = "the kept model"  # where the weights came from, in words
     data: PretrainingData | None = None
     notes: list[str] = field(default_factory=list)  # what the page cannot show, and why
+    reading: dict | None = None  # a question-answering model's SpanExtractor.reading (None: a pretrained model)
+    example: tuple[str, str] | None = None  # a question and its passage, for a question-answering model's page
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -80,6 +87,13 @@ class Session:
 def open_session(path: str | Path) -> Session:
     """Load DIR: a `python train.py` run folder (run.json beside the model) or a Hugging Face one."""
     directory = checkpoint_directory(path)
+    marker = read_json(directory / CONFIG_FILE).get(FORMAT_KEY) if (directory / CONFIG_FILE).is_file() else None
+    head = marker.get("head") if isinstance(marker, dict) else None
+    if head == "span_extractor":
+        return answering_session(directory)
+    if head in HEADS:
+        raise ValueError(f"{directory} holds a fine-tuned {head.replace('_', ' ')}; the explorer shows pretrained models "
+                         f"and question-answering ones (python -m minibert predict runs this one)")
     run = read_json(directory / RUN_FILE) if (directory / RUN_FILE).is_file() else {}
     tokenizer = load_tokenizer(directory)
     if "settings" not in run:
@@ -100,6 +114,37 @@ def open_session(path: str | Path) -> Session:
         session.notes.append("the run's examples were cached before each static copy's first row was recorded: "
                              "Draw again shows copy 1 only (a cache built now records them)")
     return session
+
+
+# The page's example where the fine-tune's dev file is not at hand: a question and a passage of our own.
+EXAMPLE_QUESTION = "Who designed the bridge over the river?"
+EXAMPLE_PASSAGE = ("The old bridge over the river was designed by Mary Lane, an engineer from the town, and opened "
+                   "in 1887. It replaced a ferry that had carried people and carts across the water for two hundred "
+                   "years. The bridge is built of stone, has five arches and is still open to walkers today.")
+
+
+def answering_session(directory: Path) -> Session:
+    """A fine-tuned question-answering model, as `python -m minibert predict` loads it."""
+    found = load_classifier(directory)
+    session = Session(directory, found.tokenizer, found.model, "span", None, weights="the fine-tuned model",
+                      reading=dict(found.model.reading), example=(EXAMPLE_QUESTION, EXAMPLE_PASSAGE))
+    dev = fine_tune_dev(directory)
+    if dev is not None:
+        session.example = dev
+    else:
+        session.notes.append("the fine-tune's dev file is not at hand: the example question is the explorer's own")
+    return session
+
+
+def fine_tune_dev(directory: Path) -> tuple[str, str] | None:
+    """The first question of the dev file eval.json names, with its passage; None where it is
+    gone or unreadable (the page then offers its own example)."""
+    try:
+        dev = read_json(directory / "eval.json").get("args", {}).get("dev")
+        first = next(iter(read_squad(Path(dev), labelled=False))) if dev else None
+    except (OSError, ValueError, TypeError, StopIteration, AttributeError):
+        return None
+    return None if first is None else (first.question, first.context)
 
 
 def kept_model(directory: Path, heads: tuple[str | None, ...]) -> tuple[nn.Module, str | None]:
