@@ -321,7 +321,7 @@ def test_sigkill_at_any_moment_then_resume_is_bit_identical(backbone, tmp_path):
     assert main([*flags, "--out", str(tmp_path / "whole")]) == 0
     killed = tmp_path / "killed"
     command = [sys.executable, str(REPO / "train.py"), "finetune", *flags, "--out", str(killed)]
-    kill_at_random_moments(command, killed / "checkpoints", latest=0.5)  # once checkpointing has begun
+    kill_at_random_moments(command, killed / "checkpoints" / "latest", latest=0.5)  # once a checkpoint is complete
     assert Checkpoints(killed / "checkpoints").steps() and not (killed / "model.safetensors").exists()
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     finished = subprocess.run(command + ["--resume"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
