@@ -197,3 +197,27 @@ def test_the_last_steps_evaluation_keeps_the_model_as_it_is_without_a_copy(monke
         evaluations({}, progress)
     assert len(copies) == 1  # the step-10 best, which training went on from; none at the last step
     assert evaluations.keep_best()["kept_step"] == 20 and torch.equal(model.weight, torch.full_like(model.weight, 20))
+
+
+def test_under_torchrun_each_process_predicts_its_share_of_dev_and_every_process_gets_all_of_it():
+    """Dev read once in all: process r of w predicts rows r, r + w, ...; the gathered shares come back in order."""
+    from minibert.finetune.training import in_shards
+
+    asked = {}
+
+    class Processes:  # the shares every process would give, as torch.distributed's all_gather_object returns them
+        def __init__(self, rank, world_size):
+            self.rank, self.world_size = rank, world_size
+
+        def gather(self, value):
+            return [value if rank == self.rank else predict(list(range(rank, 7, self.world_size)), rank)
+                    for rank in range(self.world_size)]
+
+    def predict(rows, rank=None):
+        asked.setdefault(rank, []).append(rows)
+        return [f"row {row}" for row in rows]
+
+    for world_size in (1, 2, 3):
+        asked.clear()
+        assert in_shards(7, predict, Processes(0, world_size)) == [f"row {row}" for row in range(7)]
+        assert asked[None] == [list(range(0, 7, world_size))]  # this process predicted its share alone

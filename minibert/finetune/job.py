@@ -41,7 +41,7 @@ from .checkpoint import Classifier, is_classifier, load_classifier, save_classif
 from .scores import dev_scores
 from .selection import Evaluations
 from .settings import DEFAULT_ALPHA, DEFAULT_TEMPERATURE, HEADLINE, FinetuneSettings
-from .training import claimed, done, processes, task_streams, train_steps
+from .training import claimed, done, in_shards, processes, task_streams, train_steps
 from .soft_targets import TaskDistillation
 from .inference import check_max_len, encode, logit_batches, predict_with_scores
 
@@ -102,8 +102,11 @@ def finetune_into(settings: FinetuneSettings, files: TaskFiles, backbone: tuple[
     started = time.perf_counter()
     objective = TaskLoss(model) if teacher_logits is None else TaskDistillation(model, settings.alpha, settings.temperature)
 
+    def predict_rows(rows: list[int]) -> list[tuple]:  # (prediction, its score) of some dev rows
+        return list(zip(*predict_with_scores(model, tokenizer, dev.rows(rows), settings.batch_size, max_len, device, amp)))
+
     def score() -> tuple[dict, tuple[list, list]]:  # the dev scores, and what predictions.tsv writes: each prediction and its score
-        predicted, scores = predict_with_scores(model, tokenizer, dev, settings.batch_size, max_len, device, amp)
+        predicted, scores = map(list, zip(*in_shards(len(dev), predict_rows, dist))) if len(dev) else ([], [])
         return dev_scores(task, predicted, dev_targets, labels), (predicted, scores)
 
     evaluations = Evaluations(model, score, files.metric or HEADLINE[task], settings.patience, dist, last_step=steps)

@@ -47,7 +47,7 @@ from .teacher import TEACHER_FILE, cache_key, load_span_teacher, read_cache, wri
 from .span_decoding import Decoded, write_predictions
 from .squad import QAExample, SquadData, is_squad, read_squad
 from .qa_scores import squad_scores
-from .training import claimed, done, processes, task_streams, train_steps
+from .training import claimed, done, in_shards, processes, task_streams, train_steps
 from .windows import Window, question_windows, window_inputs
 
 
@@ -111,8 +111,20 @@ def answer_into(settings: FinetuneSettings, files: TaskFiles, backbone: tuple[En
     segments = config.type_vocab_size >= 2
     with_null = model.reading["with_null"]
 
+    by_question = [[] for _ in dev]  # each question's windows
+    for window in dev_windows:
+        by_question[window.example].append(window)
+
+    def answer_rows(rows: list[int]) -> list[tuple]:  # (answer, n-best, null odds) of some dev questions
+        windows = [window._replace(example=i) for i, row in enumerate(rows) for window in by_question[row]]
+        found = answer(model, tokenizer, [dev[row] for row in rows], windows, Decoding.of(model.reading), settings.batch_size,
+                       device, amp, with_null)
+        return [(found.predictions[dev[row].id], found.nbest[dev[row].id], found.null_odds.get(dev[row].id)) for row in rows]
+
     def score() -> tuple[dict, Decoded]:  # the dev scores, and the answers the files hold
-        answers = answer(model, tokenizer, dev, dev_windows, Decoding.of(model.reading), settings.batch_size, device, amp, with_null)
+        ids, found = [example.id for example in dev], in_shards(len(dev), answer_rows, dist)
+        answers = Decoded(*({qid: part[k] for qid, part in zip(ids, found)} for k in range(2)),
+                          {qid: part[2] for qid, part in zip(ids, found)} if with_null else {})
         return squad_scores(dev, answers.predictions, answers.null_odds if with_null else None), answers
 
     evaluations = Evaluations(model, score, files.metric or HEADLINE["qa"], settings.patience, dist, last_step=loop.steps)

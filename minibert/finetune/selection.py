@@ -27,8 +27,9 @@ from ..training.loop import Progress
 class Evaluations:
     """The dev evaluations of one fine-tune, the best of them, and how long since it was bettered.
 
-    `score()` returns (the dev scores, the dev predictions) of the model at that step; every
-    process of a DDP run scores the whole dev set and rank 0's stop decides for all of them.
+    `score()` returns (the dev scores, the dev predictions) of the model at that step; under
+    torchrun each process predicts a share of dev (training.py:in_shards), every process scores
+    the gathered predictions, and rank 0's stop decides for all of them.
     """
 
     def __init__(self, model: nn.Module, score: Callable[[], tuple[dict, object]], metric: str, patience: int | None, dist,

@@ -35,6 +35,10 @@ class TaggedData:
     def __len__(self) -> int:
         return len(self.words)
 
+    def rows(self, rows: list[int]) -> "TaggedData":
+        """The sentences at `rows`, in that order."""
+        return TaggedData(self.path, *([values[i] for i in rows] for values in (self.words, self.tags, self.lines)))
+
     def flat(self) -> TaskData:
         """Every word as one example labelled with its tag (for `LabelMap`)."""
         return TaskData(self.path, [w for ws in self.words for w in ws], None, [t for ts in self.tags for t in ts],

@@ -100,6 +100,17 @@ def processes() -> Distributed:
     return Distributed(torch.distributed.get_rank(), torch.distributed.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
 
 
+def in_shards(n: int, predict, dist: Distributed) -> list:
+    """`predict(rows)` -> one result per row, for all `n` dev rows, in order, on every process:
+    under torchrun each process predicts every world_size-th row from its rank on, and the
+    shares are gathered, so dev is read once in all rather than once per process."""
+    shares = dist.gather(predict(list(range(dist.rank, n, dist.world_size))))
+    results = [None] * n
+    for rank, share in enumerate(shares):
+        results[rank::dist.world_size] = share
+    return results
+
+
 def check_unfinished(out: Path, overwrite: bool) -> None:
     """Refuse, before anything is trained, an OUT holding an interrupted fine-tune's checkpoints
     (unless `overwrite`): a run without --resume would otherwise only be refused there in its turn."""
