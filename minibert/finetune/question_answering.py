@@ -104,7 +104,8 @@ def answer_into(settings: FinetuneSettings, files: TaskFiles, backbone: tuple[En
 
     torch.manual_seed(settings.seed)  # the head's initialisation and dropout
     model = SpanExtractor(config)
-    model.reading = {"max_len": max_len, **Decoding.of(settings.recorded())._asdict(), "with_null": dev.has_impossible}
+    model.reading = {"max_len": max_len, **Decoding.of(settings.recorded())._asdict(),
+                     "with_null": train_examples.has_impossible}  # trained on SQuAD 2.0: it may answer ""
     model.encoder.load_state_dict(encoder.state_dict())
     model.to(device)
     started = time.perf_counter()
