@@ -367,11 +367,17 @@ class SpanExtractor(EncoderWithHead):
                 end_positions=None) -> SpanOutput:
         out = self.encoder(input_ids, attention_mask, token_type_ids)
         start_logits, end_logits = self.head(out.last_hidden_state).unbind(-1)  # [B, T, H] -> [B, T, 2] -> 2 × [B, T]
-        loss = None if start_positions is None else span_loss(start_logits, end_logits, start_positions, end_positions)
+        loss = None
+        if start_positions is not None:  # the softmaxes run over the window's own positions, not its padding
+            padding = None if attention_mask is None else attention_mask == 0
+            loss = span_loss(*(logits if padding is None else logits.masked_fill(padding, torch.finfo(logits.dtype).min)
+                               for logits in (start_logits, end_logits)), start_positions, end_positions)
         return SpanOutput(**encoder_fields(out), start_logits=start_logits, end_logits=end_logits, loss=loss)
 
 
 def span_loss(start_logits: torch.Tensor, end_logits: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
     """BERT's SQuAD loss: the mean of the start's and the end's cross-entropy over the
-    window's positions, logits [B, T] against gold positions [B] (0: no answer in the window)."""
+    window's positions, logits [B, T] against gold positions [B] (0: no answer in the window).
+    `SpanExtractor` gives padding the lowest logit first, so that how far a batch is padded
+    changes nothing."""
     return (F.cross_entropy(start_logits.float(), starts) + F.cross_entropy(end_logits.float(), ends)) / 2

@@ -35,6 +35,17 @@ def test_span_extractor_gives_one_start_and_one_end_logit_per_position():
     assert torch.allclose(trained.loss, span_loss(out.start_logits, out.end_logits, torch.tensor([1, 0]), torch.tensor([3, 0])))
 
 
+def test_padding_a_window_does_not_change_its_loss():
+    torch.manual_seed(0)
+    model = SpanExtractor(TINY).eval()
+    ids = torch.randint(5, 64, (1, 9))
+    gold = dict(start_positions=torch.tensor([2]), end_positions=torch.tensor([4]))
+    alone = model(ids, torch.ones_like(ids), **gold).loss
+    padded = torch.cat([ids, torch.zeros(1, 5, dtype=torch.long)], 1)  # the same window in a batch 14 wide
+    mask = torch.cat([torch.ones(1, 9, dtype=torch.long), torch.zeros(1, 5, dtype=torch.long)], 1)
+    assert torch.allclose(model(padded, mask, **gold).loss, alone, atol=1e-5)
+
+
 def test_a_span_extractor_saves_and_loads_as_a_fine_tuned_model(tmp_path):
     torch.manual_seed(0)
     model = SpanExtractor(TINY).eval()
@@ -330,3 +341,24 @@ def test_sigkill_at_any_moment_then_resume_is_bit_identical(backbone, tmp_path):
     assert (killed / "predictions.json").read_text() == (tmp_path / "whole" / "predictions.json").read_text()
     whole, resumed = (json.loads((folder / "eval.json").read_text())["evaluations"] for folder in (tmp_path / "whole", killed))
     assert resumed == whole
+
+
+def test_a_tokenizer_json_without_offsets_gives_way_to_the_vocab_txt_beside_it(tmp_path):
+    """transformers saves tokenizer.json (which minibert reads without character offsets) beside
+    the vocab.txt it was made from: question answering opens the vocab.txt, whose ids are the same;
+    a folder with tokenizer.json alone is one line naming the fix."""
+    pytest.importorskip("tokenizers")
+    from test_tokenizer_json import wordpiece_folder
+    from minibert.tokenizers import load_tokenizer
+    from minibert.tokenizers.load import offsets_tokenizer
+    folder = wordpiece_folder(tmp_path / "hf", SENTENCES * 20 + [" ".join(q for q, _ in QUESTIONS)] * 20, lowercase=True)
+    if not (folder / "vocab.txt").exists():
+        vocab = json.loads((folder / "tokenizer.json").read_text())["model"]["vocab"]
+        (folder / "vocab.txt").write_text("".join(f"{token}\n" for token in sorted(vocab, key=vocab.get)))
+    loaded = load_tokenizer(folder)
+    assert not loaded.gives_offsets  # the tokenizer.json layout, first in line
+    chosen = offsets_tokenizer(loaded, folder, SENTENCES)
+    assert chosen.gives_offsets and all(chosen.tokenize_to_ids(s) == loaded.tokenize_to_ids(s) for s in SENTENCES)
+    (folder / "vocab.txt").unlink()
+    with pytest.raises(ValueError, match="vocab.txt"):
+        offsets_tokenizer(load_tokenizer(folder), folder, SENTENCES)

@@ -37,6 +37,7 @@ from ..operations.files import write_json
 from ..operations.precision import Precision
 from ..model import Encoder
 from ..tokenizers.base import Tokenizer
+from ..tokenizers.load import offsets_tokenizer
 from .checkpoint import save_classifier
 from .job import TaskFiles, TaskLoss, distillation_settings, task_config, task_loop
 from .selection import Evaluations
@@ -89,6 +90,8 @@ def answer_into(settings: FinetuneSettings, files: TaskFiles, backbone: tuple[En
     if dev.has_impossible and not train_examples.has_impossible:
         raise ValueError(f"{files.dev} holds SQuAD 2.0 questions without an answer but {files.train} has none, so the head "
                          f"would never learn to answer \"\"; train on SQuAD 2.0 data too, or score on SQuAD 1.1 data")
+    probe = [text for example in train_examples[:16] for text in (example.question, example.context)]
+    tokenizer = offsets_tokenizer(tokenizer, settings.init, probe)  # the model keeps it: answers map back to characters
     max_len = qa_max_len(settings.max_len, encoder)
     shape = dict(max_len=max_len, max_query_len=settings.max_query_len, doc_stride=settings.doc_stride)
     train_windows, alignment = question_windows(tokenizer, train_examples, labelled=True, **shape)

@@ -124,6 +124,11 @@ class Tokenizer:
         raise NotImplementedError(f"{type(self).__name__} ({self.kind}) does not give character offsets yet; "
                                   f"tokenize_with_offsets is implemented for WordPiece, SentencePiece and byte-level BPE vocabularies")
 
+    @property
+    def gives_offsets(self) -> bool:
+        """Whether `tokenize_with_offsets` is implemented for this layout."""
+        return type(self).tokenize_with_offsets is not Tokenizer.tokenize_with_offsets
+
     def tokenize_word(self, word: str) -> list[int]:
         """One word of a text that comes already split into words (a tagging task's) -> its ids,
         spelled as the word reads inside a sentence. Most tokenizers mark a word start themselves

@@ -65,3 +65,20 @@ def load_tokenizer(directory: str | Path) -> Tokenizer:
         supported = "; ".join(f"{' + '.join(names)} ({kind})" for names, (kind, _) in TOKENIZER_FILES.items())
         raise FileNotFoundError(f"no tokenizer in {directory}: expected {supported}")
     return TOKENIZER_FILES[names][1](directory)
+
+
+def offsets_tokenizer(tokenizer: Tokenizer, directory: str | Path, probe: list[str]) -> Tokenizer:
+    """`tokenizer` if it gives each token's characters (question answering needs them), else the
+    next layout `directory` holds that does and cuts the `probe` texts into the same ids (a
+    tokenizer.json saved beside the vocab.txt it was made from); a one-line error where none does."""
+    if tokenizer.gives_offsets:
+        return tokenizer
+    directory = Path(directory)
+    for names, (kind, open_folder) in TOKENIZER_FILES.items():
+        if all((directory / name).is_file() for name in names):
+            other = open_folder(directory)
+            if other.gives_offsets and all(other.tokenize_to_ids(text) == tokenizer.tokenize_to_ids(text) for text in probe):
+                return other
+    raise ValueError(f"{directory}'s tokenizer ({tokenizer.kind}) does not give each token's characters, which question "
+                     f"answering needs, and the folder holds no other layout that cuts text the same way; add the "
+                     f"release's vocab.txt, spiece.model, or vocab.json + merges.txt beside it")
