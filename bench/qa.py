@@ -21,7 +21,7 @@ articles train, the last 10 score, so no passage is on both sides.
 3. The seconds to decode answers for every dev question from logits (bench/qa_decode.py's windows).
 
 Without the SQuAD file or the MiniLM package it prints one line and exits 0. --page writes the
-page; the numbers also go to WORK/qa.json.
+page; the numbers also go to WORK/qa.json, from which --render QA_JSON (with the run's flags) rewrites the page.
 """
 
 from __future__ import annotations
@@ -218,6 +218,10 @@ def page(results: dict, args, command: str) -> str:
              f"transformers {theirs['f1']:.1f} ({gap:+.1f} points; the aim: within 1), at "
              f"{rate['minibert']:.3f} and {rate['transformers']:.3f} training steps a second, a ratio of {ratio:.2f} "
              f"(the aim: 1.5 or more). The reduced setting: {setting}.", "",
+             *([f"At this size neither side has learned much (F1 under 50), and on {results['dev_questions']:,} dev questions "
+                f"one question moves EM by {100 / results['dev_questions']:.1f} points: the F1 comparison needs a larger "
+                f"setting (--examples, --dev-examples, --epochs), which this page's command takes.", ""]
+               if max(ours["f1"], theirs["f1"]) < 50 else []),
              "| all-MiniLM-L6-v2, fine-tuned by | EM | F1 | training steps | training seconds | steps/s | last train loss |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for name, side in (("minibert (`minibert.finetune`, --recipe bert)", ours), ("transformers (AutoModelForQuestionAnswering, plain loop)", theirs)):
@@ -290,7 +294,11 @@ def main() -> int:
     parser.add_argument("--threads", type=int, help="torch threads for every side (default: torch's)")
     parser.add_argument("--work", type=Path, help="where the files and runs go (default: a temporary folder)")
     parser.add_argument("--page", type=Path, help="write the page here (docs/qa.md)")
+    parser.add_argument("--render", type=Path, help="write --page from a run's qa.json (the same flags), training nothing")
     args = parser.parse_args()
+    if args.render:
+        args.page.write_text(page(json.loads(args.render.read_text()), args, f"{PAGE} {' '.join(size_flags(args))}"), encoding="utf-8")
+        return 0
     if not args.squad.is_file():
         print(f"skipped: no SQuAD v1.1 file at {args.squad} (give --squad PATH)")
         return 0
@@ -328,13 +336,17 @@ def main() -> int:
     (work / "qa.json").write_text(json.dumps(results, indent=2))
     print(json.dumps(results, indent=2))
     if args.page:
-        flags = [f"--examples {args.examples}", f"--dev-examples {args.dev_examples}", f"--max-len {args.max_len}",
-                 f"--doc-stride {args.doc_stride}", f"--batch-size {args.batch_size}", f"--lr {args.lr:g}", f"--epochs {args.epochs:g}",
-                 *([f"--runs {' '.join(run.name for run in args.runs)}", f"--run-examples {args.run_examples}",
-                    f"--run-epochs {args.run_epochs:g}"] if args.runs else []), *([f"--threads {args.threads}"] if args.threads else [])]
-        args.page.write_text(page(results, args, f"{PAGE} {' '.join(flags)}"), encoding="utf-8")
+        args.page.write_text(page(results, args, f"{PAGE} {' '.join(size_flags(args))}"), encoding="utf-8")
         print(f"wrote {args.page}")
     return 0
+
+
+def size_flags(args) -> list[str]:
+    """The flags of a run as the page shows them (each run's folder by its name)."""
+    return [f"--examples {args.examples}", f"--dev-examples {args.dev_examples}", f"--max-len {args.max_len}",
+            f"--doc-stride {args.doc_stride}", f"--batch-size {args.batch_size}", f"--lr {args.lr:g}", f"--epochs {args.epochs:g}",
+            *([f"--runs {' '.join(run.name for run in args.runs)}", f"--run-examples {args.run_examples}",
+               f"--run-epochs {args.run_epochs:g}"] if args.runs else []), *([f"--threads {args.threads}"] if args.threads else [])]
 
 
 if __name__ == "__main__":
