@@ -7,15 +7,18 @@
 """
 
 import importlib
+import os as _os
 import signal as _signal
 import sys as _sys
 
 
 def _stopped(signum, frame):
     """`python -m minibert COMMAND`: Python loads this package (and torch, seconds) before the
-    command's own code can catch a Ctrl-C; one pressed meanwhile stops it in one line."""
+    command's own code can catch a Ctrl-C; one pressed meanwhile stops it in one line. It leaves
+    at once (os._exit): nothing is written while loading, and an exception raised here could
+    land inside torch's C++ start-up, which aborts with a trace instead."""
     print("stopped", flush=True)
-    raise SystemExit(130)
+    _os._exit(130)
 
 
 if _sys.argv[:1] == ["-m"] and _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:  # python -m, loading
