@@ -22,7 +22,7 @@ from minibert import detect_replaced, fill_mask
 from minibert.__main__ import main
 from minibert.runs.run import dupe_factor
 from minibert.tools.explore import make_server, open_session
-from minibert.tools.explore.answers import MAX_TEXT_CHARS, explore
+from minibert.tools.explore.answers import CODE, explore
 from minibert.tools.explore.overview import overview, source
 from minibert.tools.explore.questions import ask
 from tiny_run import REPO
@@ -150,16 +150,31 @@ def get(port: int, path: str, host: str | None = None) -> tuple[int, dict | str]
     return response.status, json.loads(body) if response.getheader("Content-Type", "").startswith("application/json") else body
 
 
-def test_server_refuses_foreign_hosts_and_long_texts_and_keeps_answering(sessions):
+def post(port: int, path: str, body: str, content_type: str = "application/json", host: str | None = None) -> tuple[int, dict]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    connection.request("POST", path, body=body.encode("utf-8"), headers={"Host": host or f"127.0.0.1:{port}", "Content-Type": content_type})
+    response = connection.getresponse()
+    answer = json.loads(response.read().decode())
+    connection.close()
+    return response.status, answer
+
+
+def test_server_refuses_foreign_hosts_and_cuts_long_texts_and_keeps_answering(sessions):
     server = make_server(sessions["albert"])
     port = server.server_address[1]
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         assert get(port, "/", host=f"attacker.example:{port}")[0] == 403
         assert get(port, "/", host="127.0.0.1:1")[0] == 403
-        status, answer = get(port, "/api/explore?text=" + "a" * (MAX_TEXT_CHARS + 1))
-        assert status == 400 and f"at most {MAX_TEXT_CHARS:,}" in answer["error"]
+        assert post(port, "/api/explore", "{}", host=f"attacker.example:{port}")[0] == 403
+        assert post(port, "/api/explore", "text=x", content_type="application/x-www-form-urlencoded")[0] == 415
+        assert post(port, "/api/explore", "{not json")[0] == 400
+        status, answer = post(port, "/api/explore", json.dumps({"text": "The big dog sees the cat. " * 400, "draw": 0}))
+        assert status == 200 and len(answer["batch"]["tokens"]) == sessions["albert"].encoder.max_length
+        assert "tokens; the model reads 32 with its special tokens" in answer["batch"]["notes"][0]
         assert get(port, "/api/explore?draw=x")[0] == 400
+        status, answer = get(port, "/api/source?name=os:system")
+        assert status == 400 and answer["error"].startswith("'os:system' is not one of")
         status, page = get(port, "/", host=f"localhost:{port}")
         assert status == 200 and 'id="panel-batch"' in page
         with ThreadPoolExecutor(2) as pool:  # concurrent questions, one model
@@ -310,3 +325,139 @@ def test_ctrl_c_while_a_question_answering_model_loads_is_one_line(qa_models):
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=30)
     assert process.returncode in (0, 130) and out == "stopped\n" and err == "", err
+
+
+# --- issue 64: typed texts on every run, spans, the code that ran, the teacher, the limit -------
+
+SENTENCE = "The garbage collector frees memory."
+
+
+@pytest.mark.parametrize("family", ["bert", "albert"])
+def test_a_plain_sentence_on_a_sentence_task_run_has_no_pair_to_judge(family, family_runs, sessions, tmp_path):
+    """One segment: the objectives run without the sentence task, whose panel says there is no pair;
+    a lower-case [mask] is the learner's mask; --out writes the page."""
+    answer = explore(sessions[family], SENTENCE, 0)
+    assert answer["batch"]["sentence"] == {"task": {"bert": "nsp", "albert": "sop"}[family], "pair": False}
+    assert answer["mlm"]["positions"] and answer["batch"]["masking"] == "typed"
+    assert "minibert.objectives.sentence:SentencePairTask.forward" not in answer["batch"]["code"]
+    yours = explore(sessions[family], "The small [mask] eats the dog.", 0)
+    assert yours["batch"]["masking"] == "yours" and len(yours["mlm"]["positions"]) == 1
+    assert main(["explore", str(family_runs[family]), "--out", str(tmp_path / "p.html"), "--text", SENTENCE,
+                 "--text", "the [mask] eats"]) == 0
+
+
+def test_a_typed_pair_shows_the_heads_verdict_and_no_label(sessions):
+    """The page cannot know whether a typed B followed A: it shows the head's verdict, whichever way round."""
+    a, b = "The small cat eats the big dog near the river.", "The happy cow sees the quick horse in the field."
+    for text in (f"{a} [SEP] {b}", f"{b} [sep] {a}"):
+        said = explore(sessions["albert"], text, 1)["batch"]["sentence"]  # draw 1: a mask, so the objectives run
+        assert said["pair"] and said["typed"] and "label" not in said and said["verdict"] in (0, 1)
+        assert said["verdict_probability"] >= 0.5
+
+
+def test_span_brackets_are_the_spans_drawn(sessions):
+    """Each bracket is one span Masking.choose_spans drew (at most max_span whole words, adjacent or
+    overlapping spans apart), together covering exactly the chosen tokens, draw after draw."""
+    session = sessions["albert"]
+    starts = session.tokenizer.word_starts
+    for draw in range(6):
+        for text in (None, "The small cat eats the big dog near the river, and the green hill sees the quick fox."):
+            batch = explore(session, text, draw)["batch"]
+            chosen = {t["position"] for t in batch["tokens"] if t["fate"]}
+            covered = set()
+            for span in batch["spans"]:
+                positions = range(span["first"], span["last"] + 1)
+                covered |= set(positions)
+                words = sum(bool(starts[batch["tokens"][p]["original"]["id"]]) for p in positions[1:]) + 1
+                assert words <= session.masking.max_span, (draw, span)
+                assert all(span["number"] in batch["tokens"][p]["spans"] for p in positions)
+            assert covered == chosen, draw
+            lanes = {}
+            for span in batch["spans"]:  # spans that share a lane do not overlap
+                assert span["first"] > lanes.get(span["lane"], -1)
+                lanes[span["lane"]] = span["last"]
+    assert explore(sessions["bert"], None, 0)["batch"]["spans"] is None
+
+
+def called_functions(monkeypatch) -> list[str]:
+    """Wrap every function the panels may name where the code calls it from, and collect the calls."""
+    import importlib
+
+    from minibert.tools.explore import answers
+
+    called = []
+    for name in {n for panel in ("batch", "mlm", "electra", "distil", "attention") for n in CODE[panel]}:
+        module_name, qualified = name.split(":")
+        owner = importlib.import_module(module_name)
+        *path, attribute = qualified.split(".")
+        for part in path:
+            owner = getattr(owner, part)
+        original = owner.__dict__[attribute] if isinstance(owner, type) else getattr(owner, attribute)
+
+        def wrapper(*args, _name=name, _original=original, **kwargs):
+            called.append(_name)
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(owner, attribute, wrapper)
+        if not path and hasattr(answers, attribute):
+            monkeypatch.setattr(answers, attribute, wrapper)
+    return called
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "albert", "electra"])
+def test_each_panel_names_the_code_that_ran(family, sessions, monkeypatch):
+    """Run text and a typed text: the functions the panels name are those that were called."""
+    called = called_functions(monkeypatch)
+    for text in (None, PLAIN_TEXT, "The cat eats. [SEP] The dog sleeps."):
+        called.clear()
+        answer = explore(sessions[family], text, 0)
+        named = {name for panel in answer.values() if panel for name in panel["code"]}
+        assert named == set(called), (text, named ^ set(called))
+        batch = answer["batch"]["code"]
+        assert ("minibert.data.static_masks:draw_static_masks" in batch) == (family == "bert" and text is None)
+        assert ("minibert.data.masking:Masking.choose_spans" in batch) == (family == "albert")
+        assert ("minibert.objectives.sentence:SentencePairTask.forward" in batch) == (
+            family in ("bert", "albert") and (text is None or "[SEP]" in text))
+
+
+def test_a_relative_teacher_is_found_from_another_folder(family_runs, tmp_path, monkeypatch):
+    """run.json records --teacher checkpoints/bert as given: the explorer finds it from the folder the
+    run was launched in, or (a run.json from before that was recorded) from the run folder's parents."""
+    import shutil
+
+    project = tmp_path / "project"
+    shutil.copytree(family_runs["bert"], project / "checkpoints" / "bert")
+    student = project / "checkpoints" / "distilbert"
+    shutil.copytree(family_runs["distilbert"], student)
+    run = json.loads((student / "run.json").read_text())
+    monkeypatch.chdir(tmp_path)
+    for launched in (str(project), None):
+        record = {**run, "settings": {**run["settings"], "teacher": "checkpoints/bert"}, "launched_from": launched}
+        (student / "run.json").write_text(json.dumps({k: v for k, v in record.items() if v is not None}))
+        session = open_session(student)
+        assert not session.notes and explore(session, PLAIN_TEXT, 0)["distil"] is not None
+
+
+def test_training_records_the_folder_it_was_launched_from(family_runs):
+    assert json.loads((family_runs["distilbert"] / "run.json").read_text())["launched_from"] == os.getcwd()
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "albert", "electra", "distilbert"])
+def test_long_texts_and_emoji_are_cut_to_the_models_tokens_not_refused(family, sessions):
+    session = sessions[family]
+    limit = session.encoder.max_length
+    long = explore(session, "Naming things is hard. " * 435, 0)["batch"]  # 10,005 characters
+    assert len(long["tokens"]) == limit and "with its special tokens: the first" in long["notes"][0]
+    emoji = explore(session, "😀🎉🚀" * 14, 0)["batch"]
+    assert len(emoji["tokens"]) <= limit and all("\ufffd" not in t["original"]["text"] for t in emoji["tokens"])
+    pair = explore(session, "a " * 100 + "[SEP] b b b", 0)["batch"]
+    assert len(pair["tokens"]) == limit and "B to 3 of its 3" in pair["notes"][0]
+
+
+def test_the_model_panel_names_the_embedding_parts_it_has():
+    from minibert import Encoder, ModelConfig
+    from minibert.tools.explore.overview import other_parts
+
+    shape = dict(vocab_size=50, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32)
+    assert other_parts(Encoder(ModelConfig(**shape)).embeddings) == "positions, segments, LayerNorm"
+    assert other_parts(Encoder(ModelConfig(**shape, position_encoding="rotary")).embeddings) == "segments, LayerNorm"

@@ -19,6 +19,7 @@ import torch
 
 from minibert import detect_replaced, fill_mask
 from minibert.tools.explore import make_server, open_session, write_page
+from minibert.tools.explore.answers import explore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from explore_page import CHROMEDRIVER, CHROMIUM, headless_chromium, wait_until_answered  # noqa: E402
@@ -257,3 +258,68 @@ def test_an_empty_question_is_one_line_and_no_answer_is_left_showing(browser, qa
     assert message.text == "the question is empty: type a question about the passage"
     assert not browser.find_elements("css selector", "#nbest, #answer-span, #panel-qa-probs .strip")
     assert "No answer for the question and passage as they stand" in browser.find_element("id", "panel-qa-answer").text
+
+
+# --- issue 64: what a new learner types -----------------------------------------------------------
+
+LEARNER_TEXTS = {"plain": "The garbage collector frees memory.", "pair": "The cat eats. [SEP] The dog sleeps.",
+                 "mask": "The small [mask] eats the dog.", "long": "Naming things is hard. " * 435, "emoji": "😀🎉🚀🐍" * 10}
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "albert", "electra", "distilbert"])
+def test_what_a_learner_types_is_answered_on_every_run(family, browser, pages, sessions):
+    """A plain sentence, a pair, a lower-case [mask], 10,000 characters and a line of emoji: each
+    answered (a long one cut, with a note), the limit in tokens stated beside the box."""
+    open_page(browser, pages[family])
+    limit = sessions[family].encoder.max_length
+    assert f"at most {limit} tokens" in browser.find_element("id", "text-limit").text
+    for kind, text in LEARNER_TEXTS.items():
+        if kind == "long":  # typing 10,000 characters key by key takes long: paste them
+            browser.execute_script("document.getElementById('text').value = arguments[0]", text)
+            act(browser, "run")
+        else:
+            act(browser, "run", text)
+        assert "your text" in browser.find_element("id", "panel-batch").text, kind
+        chips = browser.find_elements("css selector", "#panel-batch .tok")
+        assert len(chips) <= limit and "\ufffd" not in browser.find_element("id", "panel-batch").text, kind
+        notes = browser.find_elements("css selector", "#panel-batch [data-note=cut]")
+        if kind != "emoji":  # a line of emoji is cut or not as its bytes fall back to byte pieces
+            assert bool(notes) == (kind == "long"), kind
+        if kind == "mask":
+            assert browser.find_element("id", "masking-line").get_attribute("data-masking") == "yours"
+            assert not browser.find_element("id", "draw-again").is_enabled()
+        sentence = browser.find_elements("id", "sentence")
+        assert bool(sentence) == (family in ("bert", "albert")), kind
+        if sentence and kind == "plain":
+            assert sentence[0].get_attribute("data-pair") == "false" and "no pair to judge" in sentence[0].text
+        if sentence and kind == "pair":
+            assert "you typed this pair" in sentence[0].text or "no verdict" in sentence[0].text
+    assert console_errors(browser) == []
+
+
+def test_span_brackets_in_the_page_are_the_spans_drawn(browser, pages, sessions):
+    open_page(browser, pages["albert"])
+    for draw in range(3):
+        answer = explore(sessions["albert"], None, draw)["batch"]
+        drawn = {s["number"]: list(range(s["first"], s["last"] + 1)) for s in answer["spans"]}
+        shown = {}
+        for mark in browser.find_elements("css selector", "#panel-batch i.br"):
+            position = int(mark.find_element("xpath", "ancestor::span[@data-position]").get_attribute("data-position"))
+            shown.setdefault(int(mark.get_attribute("data-span")), []).append(position)
+        assert shown == drawn, draw
+        act(browser, "draw-again")
+
+
+def test_an_error_clears_the_panels(browser, pages):
+    """An answer that fails leaves no earlier answer looking current."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    open_page(browser, pages["bert"])
+    assert browser.find_elements("css selector", "#panel-mlm li[data-token]")
+    browser.execute_script("state.draw = 2e9")  # Draw again then asks for a draw the server refuses
+    browser.find_element("id", "draw-again").click()
+    message = browser.find_element("id", "message")
+    WebDriverWait(browser, 10).until(lambda d: "error" in message.get_attribute("class"))
+    assert message.text.startswith("draw must be a whole number") and "\n" not in message.text
+    assert not browser.find_elements("css selector", "#panel-mlm li[data-token], #panel-batch .tok")
+    assert "No answer for the text as it stands" in browser.find_element("id", "panel-batch").text

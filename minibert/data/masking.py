@@ -27,7 +27,8 @@ Every random draw comes from the `generator` passed in, so the same seed gives t
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from contextlib import contextmanager
+from typing import Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -86,6 +87,19 @@ class Masking:
         # mask_prob, the more so the longer the spans; `begin_probability` solves for the rate
         # that covers mask_prob. Without spans (max_span = 1) it is mask_prob itself.
         self.begin_prob = begin_probability(mask_prob, self.span_probs)
+        self.span_log: list | None = None  # `recording_spans`: where choose_spans writes the spans it draws
+
+    @contextmanager
+    def recording_spans(self) -> Iterator[list[list[list[tuple[int, int]]]]]:
+        """While open, every `choose_spans` call appends its spans as drawn, one list per row
+        of (first, last) token positions, in the order they begin. The mask alone cannot say
+        where one span ends and the next begins: two spans may abut or overlap, and the explorer
+        brackets each span drawn, so it asks for them here. Training never opens it."""
+        self.span_log = log = []
+        try:
+            yield log
+        finally:
+            self.span_log = None
 
     @classmethod
     def for_tokenizer(cls, tokenizer, *, mask_prob: float, replace_probs: Sequence[float], max_span: int,
@@ -179,6 +193,8 @@ class Masking:
         covered = torch.zeros_like(span, dtype=torch.bool)  # [B, units]
         for k in range(self.max_span):  # covered: a span begins k units before, is longer than k, in the same segment
             covered[:, k:] |= (span[:, :units - k] > k) & (unit_segment[:, :units - k] == unit_segment[:, k:])
+        if self.span_log is not None:
+            self.span_log.append(drawn_spans(span, unit, unit_segment, can_mask))
         return can_mask & covered.gather(1, unit)  # [B, units] -> [B, T]
 
     def replace(self, input_ids: torch.Tensor, masked: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
@@ -200,6 +216,22 @@ class Masking:
         random_ids = self.ordinary_ids[torch.randint(len(self.ordinary_ids), input_ids.shape, generator=generator)]
         shown = torch.where(masked & (draw < p_mask), self.mask_id, input_ids)
         return torch.where(masked & (draw >= p_mask) & (draw < p_mask + p_random), random_ids, shown)
+
+
+def drawn_spans(span: torch.Tensor, unit: torch.Tensor, unit_segment: torch.Tensor,
+                can_mask: torch.Tensor) -> list[list[tuple[int, int]]]:
+    """choose_spans' spans one by one, per row: the (first, last) maskable token of each,
+    its units cut where its segment ends, as `covered` cuts them."""
+    rows = []
+    for b in range(len(span)):
+        spans = []
+        for u in span[b].nonzero()[:, 0].tolist():
+            n = int(span[b, u])
+            last = u + int((unit_segment[b, u:u + n] == unit_segment[b, u]).sum()) - 1
+            tokens = (can_mask[b] & (unit[b] >= u) & (unit[b] <= last)).nonzero()[:, 0]
+            spans.append((int(tokens[0]), int(tokens[-1])))
+        rows.append(spans)
+    return rows
 
 
 def begin_probability(mask_prob: float, span_probs: torch.Tensor) -> float:

@@ -20,6 +20,7 @@ from ..runs.errors import TrainingError, warn
 # What a training run writes into OUT. A run that starts afresh removes the leftovers of one
 # that never reached a checkpoint (the first three); --overwrite removes all of them.
 RUN_FILE = "run.json"  # what `python train.py` was asked, beside the model it left (runs/run.py)
+LAUNCHED_FROM = "launched_from"  # run.json's key for the folder the run was started in (its relative paths' base)
 LEFTOVERS = (RUN_FILE, "metrics.jsonl", "tokenizer.model")
 RUN_FILES = LEFTOVERS + ("config.json", "model.safetensors", "vocab.txt")
 GENERATOR_DIR = "generator"  # ELECTRA's generator, beside the discriminator (for --init-generator)

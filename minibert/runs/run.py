@@ -47,7 +47,7 @@ from .phases import continue_run
 from .plan import describe_plan, device_peak, time_step
 from .tensorboard import check_installed, report_to
 
-from ..operations.outdir import GENERATOR_DIR, RUN_FILE, OutputDir
+from ..operations.outdir import GENERATOR_DIR, LAUNCHED_FROM, RUN_FILE, OutputDir
 from ..operations.precision import Precision, resolve as resolve_precision
 from .curves import RunPicture
 from .levers import use_levers
@@ -198,7 +198,9 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
         if dist.is_main:
             print(line, flush=True)
     if not resuming and dist.is_main:
-        write_atomic(out / RUN_FILE, json.dumps(record, indent=2) + "\n")
+        # where the run was launched from, so that a relative path in its settings (--teacher
+        # checkpoints/bert) can be found again from another folder (explore's session.py)
+        write_atomic(out / RUN_FILE, json.dumps({**record, LAUNCHED_FROM: os.getcwd()}, indent=2) + "\n")
         print(f"  saved in {out / RUN_FILE}", flush=True)
         if tokenizer_dir != out:
             tokenizer.save(out)  # a teacher's or --init's vocabulary: keep it beside the model that reads it

@@ -13,34 +13,48 @@ Every number here comes from calling the project's code, never from a copy of it
                      student's heads at the masked positions, kd.py's teacher_layers
     attention        attention_maps.py's attention_probabilities (Encoder, output_attentions=True)
 
-`CODE` names, per panel, the functions that did the work; the page shows their source.
+`CODE` names, per panel, the functions it may name; each answer lists those that ran while it
+was computed (`Ran`, a profiler hook on this thread), so a panel never names code that did not run.
 """
 
 from __future__ import annotations
 
+import inspect
+import importlib
 import math
-from dataclasses import dataclass
+import re
+import sys
+from contextlib import nullcontext
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from ...data.dataset import PretrainingBatches
 from ...data.masking import IGNORE_INDEX
+from ...data.static_masks import EXAMPLES_PER_CHUNK, draw_static_masks
 from ...objectives.kd import teacher_layers
 from ...objectives.sentence import SENTENCE_TASKS
 from ..attention_maps import attention_probabilities
+from ...training.loop import Pretrainer
 from ..probe import MASK_PATTERN, best_candidates, mask_probabilities, masked_ids, replaced_probabilities
 from .session import Session
 
-MAX_TEXT_CHARS = 2000  # a text longer than a page of prose is refused before it is tokenized
+# What the explorer reads of a typed text: the model reads at most its max_length tokens, and a
+# longer text is cut to them (with a note); the characters past this many are not even tokenized.
+MAX_TEXT_CHARS = 100_000
 TOP_K = 5
 PAIR_SEPARATOR = "[SEP]"  # a typed "A [SEP] B" is a segment pair
+# A learner types [mask] or [sep] as readily as [MASK] and [SEP]; the explorer reads them alike.
+TYPED_MASK = re.compile(MASK_PATTERN.pattern, re.IGNORECASE)
+TYPED_SEPARATOR = re.compile(re.escape(PAIR_SEPARATOR), re.IGNORECASE)
 SENTENCE_WORDS = {"nsp": ("next: B is the text that followed A", "random: B comes from another document"),
                   "sop": ("in order: A then B, as the document has them", "swapped: B came before A in the document")}
-CODE = {
-    "batch": ["minibert.data.dataset:PretrainingBatches.batch", "minibert.data.masking:Masking.__call__",
-              "minibert.data.masking:Masking.choose_spans", "minibert.data.masking:Masking.replace",
-              "minibert.data.static_masks:dupe_factor_passes", "minibert.data.static_masks:StaticMasks.apply",
+CODE = {  # per panel, the functions it may name, in the order the page lists those that ran
+    "batch": ["minibert.data.dataset:PretrainingBatches.batch", "minibert.data.static_masks:StaticMasks.apply",
+              "minibert.data.static_masks:draw_static_masks", "minibert.data.masking:Masking.__call__",
+              "minibert.data.masking:Masking.choose", "minibert.data.masking:Masking.choose_spans",
+              "minibert.data.masking:Masking.choose_count", "minibert.data.masking:Masking.replace",
               "minibert.objectives.sentence:SentencePairTask.forward"],
     "mlm": ["minibert.tools.probe:mask_probabilities", "minibert.tools.probe:best_candidates",
             "minibert.heads:MaskedLM.predict"],
@@ -61,6 +75,50 @@ CODE = {
 }
 
 
+def code_object(name: str):
+    """The code object of "module:Qualified.name", under any decorator (torch.no_grad)."""
+    module_name, qualified = name.split(":")
+    target = importlib.import_module(module_name)
+    for part in qualified.split("."):
+        target = getattr(target, part)
+    return inspect.unwrap(target).__code__
+
+
+class Ran:
+    """Which of the functions `CODE` names run while this is open, on this thread, first call first.
+
+    A profiler hook (sys.setprofile: this thread only, so another request's thread is not
+    watched) sees every Python call; it keeps those whose code object is one of the named
+    functions'. A panel's "the code that did it" is then what did run for that answer: the
+    stored-mask functions only where a stored mask is shown, the span drawing only where spans
+    were drawn, the sentence task only where it judged a pair."""
+
+    codes: dict | None = None  # code object -> name, built once
+
+    def __init__(self):
+        if Ran.codes is None:
+            Ran.codes = {code_object(name): name for names in CODE.values() for name in names}
+        self.ran: list[str] = []
+
+    def __enter__(self) -> "Ran":
+        self.previous = sys.getprofile()
+        sys.setprofile(self.watch)
+        return self
+
+    def watch(self, frame, event, arg) -> None:
+        if event == "call":
+            name = self.codes.get(frame.f_code)
+            if name is not None and name not in self.ran:
+                self.ran.append(name)
+
+    def __exit__(self, *exc) -> None:
+        sys.setprofile(self.previous)
+
+    def named(self, panel: str) -> list[str]:
+        """The functions of `panel` that ran, in the order CODE lists them."""
+        return [name for name in CODE[panel] if name in self.ran]
+
+
 @dataclass
 class Example:
     """One sequence as the model sees it, and what masking did to it."""
@@ -71,26 +129,36 @@ class Example:
     source: str  # where the text came from, in words
     yours: bool = False  # the learner wrote the [MASK]s: there is no original to score against
     stored: bool = False  # the mask a static copy stored (BERT's), not one drawn now
+    typed: bool = False  # the learner's text, masked now (even in a static run: nothing was stored for it)
+    spans: list[tuple[int, int]] | None = None  # the spans the masking drew, (first, last) token (None: not drawn as spans)
+    notes: list[str] = field(default_factory=list)  # what was done to the text before the model read it (a cut)
 
 
 def explore(session: Session, text: str | None, draw: int) -> dict:
     """The answer for one text (None: the run's own) and draw: every panel that applies."""
     if session.reading is not None:
         raise ValueError(f"{session.directory} is a question-answering model: ask it a question about a passage")
-    if text is not None and len(text) > MAX_TEXT_CHARS:
-        raise ValueError(f"the text is {len(text):,} characters; the explorer takes at most {MAX_TEXT_CHARS:,}: shorten it")
-    if not isinstance(draw, int) or draw < 0:
+    if not isinstance(draw, int) or isinstance(draw, bool) or not 0 <= draw < 10**9:
         raise ValueError(f"draw must be a whole number from 0, got {draw!r}")
-    with session.lock:
+    with session.lock, Ran() as ran:
         example = typed_example(session, text, draw) if text and text.strip() else run_example(session, draw)
         metrics, seen = run_objectives(session, example, draw)
-        return {
+        answer = {
             "batch": batch_panel(session, example, metrics, draw),
             "mlm": mlm_panel(session, example),
             "electra": electra_panel(session, example, metrics, seen),
             "distil": distil_panel(session, example, metrics),
             "attention": attention_panel(session, example, seen),
         }
+    for panel, shown in answer.items():
+        if shown is not None:
+            shown["code"] = ran.named(panel)
+    return answer
+
+
+def spans_recorded(masking):
+    """masking.recording_spans() where the masking draws spans, else a context that records none."""
+    return masking.recording_spans() if masking.max_span > 1 or masking.word_starts is not None else nullcontext()
 
 
 def run_example(session: Session, draw: int) -> Example:
@@ -99,43 +167,101 @@ def run_example(session: Session, draw: int) -> Example:
     data = session.data
     if data is None:
         raise ValueError("the run's corpus is not available here; type a text to look at")
+    spans = None
     if session.static:
         rows = session.copy_rows()
         copy = draw % len(rows)
         batch = data.train.batch(0, 0, rows[copy:copy + 1])
         source = f"copy {copy + 1} of {len(rows)}: the first training example of that pass over the corpus, with the mask stored for it"
+        spans, same = stored_mask_drawn_again(session, int(rows[copy]), batch)
+        if not same:
+            source += " (drawing the stored masks again gives another mask here: the cache is older than this code)"
     else:
         held_out = PretrainingBatches(data.eval.examples, session.masking, batch_size=1, static_masks=None,
                                       seed=session.settings.seed, repeat=False)
-        batch = held_out.batch(draw, 0, np.array([0]))
+        with spans_recorded(session.masking) as drawn:
+            batch = held_out.batch(draw, 0, np.array([0]))
+        spans = drawn[-1][0] if drawn else None
         source = f"the first held-out example, with the mask dynamic masking draws for it in epoch {draw}"
     labels = batch["labels"][0]
     chosen = labels != IGNORE_INDEX
-    return Example(batch, torch.where(chosen, labels, batch["input_ids"][0]), chosen, source, stored=session.static)
+    return Example(batch, torch.where(chosen, labels, batch["input_ids"][0]), chosen, source, stored=session.static, spans=spans)
+
+
+def stored_mask_drawn_again(session: Session, row: int, batch: dict) -> tuple[list | None, bool]:
+    """Draw the static masks again as the run's pipeline drew them before storing them
+    (draw_static_masks, the run's masking and seed), up to the chunk that holds `row`: the
+    functions that made the stored mask run again now, for the batch panel to name, and the
+    spans they drew (where the masking draws spans) can be bracketed. Returns (the row's spans
+    or None, whether the drawing matches the stored mask)."""
+    train = session.data.train
+    first = row - row % EXAMPLES_PER_CHUNK
+    with spans_recorded(train.masking) as drawn:
+        for chunk, (counts, positions, ids) in enumerate(draw_static_masks(train.examples, train.masking, seed=train.seed)):
+            if (chunk + 1) * EXAMPLES_PER_CHUNK > row:
+                break
+    ends = np.cumsum(counts)
+    entries = slice(ends[row - first] - counts[row - first], ends[row - first])
+    chosen = (batch["labels"][0] != IGNORE_INDEX).nonzero()[:, 0]
+    same = (positions[entries].tolist() == chosen.tolist()
+            and ids[entries].tolist() == batch["input_ids"][0, chosen].tolist())
+    return (drawn[-1][row - first] if drawn and same else None), same
 
 
 def typed_example(session: Session, text: str, draw: int) -> Example:
-    """A typed text as one segment, or "A [SEP] B" as a pair; masked by the run's masking
-    (draw = the generator's seed), unless it holds [MASK]s of its own: then those are the masks."""
-    tokenizer = session.tokenizer
+    """A typed text as one segment, or "A [SEP] B" as a pair, cut to what the model reads (with a
+    note); masked by the run's masking (draw = the generator's seed), unless it holds [MASK]s of
+    its own: then those are the masks. A pair on an NSP/SOP run gets the label 0 that the sentence
+    task's loss needs; the page shows the head's verdict, not that label (`sentence`)."""
+    tokenizer, notes = session.tokenizer, []
+    if len(text) > MAX_TEXT_CHARS:
+        notes.append(f"the text is {len(text):,} characters: the first {MAX_TEXT_CHARS:,} were read")
+        text = text[:MAX_TEXT_CHARS]
+    text = TYPED_MASK.sub("[MASK]", text)
     yours = bool(MASK_PATTERN.search(text))
-    segments = [part.strip() for part in text.split(PAIR_SEPARATOR, 1)]
+    segments = [part.strip() for part in TYPED_SEPARATOR.split(text, 1)]
     pieces = [masked_ids(tokenizer, s) if MASK_PATTERN.search(s) else tokenizer.tokenize_to_ids(s) for s in segments]
+    pieces, cut = fitted(tokenizer, pieces, session.encoder.max_length)
+    notes += [cut] if cut else []
     ids, types = tokenizer.join(*pieces)
-    limit = session.encoder.max_length
-    if len(ids) > limit:
-        raise ValueError(f"the text is {len(ids)} tokens with its special tokens; the model reads at most {limit}: shorten it")
     if session.encoder.config.type_vocab_size < 2:  # one segment type (RoBERTa) or none: B is told apart by its separator only
         types = [0] * len(types)
     batch = tokenizer.pad([(ids, types)])
-    if session.variant is not None and len(pieces) == 2:
-        batch["sentence_label"] = torch.zeros(1, dtype=torch.long)  # as typed: B follows A
+    if sentence_task(session) is not None and len(pieces) == 2:
+        batch["sentence_label"] = torch.zeros(1, dtype=torch.long)
     original = batch["input_ids"][0].clone()
     if yours:
         batch["labels"] = torch.full_like(batch["input_ids"], IGNORE_INDEX)
-        return Example(batch, original, original == tokenizer.mask_id, "your text, with your [MASK]s", yours=True)
-    batch["input_ids"], batch["labels"] = session.masking(batch["input_ids"], torch.Generator().manual_seed(draw))
-    return Example(batch, original, batch["labels"][0] != IGNORE_INDEX, f"your text, masked by the run's masking (draw {draw})")
+        return Example(batch, original, original == tokenizer.mask_id, "your text, with your [MASK]s", yours=True,
+                       typed=True, notes=notes)
+    with spans_recorded(session.masking) as drawn:
+        batch["input_ids"], batch["labels"] = session.masking(batch["input_ids"], torch.Generator().manual_seed(draw))
+    return Example(batch, original, batch["labels"][0] != IGNORE_INDEX, f"your text, masked by the run's masking (draw {draw})",
+                   typed=True, spans=drawn[-1][0] if drawn else None, notes=notes)
+
+
+def fitted(tokenizer, pieces: list[list[int]], limit: int) -> tuple[list[list[int]], str | None]:
+    """The segments cut to the model's `limit` tokens with their special tokens, and what was
+    cut, in words (None: nothing). A pair loses tokens from the end of its longer segment, one
+    at a time, as the pretraining data trims a pair (BERT's truncate_seq_pair)."""
+    room = limit - tokenizer.num_special(pair=len(pieces) == 2)
+    lengths = [len(p) for p in pieces]
+    if sum(lengths) <= room:
+        return pieces, None
+    kept = list(lengths)
+    while sum(kept) > room:
+        longer = max(range(len(kept)), key=lambda i: kept[i])
+        kept[longer] -= 1
+    said = (f"the first {kept[0]} were kept" if len(kept) == 1
+            else f"A was cut to {kept[0]} of its {lengths[0]} and B to {kept[1]} of its {lengths[1]}, the longer first")
+    return ([p[:k] for p, k in zip(pieces, kept)],
+            f"the text is {sum(lengths):,} tokens; the model reads {limit} with its special tokens: {said}")
+
+
+def sentence_task(session: Session) -> str | None:
+    """"nsp" or "sop" where the run has a sentence task, else None."""
+    objectives = session.pretrainer.objectives if session.pretrainer is not None else {}
+    return next((name for name in SENTENCE_TASKS if name in objectives), None)
 
 
 def inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -153,11 +279,15 @@ def run_objectives(session: Session, example: Example, draw: int) -> tuple[dict[
     def watch(module, args, output):
         seen["input_ids"], seen["logits"] = args[0], output.logits
 
-    hook = session.pretrainer.model.register_forward_hook(watch) if session.head == "rtd" else None
+    pretrainer = session.pretrainer
+    if "sentence_label" not in example.batch:  # one segment: the sentence task has no pair to judge, and is left out
+        objectives = {name: o for name, o in pretrainer.objectives.items() if name not in SENTENCE_TASKS}
+        pretrainer = Pretrainer(pretrainer.model, objectives).eval()
+    hook = pretrainer.model.register_forward_hook(watch) if session.head == "rtd" else None
     try:
         torch.manual_seed(draw)  # ELECTRA's generator samples from the global generator
         with torch.no_grad():
-            _, metrics = session.pretrainer(example.batch)
+            _, metrics = pretrainer(example.batch)
     finally:
         if hook is not None:
             hook.remove()
@@ -171,8 +301,11 @@ def finite(value) -> float | None:
 
 
 def token(session: Session, token_id) -> dict:
+    """A token's id, its piece, and its text; a byte-fallback piece, a part of a character that
+    decodes to U+FFFD alone, keeps its piece ("<0xE2>") as its text."""
     token_id = int(token_id)
-    return {"id": token_id, "piece": session.tokenizer.piece(token_id), "text": session.tokenizer.token_text(token_id)}
+    piece, text = session.tokenizer.piece(token_id), session.tokenizer.token_text(token_id)
+    return {"id": token_id, "piece": piece, "text": piece if "\ufffd" in text else text}
 
 
 def fate(session: Session, original: int, shown: int) -> str:
@@ -183,39 +316,55 @@ def fate(session: Session, original: int, shown: int) -> str:
 
 
 def batch_panel(session: Session, example: Example, metrics: dict, draw: int) -> dict:
+    """The example token by token: what the model was shown, what masking did where, the spans
+    as drawn (each in a lane of its own where spans overlap), the sentence task's verdict."""
     shown, segments = example.batch["input_ids"][0], example.batch["token_type_ids"][0]
     special = session.tokenizer.special_ids
-    tokens, span, spans = [], None, 0
+    spans, lanes = [], []  # lanes: where each lane's last span ends
+    for number, (first, last) in enumerate(example.spans or [], start=1):
+        lane = next((i for i, end in enumerate(lanes) if end < first), len(lanes))
+        lanes[lane:lane + 1] = [last]
+        spans.append({"number": number, "first": first, "last": last, "lane": lane})
+    tokens = []
     for position, (original, seen, segment, chosen) in enumerate(zip(example.original, shown, segments, example.chosen)):
-        if chosen and span is None:
-            spans += 1
-        span = spans if chosen else None
         tokens.append({"position": position, "original": token(session, original), "shown": token(session, seen),
-                       "segment": int(segment), "special": int(original) in special, "span": span,
+                       "segment": int(segment), "special": int(original) in special,
+                       "spans": [s["number"] for s in spans if s["first"] <= position <= s["last"]],
                        "fate": ("yours" if example.yours else fate(session, int(original), int(seen))) if chosen else None})
     masking = session.masking
-    answer = {"source": example.source, "draw": draw, "tokens": tokens, "code": CODE["batch"],
-              "masking": "static" if example.stored else "dynamic",
-              "mask_prob": masking.mask_prob, "replace_probs": list(masking.replace_probs),
-              "spans": masking.max_span > 1 or masking.word_starts is not None, "sentence": sentence(session, example, metrics)}
-    if answer["masking"] == "static":
+    kind = "yours" if example.yours else "typed" if example.typed else "static" if example.stored else "dynamic"
+    answer = {"source": example.source, "draw": draw, "tokens": tokens, "masking": kind, "run_static": session.static,
+              "mask_prob": masking.mask_prob, "replace_probs": list(masking.replace_probs), "notes": example.notes,
+              "max_span": masking.max_span, "whole_word": masking.word_starts is not None,
+              "spans": spans if example.spans is not None else None, "sentence": sentence(session, example, metrics)}
+    if kind == "static":
         copies = len(session.copy_rows())
         answer["copy"], answer["copies"] = draw % copies, copies
     return answer
 
 
 def sentence(session: Session, example: Example, metrics: dict) -> dict | None:
-    """The sentence task's label and the run's head's verdict, from the objective's own metrics:
-    its accuracy on one example says whether the head agreed, its loss what it gave the label."""
-    task = next((name for name in SENTENCE_TASKS if session.pretrainer is not None and name in session.pretrainer.objectives), None)
-    if task is None or "sentence_label" not in example.batch:
+    """The sentence task's side of the example. The run's own pair has its label and the head's
+    verdict (the objective's accuracy on one example says whether the head agreed, its loss what
+    it gave the label). A typed pair has no label the page can know, only the head's verdict;
+    one segment has no pair to judge (its objectives run without the sentence task)."""
+    task = sentence_task(session)
+    if task is None:
         return None
-    label = int(example.batch["sentence_label"][0])
-    answer = {"task": task, "label": label, "label_words": SENTENCE_WORDS[task][label]}
+    if "sentence_label" not in example.batch:
+        return {"task": task, "pair": False}
+    answer = {"task": task, "pair": True, "typed": example.typed}
+    if not example.typed:
+        label = int(example.batch["sentence_label"][0])
+        answer.update(label=label, label_words=SENTENCE_WORDS[task][label])
     if metrics.get(f"{task}_accuracy") is not None:
+        label = int(example.batch["sentence_label"][0])
         verdict = label if metrics[f"{task}_accuracy"] == 1.0 else 1 - label
-        answer.update(verdict=verdict, verdict_words=SENTENCE_WORDS[task][verdict], loss=metrics[f"{task}_loss"],
-                      probability=math.exp(-metrics[f"{task}_loss"]))
+        p_label = math.exp(-metrics[f"{task}_loss"])
+        answer.update(verdict=verdict, verdict_words=SENTENCE_WORDS[task][verdict],
+                      verdict_probability=p_label if verdict == label else 1 - p_label)
+        if not example.typed:
+            answer.update(loss=metrics[f"{task}_loss"], probability=p_label)
     return answer
 
 
@@ -234,7 +383,7 @@ def mlm_panel(session: Session, example: Example) -> dict | None:
             entry.update(original=token(session, original), right=candidates[0].token_id == original,
                          loss=-math.log(max(float(row[original]), 1e-45)))
         rows.append(entry)
-    return {"positions": rows, "code": CODE["mlm"]}
+    return {"positions": rows}
 
 
 def electra_panel(session: Session, example: Example, metrics: dict, seen: dict) -> dict | None:
@@ -245,7 +394,7 @@ def electra_panel(session: Session, example: Example, metrics: dict, seen: dict)
     as_written = replaced_probabilities(session.model, inputs({**example.batch, "input_ids": example.original[None]}))[0]
     tokens = [{"position": i, "original": token(session, t), "p_written": float(p)}
               for i, (t, p) in enumerate(zip(example.original, as_written))]
-    answer = {"tokens": tokens, "code": CODE["electra"], "played": bool(seen)}
+    answer = {"tokens": tokens, "played": bool(seen)}
     if seen:
         objective = session.pretrainer.objectives["rtd"]
         corrupted, probabilities = seen["input_ids"][0], seen["logits"][0].float().sigmoid()
@@ -280,7 +429,7 @@ def distil_panel(session: Session, example: Example, metrics: dict) -> dict | No
         losses = {"soft": metrics.get("kd_soft_loss"), "soft_weight": kd.soft_weight, "mlm": metrics.get("mlm_loss"),
                   "mlm_weight": kd.mlm_weight, "cosine": metrics.get("kd_cosine_loss"), "cosine_weight": kd.cosine_weight}
     return {"temperature": kd.temperature, "positions": rows, "losses": losses, "teacher_depth": depth[0],
-            "student_depth": depth[1], "teacher_layers": teacher_layers(*depth), "code": CODE["distil"]}
+            "student_depth": depth[1], "teacher_layers": teacher_layers(*depth)}
 
 
 def attention_panel(session: Session, example: Example, seen: dict) -> dict:
@@ -295,5 +444,4 @@ def attention_panel(session: Session, example: Example, seen: dict) -> dict:
         ids, shown = example.original[None], "the text as written"
     probabilities = attention_probabilities(session.encoder, inputs({**example.batch, "input_ids": ids}))
     return {"tokens": [session.tokenizer.piece(int(i)) for i in ids[0]], "shown": shown,
-            "weights": [[[[round(float(w), 3) for w in row] for row in head] for head in layer] for layer in probabilities],
-            "code": CODE["attention"]}
+            "weights": [[[[round(float(w), 3) for w in row] for row in head] for head in layer] for layer in probabilities]}

@@ -49,12 +49,23 @@ def model_panel(session: Session) -> dict:
     sublayers = [{"name": name, "modules": len(modules), "applied": depth, "each": count(modules[0]), "counted": count(modules)}
                  for name, modules in (("attention", encoder.attention), ("feed-forward", encoder.feed_forward))]
     return {
-        "V": V, "E": E, "H": H, "layers": depth, "heads": config.num_heads, "share_layers": config.share_layers,
+        "V": V, "E": E, "H": H, "max_length": encoder.max_length, "layers": depth, "heads": config.num_heads, "share_layers": config.share_layers,
         "word_embeddings": word, "projection": projection, "unfactorized": V * H,
-        "other_embeddings": count(embeddings) - word, "sublayers": sublayers, "pooler": count(encoder.pooler),
+        "other_embeddings": count(embeddings) - word, "other_parts": other_parts(embeddings), "sublayers": sublayers, "pooler": count(encoder.pooler),
         "final_norm": count(encoder.final_norm), "encoder": count(encoder),
         "facts": describe(session.directory), "code": CODE["model"],
     }
+
+
+# How the page names an embedding module's parts, beside the word table.
+EMBEDDING_PARTS = {"position_embeddings": "positions", "token_type_embeddings": "segments", "norm": "LayerNorm"}
+
+
+def other_parts(embeddings: nn.Module) -> str:
+    """The embedding parts beside the word table that hold parameters, from the module itself:
+    a rotary model has no position table (its positions rotate queries and keys instead)."""
+    return ", ".join(EMBEDDING_PARTS.get(name, name) for name, module in embeddings.named_children()
+                     if name != "word_embeddings" and count(module))
 
 
 def run_panel(session: Session) -> dict | None:

@@ -9,7 +9,9 @@ The server is Python's own (http.server.ThreadingHTTPServer): it serves the page
 answers, nothing else, to 127.0.0.1 only. A request whose Host header is not this server's
 loopback address or localhost, with its port, is refused (403), so a web page elsewhere cannot reach it through
 a name that resolves to 127.0.0.1 (DNS rebinding). A bad text is a message in the page; the
-server keeps answering.
+server keeps answering. A typed text comes as a POST (JSON {"text", "draw"}), so that a long
+text or one of many-byte characters is not cut by the length of an address; a GET with ?text=
+is answered too.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from ...operations.files import write_atomic
-from .answers import MAX_TEXT_CHARS, PAIR_SEPARATOR, explore
+from .answers import PAIR_SEPARATOR, explore
 from .questions import MAX_PASSAGE_TOKENS, ask, reading_limits
 from .overview import all_sources, overview, source
 from .session import Session
@@ -31,6 +33,7 @@ from .session import Session
 LOOPBACK = "127.0.0.1"
 ANSWERS_MARK = "/*EXPLORE-ANSWERS*/null"  # where page.html takes the answers of a page without a server
 STATIC_DRAWS = 3  # the run's own text, drawn (or its copies stepped through) this many times
+MAX_BODY_BYTES = 1 << 20  # a POSTed text is read up to this size: the explorer reads at most 100,000 characters of it
 
 
 def page_template() -> str:
@@ -80,15 +83,46 @@ def write_answers_page(session: Session, out: Path, texts: list[str]) -> Path:
 
 class Handler(BaseHTTPRequestHandler):
     """GET /, /api/overview, /api/explore?text=&draw=, /api/answer?question=&passage= (a
-    question-answering model), /api/source?name=; nothing else (a browser's
-    /favicon.ico gets an empty answer, so that its console shows no error)."""
+    question-answering model), /api/source?name=, and POST /api/explore with a JSON body
+    {"text", "draw"}; nothing else (a browser's /favicon.ico gets an empty answer, so that its
+    console shows no error)."""
 
     session: Session  # set on the subclass `serve` makes
 
-    def do_GET(self) -> None:
+    def foreign(self) -> bool:
+        """Refuse (403) a request addressed to another host: see the module's docstring."""
         port = self.server.server_address[1]
-        if self.headers.get("Host") not in (f"{LOOPBACK}:{port}", f"localhost:{port}"):
-            return self.reply(HTTPStatus.FORBIDDEN, {"error": f"this server answers only http requests for {LOOPBACK}:{port} or localhost:{port}"})
+        if self.headers.get("Host") in (f"{LOOPBACK}:{port}", f"localhost:{port}"):
+            return False
+        self.reply(HTTPStatus.FORBIDDEN, {"error": f"this server answers only http requests for {LOOPBACK}:{port} or localhost:{port}"})
+        return True
+
+    def do_POST(self) -> None:
+        """A typed text: JSON {"text": ..., "draw": n}. Only application/json, which a page
+        elsewhere cannot send here without the browser asking this server first."""
+        if self.foreign():
+            return
+        if urlsplit(self.path).path != "/api/explore":
+            return self.reply(HTTPStatus.NOT_FOUND, {"error": f"nothing to POST to at {urlsplit(self.path).path}"})
+        if self.headers.get("Content-Type", "").split(";")[0].strip() != "application/json":
+            return self.reply(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, {"error": "send the text as JSON: {\"text\": ..., \"draw\": 0}"})
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY_BYTES:
+            self.close_connection = True
+            return self.reply(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                              {"error": f"the text is {length:,} bytes; the explorer takes at most {MAX_BODY_BYTES:,}: shorten it"})
+        try:
+            asked = json.loads(self.rfile.read(length).decode("utf-8"))
+            if not isinstance(asked, dict) or not isinstance(asked.get("text", ""), (str, type(None))):
+                raise ValueError("send the text as JSON: {\"text\": ..., \"draw\": 0}")
+            answer = explore(self.session, asked.get("text"), asked.get("draw", 0))
+        except (ValueError, UnicodeDecodeError) as error:
+            return self.reply(HTTPStatus.BAD_REQUEST, {"error": message(error)})
+        return self.reply(HTTPStatus.OK, answer)
+
+    def do_GET(self) -> None:
+        if self.foreign():
+            return
         url = urlsplit(self.path)
         query = {name: values[0] for name, values in parse_qs(url.query).items()}
         try:
@@ -105,7 +139,7 @@ class Handler(BaseHTTPRequestHandler):
             if url.path == "/api/explore":
                 return self.reply(HTTPStatus.OK, explore(self.session, query.get("text"), draw_number(query.get("draw", "0"))))
         except (ValueError, KeyError) as error:
-            return self.reply(HTTPStatus.BAD_REQUEST, {"error": str(error).strip("'\"")})
+            return self.reply(HTTPStatus.BAD_REQUEST, {"error": message(error)})
         return self.reply(HTTPStatus.NOT_FOUND, {"error": f"nothing at {url.path}"})
 
     def reply(self, status: HTTPStatus, body, content_type: str = "application/json") -> None:
@@ -119,6 +153,11 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args) -> None:
         """Quiet: the terminal keeps the one line that says where the page is."""
+
+
+def message(error: Exception) -> str:
+    """An error as one line for the page: its own words (str of a KeyError would add quotes around them)."""
+    return str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
 
 
 def draw_number(text: str) -> int:
@@ -144,7 +183,7 @@ def serve(session: Session, port: int = 0, open_browser: bool = True) -> None:
     try:
         url = f"http://{LOOPBACK}:{server.server_address[1]}/"
         limit = (f"questions up to {reading_limits(session)['max_query_len']} tokens, passages up to {MAX_PASSAGE_TOKENS:,}"
-                 if session.reading is not None else f"texts up to {MAX_TEXT_CHARS:,} characters")
+                 if session.reading is not None else f"texts of up to {session.encoder.max_length} tokens, a longer one cut")
         print(f"exploring {session.directory} at {url} ({limit}; Ctrl-C stops)", flush=True)
         if open_browser:
             webbrowser.open(url)

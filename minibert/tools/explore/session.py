@@ -42,7 +42,7 @@ from ...tokenizers.base import Tokenizer
 from ...training.loop import Pretrainer
 from ...training.settings import Settings
 from ...variants import Variant, build_pretrainer, get_variant
-from ...operations.outdir import RUN_FILE
+from ...operations.outdir import LAUNCHED_FROM, RUN_FILE
 
 # A Hugging Face folder was pretrained as BERT's paper says: 15% of the tokens, 80/10/10.
 PAPER_MASKING = dict(mask_prob=0.15, replace_probs=(0.8, 0.1, 0.1), max_span=1, whole_word=False)
@@ -106,7 +106,7 @@ def open_session(path: str | Path) -> Session:
     model, head = kept_model(directory, (variant.head,))
     session = Session(directory, tokenizer, model, head, Masking.for_tokenizer(tokenizer, **run_masking(settings)),
                       settings=settings, variant=variant)
-    session.pretrainer = run_pretrainer(session)
+    session.pretrainer = run_pretrainer(session, run.get(LAUNCHED_FROM))
     session.data = run_data(session, run.get("model_overrides") or {})
     if session.data is not None:
         session.masking = session.data.train.masking
@@ -162,14 +162,27 @@ def run_masking(settings: Settings) -> dict:
                 whole_word=settings.whole_word)
 
 
-def run_pretrainer(session: Session) -> Pretrainer | None:
+def run_path(path: str, directory: Path, launched_from: str | None) -> Path:
+    """A path from run.json's settings, where it is now. An absolute one is itself; a relative one
+    (--teacher checkpoints/bert) was relative to the folder the run was launched from: that
+    folder where run.json records it, else the first of the run folder's parents, or the folder
+    explore runs in, that holds it (a run left in checkpoints/distilbert was most likely
+    launched beside checkpoints/)."""
+    given = Path(path)
+    if given.is_absolute():
+        return given
+    bases = ([Path(launched_from)] if launched_from else []) + list(directory.resolve().parents) + [Path.cwd()]
+    return next((base / given for base in bases if (base / given).exists()), given)
+
+
+def run_pretrainer(session: Session, launched_from: str | None = None) -> Pretrainer | None:
     """The run's kept model and objectives, as `python train.py` built them, with the weights
     of its newest checkpoint (where the heads it throws away live) or, without one, the kept model's."""
     settings, variant, directory = session.settings, session.variant, session.directory
     teacher = None
     if variant.needs_teacher:
         try:
-            teacher = load_teacher(settings.teacher, settings.seq_len)
+            teacher = load_teacher(str(run_path(settings.teacher, directory, launched_from)), settings.seq_len)
         except (ValueError, FileNotFoundError) as error:
             session.notes.append(f"the teacher is not where the run found it ({error}); the DistilBERT panel needs it")
             return None
