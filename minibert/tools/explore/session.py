@@ -163,7 +163,7 @@ def run_masking(settings: Settings) -> dict:
 
 
 def run_path(path: str, directory: Path, launched_from: str | None) -> Path:
-    """A path from run.json's settings, where it is now. An absolute one is itself; a relative one
+    """A path from run.json's settings, found from here. An absolute one is itself; a relative one
     (--teacher checkpoints/bert) was relative to the folder the run was launched from: that
     folder where run.json records it, else the first of the run folder's parents, or the folder
     explore runs in, that holds it (a run left in checkpoints/distilbert was most likely
