@@ -158,12 +158,13 @@ def checkpoint_pooling(init: str | Path) -> Pooling:
     vector is what masked-LM did train. Having had a sentence task is not enough, though: BERT's
     [CLS] is a sentence vector because its NSP head ended near-perfect on held-out pairs
     (97-98%, Devlin et al. 2019, section 3.1), and ALBERT's SOP head reached 86.5% (Lan et al.
-    2020, table 5); a short run's head that ends far below that has learned little more than
-    topic cues, and the mean of masked-LM's token vectors fine-tunes better from it (the measured
-    table: bench/pooling.py). So a minibert run reads [CLS] only where the last held-out
-    accuracy of its sentence task that metrics.jsonl records reaches SENTENCE_LEARNED, set just
-    under the published heads' accuracies and above every short run measured; a run that
-    records no held-out evaluation shows nothing learned and takes the mean.
+    2020, table 5). A short run's head ends far below those: its [CLS] has not become a
+    sentence vector, and a classifier on it fine-tunes worse than one on the mean of the token
+    vectors masked-LM did train (bench/pooling.py measures both). So a minibert run reads [CLS]
+    only where the last held-out accuracy of its sentence task that metrics.jsonl records
+    reaches SENTENCE_LEARNED, set just under the published heads' accuracies and above every
+    short run measured; a run that records no held-out evaluation shows nothing learned and
+    takes the mean.
 
     Read from what the folder records: a fine-tuned classifier's own pooling; a minibert run's
     run.json (its layout: nsp, sop or full_sentences) and metrics.jsonl; a Hugging Face folder's
