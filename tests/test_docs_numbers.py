@@ -6,7 +6,7 @@ files, their lines, its total and the prose's total); the functions docs/step-pa
 reading.md's walk through the step against that page; the default runs' shape and step counts,
 ALBERT's factorization and spans, BERT's static copies, ELECTRA's generator width and detection weight,
 `Encoder.UNPAD_FROM`, the albert-base parameter count, bench/throughput.py's shapes, the default
-band's seeds, spread and floor and the plateau warning's margin; `--data`'s help against the
+band's seeds, spread and floor, the plateau warning's margin and the pooling's bar; `--data`'s help against the
 formats the corpus reader reads. No paragraph of a hand-written page is written twice. (The
 README's variant numbers and every masking rate: tests/test_docs_agree.py.)
 """
@@ -127,6 +127,7 @@ WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5}
 def stated_facts() -> list[tuple[str, re.Pattern, object]]:
     """(what, the pattern that states it, its value in the code): a page's match must be the value."""
     from minibert.data.static_masks import STATIC_DUPE_FACTOR
+    from minibert.finetune.recipes import SENTENCE_LEARNED
     from minibert.model import Encoder
     from minibert.runs.report import BehindWarning
     from minibert.variants import DEFAULT_MODEL
@@ -170,6 +171,7 @@ def stated_facts() -> list[tuple[str, re.Pattern, object]]:
          (round(curves.SPREAD), curves.FLOOR)),
         ("the band's seeds", re.compile(r"albert's (\w+), the others' (\w+)\)"), (seeds["albert"], *others)),
         ("the plateau warning's margin", re.compile(r"within ([\d.]+)× of the unigram guess"), (BehindWarning.MARGIN,)),
+        ("the pooling's bar", re.compile(r"reaches ([\d.]+) \(`SENTENCE_LEARNED`\)"), (SENTENCE_LEARNED,)),
     ]
 
 

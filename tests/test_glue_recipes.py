@@ -24,6 +24,7 @@ from minibert.finetune.glue_sweep import Side, choose_lr
 from minibert.finetune.glue_tasks import GLUE_TASKS, training_text
 from minibert.finetune.job import TaskLoss, load_backbone
 from minibert.finetune.layer_decay import layer_lr_scales
+from minibert.finetune import recipes
 from minibert.finetune.recipes import GRID_LRS, checkpoint_pooling, choose, recipe_for
 from minibert.finetune.tasks import read_task
 from minibert.finetune.twin import init_seed, t975, untrained_twin
@@ -196,17 +197,64 @@ def test_a_sweep_whose_runs_predate_a_flag_reads_them_back_at_its_default(tmp_pa
     assert "RTE seed 0: finished earlier with these settings" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("variant, layout, pooling", [
-    ("bert", None, "cls"), ("albert", None, "cls"), ("roberta", None, "mean"), ("electra", None, "mean"),
-    ("distilbert", None, "mean"), ("bert", "full_sentences", "mean"), ("roberta", "nsp", "cls"), ("roberta", "sop", "cls")])
-def test_a_minibert_runs_pooling_is_cls_only_after_a_sentence_task(variant, layout, pooling, tmp_path):
-    """The run.json a pretraining run leaves decides: [CLS] where NSP or SOP trained it (the bert
-    and albert runs, or --nsp/--sop), the mean of the last layer where no sentence task did."""
+def pretraining_run(folder: Path, variant: str, layout: str | None = None, accuracies=()) -> Path:
+    """A run folder as pretraining leaves it, for the pooling: run.json, and a metrics.jsonl whose
+    held-out evaluations record `accuracies` of the run's sentence task (none: no metrics.jsonl)."""
     settings = with_layout(VARIANTS[variant], VARIANTS[variant].default_settings(layout=layout))
-    (tmp_path / "run.json").write_text(json.dumps({"settings": settings.to_dict()}))
-    chosen = checkpoint_pooling(tmp_path)
-    assert chosen.name == pooling and f"layout {settings.layout}" in chosen.why
-    assert ("without a sentence task" in chosen.why) == (pooling == "mean")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "run.json").write_text(json.dumps({"settings": settings.to_dict()}))
+    if accuracies:
+        records = [{"step": 250 * (i + 1), f"eval_{settings.layout}_accuracy": accuracy, "eval_loss": 6.0}
+                   for i, accuracy in enumerate(accuracies)]
+        records.insert(1, {"step": 260, "loss": 6.5, f"{settings.layout}_accuracy": 0.99})  # a training record: not held out
+        (folder / "metrics.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+    return folder
+
+
+@pytest.mark.parametrize("variant, layout", [("roberta", None), ("electra", None), ("distilbert", None),
+                                             ("bert", "full_sentences")])
+def test_a_minibert_run_without_a_sentence_task_pools_the_mean(variant, layout, tmp_path):
+    """No sentence task trained [CLS] (the roberta, electra and distilbert runs, or --layout
+    full_sentences): the mean of the last layer, whatever metrics.jsonl records."""
+    chosen = checkpoint_pooling(pretraining_run(tmp_path, variant, layout, [0.99]))
+    assert chosen.name == "mean" and "without a sentence task" in chosen.why and "layout full_sentences" in chosen.why
+
+
+@pytest.mark.parametrize("variant, layout, accuracies", [
+    ("bert", None, [0.70, 0.73]), ("albert", None, [0.63]), ("roberta", "nsp", [0.84]), ("bert", None, [0.90, 0.80])])
+def test_a_run_whose_sentence_task_did_not_learn_pools_the_mean(variant, layout, accuracies, tmp_path):
+    """A run pretrained with NSP or SOP whose last held-out accuracy on it is below
+    SENTENCE_LEARNED has not made [CLS] a sentence vector: the mean, and the line gives the
+    accuracy, where it was read and the bar (an earlier, higher evaluation does not count)."""
+    chosen = checkpoint_pooling(pretraining_run(tmp_path, variant, layout, accuracies))
+    task = "sop" if variant == "albert" else "nsp"
+    assert recipes.SENTENCE_LEARNED > accuracies[-1]
+    assert chosen.name == "mean"
+    assert f"held-out {task} accuracy {accuracies[-1]:.3f} (metrics.jsonl, step {250 * len(accuracies)})" in chosen.why
+    assert f"below {recipes.SENTENCE_LEARNED:g}" in chosen.why
+
+
+@pytest.mark.parametrize("variant, layout, accuracies", [
+    ("bert", None, [0.60, 0.98]), ("albert", None, [0.865]), ("roberta", "sop", [0.90]), ("bert", None, [0.85])])
+def test_a_run_whose_sentence_task_learned_pools_cls(variant, layout, accuracies, tmp_path):
+    """A held-out NSP/SOP accuracy at or above SENTENCE_LEARNED (as the published heads reached)
+    keeps [CLS], and the line says which accuracy showed it."""
+    chosen = checkpoint_pooling(pretraining_run(tmp_path, variant, layout, accuracies))
+    task = "sop" if variant == "albert" or layout == "sop" else "nsp"
+    assert accuracies[-1] >= recipes.SENTENCE_LEARNED
+    assert chosen.name == "cls" and f"held-out {task} accuracy {accuracies[-1]:.3f}" in chosen.why
+    assert f"reaches {recipes.SENTENCE_LEARNED:g}" in chosen.why
+
+
+@pytest.mark.parametrize("metrics", [None, "", '{"step": 25, "loss": 7.0, "nsp_accuracy": 0.9}\n'])
+def test_a_sentence_task_run_that_records_no_held_out_accuracy_pools_the_mean(metrics, tmp_path):
+    """No metrics.jsonl, an empty one, or one with training records alone: nothing shows that
+    the sentence task trained [CLS], so the mean, and the line says the record is missing."""
+    run = pretraining_run(tmp_path, "bert")
+    if metrics is not None:
+        (run / "metrics.jsonl").write_text(metrics)
+    chosen = checkpoint_pooling(run)
+    assert chosen.name == "mean" and "records no held-out nsp accuracy" in chosen.why
 
 
 @pytest.mark.parametrize("config, pooling, known", [
@@ -245,6 +293,18 @@ def test_the_pooling_that_ran_and_why_is_one_line_for_every_fine_tune(tmp_path, 
     assert line.startswith("pooling cls: the head reads the [CLS] vector, as --pooling asks (without it: mean, since")
     assert any(line.startswith("recipe ") and "overridden by --pooling" in line for line in printed)
     assert load_classifier(tmp_path / "cls").model.pooling == "cls"
+
+
+def test_a_bert_run_whose_nsp_did_not_learn_fine_tunes_on_the_mean_and_says_why(tmp_path, capsys):
+    """The bert run's checkpoint (layout nsp) whose recorded held-out NSP accuracy is below the
+    bar fine-tunes on the mean of the last layer by default, and the line gives the accuracy."""
+    tiny, (train, dev) = checkpoint(tmp_path / "tiny", 0), toy_task(tmp_path / "toy")
+    pretraining_run(tiny, "bert", None, [0.7, 0.73])
+    assert train_dev(tiny, train, dev, tmp_path / "out", "--steps", "1") == 0
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("pooling ")]
+    assert line.startswith("pooling mean: the head reads the mean of the last layer, since the checkpoint was pretrained "
+                           "with nsp (run.json: layout nsp) but its held-out nsp accuracy 0.730 (metrics.jsonl, step 500)")
+    assert load_classifier(tmp_path / "out").model.pooling == eval_json(tmp_path / "out")["args"]["pooling"] == "mean"
 
 
 # --- layer-wise lr decay ---------------------------------------------------------------------------

@@ -50,8 +50,9 @@ The recipe is the same for --train/--dev, --tasks and --glue; only GLUE's RTE an
 the long epochs, since only --glue knows a task by its name.
 
 The pooling (what a sentence task's head reads) follows the checkpoint's pretraining
-(`checkpoint_pooling`): [CLS] where a sentence task (NSP, SOP) trained it, the mean of the last
-layer where none did.
+(`checkpoint_pooling`): [CLS] where a sentence task (NSP, SOP) trained it and the run's
+held-out accuracy on that task shows it learned (SENTENCE_LEARNED), the mean of the last layer
+elsewhere.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ from typing import NamedTuple
 
 from ..config import ModelConfig
 from ..objectives.sentence import SENTENCE_TASKS
-from ..operations.files import read_record
+from ..operations.files import read_json_lines, read_record
 from ..operations.tensor_files import CONFIG_FILE
 from ..pretrained import FORMAT_KEY
 from ..operations.outdir import RUN_FILE
@@ -121,6 +122,8 @@ SQUAD_ROWS = {
                            "max_seq_length 384)"),
 }
 READS = {"cls": "the [CLS] vector", "mean": "the mean of the last layer"}  # each pooling, in words
+SENTENCE_LEARNED = 0.85  # the held-out NSP/SOP accuracy from which a run's [CLS] is read (checkpoint_pooling says why)
+METRICS = "metrics.jsonl"  # where a run records its held-out evaluations (eval_<task>_accuracy)
 
 
 class Pooling(NamedTuple):
@@ -236,15 +239,27 @@ def squad_recipe(name: str, config: ModelConfig) -> Recipe:
 
 
 def checkpoint_pooling(init: str | Path) -> Pooling:
-    """What a sentence task's head reads by default: [CLS] when the checkpoint was pretrained
-    with a sentence task (NSP or SOP), the mean of the last layer when it was not.
+    """What a sentence task's head reads by default: [CLS] when the checkpoint's sentence task
+    (NSP or SOP) demonstrably trained it, the mean of the last layer when it did not.
 
     Only a sentence task trains [CLS]: masked-LM never masks it and no other loss reads it, so
     a [CLS] that no sentence task trained holds nothing sentence-level, while every token's
-    vector is what masked-LM did train. Read from what the folder records: a fine-tuned
-    classifier's own pooling, a minibert run's run.json (its layout: nsp, sop or
-    full_sentences), a Hugging Face folder's model_type (SENTENCE_TASK_OF_FAMILY). A folder
-    that records none of these takes BERT's [CLS], and the line says so."""
+    vector is what masked-LM did train. Having had a sentence task is not enough, though: BERT's
+    [CLS] is a sentence vector because its NSP head ended near-perfect on held-out pairs
+    (97-98%, Devlin et al. 2019, section 3.1), and ALBERT's SOP head reached 86.5% (Lan et al.
+    2020, table 5). A short run's head ends far below those: its [CLS] has not become a
+    sentence vector, and a classifier on it fine-tunes worse than one on the mean of the token
+    vectors masked-LM did train (bench/pooling.py measures both). So a minibert run reads [CLS]
+    only where the last held-out accuracy of its sentence task that metrics.jsonl records
+    reaches SENTENCE_LEARNED, set just under the published heads' accuracies and above every
+    short run measured; a run that records no held-out evaluation shows nothing learned and
+    takes the mean.
+
+    Read from what the folder records: a fine-tuned classifier's own pooling; a minibert run's
+    run.json (its layout: nsp, sop or full_sentences) and metrics.jsonl; a Hugging Face folder's
+    model_type (SENTENCE_TASK_OF_FAMILY), whose published sentence head was trained to the
+    accuracies above, so BERT and ALBERT keep [CLS]. A folder that records none of these takes
+    BERT's [CLS], and the line says so."""
     stored = read_record(Path(init) / CONFIG_FILE)
     marker = stored.get(FORMAT_KEY)
     if isinstance(marker, dict) and marker.get("head") == "classifier":
@@ -253,7 +268,7 @@ def checkpoint_pooling(init: str | Path) -> Pooling:
     settings = read_record(Path(init) / RUN_FILE).get("settings")
     layout = settings.get("layout") if isinstance(settings, dict) else None
     if layout in SENTENCE_TASKS:
-        return Pooling("cls", f"the checkpoint was pretrained with a sentence task, which trains [CLS] ({RUN_FILE}: layout {layout})")
+        return run_pooling(Path(init), layout)
     if layout is not None:
         return Pooling("mean", f"the checkpoint was pretrained without a sentence task ({RUN_FILE}: layout {layout}), so "
                                f"its [CLS] holds nothing sentence-level")
@@ -267,6 +282,30 @@ def checkpoint_pooling(init: str | Path) -> Pooling:
     if family is not None:  # RoFormer, say: a family whose published pretraining SENTENCE_TASK_OF_FAMILY does not record
         return Pooling("cls", f"the checkpoint records no pretraining minibert knows (Hugging Face {family}): BERT's default")
     return BERT_POOLING
+
+
+def sentence_accuracy(run: Path, task: str) -> tuple[float, int | None] | None:
+    """The last held-out accuracy of `task` (nsp or sop) that `run`'s metrics.jsonl records, and
+    its step; None when it records none."""
+    path, key = Path(run) / METRICS, f"eval_{task}_accuracy"
+    records = [record for record in read_json_lines(path) if isinstance(record.get(key), (int, float))] if path.is_file() else []
+    return (float(records[-1][key]), records[-1].get("step")) if records else None
+
+
+def run_pooling(run: Path, task: str) -> Pooling:
+    """A minibert run pretrained with `task` (nsp or sop): [CLS] where its recorded held-out
+    accuracy on the task reaches SENTENCE_LEARNED, else the mean (`checkpoint_pooling` says why)."""
+    pretrained = f"the checkpoint was pretrained with {task} ({RUN_FILE}: layout {task})"
+    recorded = sentence_accuracy(run, task)
+    if recorded is None:
+        return Pooling("mean", f"{pretrained} but {METRICS} records no held-out {task} accuracy, so nothing shows its [CLS] "
+                               f"learned a sentence vector")
+    accuracy, step = recorded
+    where = f"held-out {task} accuracy {accuracy:.3f} ({METRICS}, step {step})"
+    if accuracy >= SENTENCE_LEARNED:
+        return Pooling("cls", f"{pretrained} and its {where} reaches {SENTENCE_LEARNED:g}: the sentence task trained [CLS]")
+    return Pooling("mean", f"{pretrained} but its {where} is below {SENTENCE_LEARNED:g}, so its [CLS] has not learned a "
+                           f"sentence vector")
 
 
 def choose(scores: dict[float, float]) -> float:
