@@ -327,12 +327,12 @@ def test_sigkill_at_any_moment_then_resume_is_bit_identical(backbone, tmp_path):
     from tiny_run import REPO, kill_at_random_moments
     squad_file(tmp_path / "train.json")
     flags = ["--init", str(backbone), "--train", str(tmp_path / "train.json"), "--dev", str(tmp_path / "train.json"),
-             "--device", "cpu", *QA_FLAGS[:-4], "--steps", "24", "--lr", "1e-3", "--eval-every", "2"]
+             "--device", "cpu", *QA_FLAGS[:-4], "--steps", "60", "--lr", "1e-3", "--eval-every", "3"]
     from minibert.finetune import main
     assert main([*flags, "--out", str(tmp_path / "whole")]) == 0
     killed = tmp_path / "killed"
     command = [sys.executable, str(REPO / "train.py"), "finetune", *flags, "--out", str(killed)]
-    kill_at_random_moments(command, killed / "checkpoints" / "latest", latest=0.5)  # once a checkpoint is complete
+    kill_at_random_moments(command, killed / "checkpoints" / "latest", latest=0.2)  # once a checkpoint is complete
     assert Checkpoints(killed / "checkpoints").steps() and not (killed / "model.safetensors").exists()
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     finished = subprocess.run(command + ["--resume"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
