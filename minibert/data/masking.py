@@ -27,8 +27,7 @@ Every random draw comes from the `generator` passed in, so the same seed gives t
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -87,19 +86,6 @@ class Masking:
         # mask_prob, the more so the longer the spans; `begin_probability` solves for the rate
         # that covers mask_prob. Without spans (max_span = 1) it is mask_prob itself.
         self.begin_prob = begin_probability(mask_prob, self.span_probs)
-        self.span_log: list | None = None  # `recording_spans`: where choose_spans writes the spans it draws
-
-    @contextmanager
-    def recording_spans(self) -> Iterator[list[list[list[tuple[int, int]]]]]:
-        """While open, every `choose_spans` call appends its spans as drawn, one list per row
-        of (first, last) token positions, in the order they begin. The mask alone cannot say
-        where one span ends and the next begins: two spans may abut or overlap, and the explorer
-        brackets each span drawn, so it asks for them here. Training never opens it."""
-        self.span_log = log = []
-        try:
-            yield log
-        finally:
-            self.span_log = None
 
     @classmethod
     def for_tokenizer(cls, tokenizer, *, mask_prob: float, replace_probs: Sequence[float], max_span: int,
@@ -193,8 +179,6 @@ class Masking:
         covered = torch.zeros_like(span, dtype=torch.bool)  # [B, units]
         for k in range(self.max_span):  # covered: a span begins k units before, is longer than k, in the same segment
             covered[:, k:] |= (span[:, :units - k] > k) & (unit_segment[:, :units - k] == unit_segment[:, k:])
-        if self.span_log is not None:
-            self.span_log.append(drawn_spans(span, unit, unit_segment, can_mask))
         return can_mask & covered.gather(1, unit)  # [B, units] -> [B, T]
 
     def replace(self, input_ids: torch.Tensor, masked: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
@@ -221,7 +205,10 @@ class Masking:
 def drawn_spans(span: torch.Tensor, unit: torch.Tensor, unit_segment: torch.Tensor,
                 can_mask: torch.Tensor) -> list[list[tuple[int, int]]]:
     """choose_spans' spans one by one, per row: the (first, last) maskable token of each,
-    its units cut where its segment ends, as `covered` cuts them."""
+    its units cut where its segment ends, as `covered` cuts them. The mask alone cannot say
+    where one span ends and the next begins (two may abut or overlap); the explorer, which
+    brackets each span drawn, reads these arguments off choose_spans' frame as it returns
+    (tools/explore/answers.py:spans_recorded), so training's path carries no hook."""
     rows = []
     for b in range(len(span)):
         spans = []

@@ -24,14 +24,14 @@ import importlib
 import math
 import re
 import sys
-from contextlib import nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from ...data.dataset import PretrainingBatches
-from ...data.masking import IGNORE_INDEX
+from ...data.masking import IGNORE_INDEX, Masking, drawn_spans
 from ...data.static_masks import EXAMPLES_PER_CHUNK, draw_static_masks
 from ...objectives.kd import teacher_layers
 from ...objectives.sentence import SENTENCE_TASKS
@@ -156,9 +156,32 @@ def explore(session: Session, text: str | None, draw: int) -> dict:
     return answer
 
 
-def spans_recorded(masking):
-    """masking.recording_spans() where the masking draws spans, else a context that records none."""
-    return masking.recording_spans() if masking.max_span > 1 or masking.word_starts is not None else nullcontext()
+CHOOSE_SPANS = Masking.choose_spans.__code__  # whose frame the span hook reads
+
+
+@contextmanager
+def spans_recorded(masking: Masking):
+    """The spans `masking.choose_spans` draws while this is open, one list per call (per row
+    (first, last) token positions, data/masking.py:drawn_spans), read off its frame as it
+    returns: a profiler hook on this thread, chained to the one watching which code runs (Ran).
+    None where the masking draws no spans."""
+    if not (masking.max_span > 1 or masking.word_starts is not None):
+        yield None
+        return
+    log, previous = [], sys.getprofile()
+
+    def watch(frame, event, arg) -> None:
+        if previous is not None:
+            previous(frame, event, arg)
+        if event == "return" and frame.f_code is CHOOSE_SPANS and frame.f_locals.get("self") is masking:
+            drawn = frame.f_locals
+            log.append(drawn_spans(drawn["span"], drawn["unit"], drawn["unit_segment"], drawn["can_mask"]))
+
+    sys.setprofile(watch)
+    try:
+        yield log
+    finally:
+        sys.setprofile(previous)
 
 
 def run_example(session: Session, draw: int) -> Example:
