@@ -13,7 +13,6 @@ first character in the context (-1 for no answer). In Python, `Classifier.predic
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 from typing import NamedTuple
 
@@ -25,11 +24,13 @@ from ..operations.files import write_atomic, write_json
 from ..tokenizers.base import Tokenizer
 from ..model import Encoder
 from ..operations.precision import Precision
+from .inference import check_max_len
 from .span_decoding import Decoded, decode_spans
 from .squad import FORMATS, QAExample, SquadData, read_squad
+from .tasks import read_table, task_file
 from .windows import Window, question_windows, window_inputs
 
-TABLES = {".tsv": "\t", ".csv": ","}
+TABLES = (".tsv", ".csv")  # question and context columns, as a task file has its columns
 QA_MAX_LEN = 384  # BERT's and transformers' SQuAD windows
 
 
@@ -101,14 +102,11 @@ def answer_file(classifier, file: str | Path, out: Path, batch_size: int, max_le
 
 
 def qa_max_len(max_len: int | None, model: SpanExtractor | Encoder) -> int:
-    """The window length: --max-len, else 384 where the model's positions reach it (rotary: any
-    length), else the model's limit."""
+    """The window length: --max-len (checked as every fine-tune's), else 384 where the model's
+    positions reach it (rotary: any length), else the model's limit."""
     config = model.config
     if max_len is not None:
-        if config.for_length(max_len) is None:
-            raise ValueError(f"--max-len {max_len} exceeds the {config.max_length} positions of this model; "
-                             f"use at most {config.max_length}")
-        return max_len
+        return check_max_len(max_len, config)
     return QA_MAX_LEN if config.for_length(QA_MAX_LEN) is not None else config.max_length
 
 
@@ -156,27 +154,23 @@ def window_logits(model: SpanExtractor, tokenizer: Tokenizer, windows: list[Wind
 
 
 def read_questions(path: Path) -> SquadData:
-    """The questions of a predict FILE: SQuAD's .json or .jsonl (answers optional), or a table with question and context columns."""
+    """The questions of a predict FILE: SQuAD's .json or .jsonl (answers optional), or a table
+    with question and context columns (and id), read as a task's table is (tasks.py)."""
     if path.suffix in FORMATS:
         return read_squad(path, labelled=False)
-    if path.suffix not in TABLES:
-        raise ValueError(f"{path}: a question-answering model reads SQuAD's .json, .jsonl, or a .tsv/.csv with question "
-                         f"and context columns; got {path.suffix or 'no extension'}")
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist; give a file of questions and their contexts")
-    with path.open(encoding="utf-8-sig", newline="") as file:
-        reader = csv.DictReader(file, delimiter=TABLES[path.suffix],
-                                quoting=csv.QUOTE_NONE if path.suffix == ".tsv" else csv.QUOTE_MINIMAL)
-        missing = [name for name in ("question", "context") if name not in (reader.fieldnames or [])]
+    examples = []
+    with task_file(path, (*FORMATS, *TABLES), "a question-answering model's questions") as file:
+        rows = read_table(path, file)
+        header = next(rows, [])
+        missing = [name for name in ("question", "context") if name not in header]
         if missing:
             raise ValueError(f"{path} has no {' or '.join(missing)} column; name the columns question and context (and id)")
-        examples = []
-        for line, row in enumerate(reader, start=2):
-            question, context = (row.get("question") or "").strip(), row.get("context") or ""
+        for line, row in rows:
+            question, context = row["question"].strip(), row["context"]
             if not question or not context.strip():
                 raise ValueError(f"{path} line {line}: the {'question' if not question else 'context'} is empty; "
                                  f"fill it in or drop the row")
-            examples.append(QAExample(row.get("id") or str(line - 1), "", question, context, []))
+            examples.append(QAExample(row.get("id") or str(len(examples) + 1), "", question, context, []))
     if not examples:
         raise ValueError(f"{path} holds no questions")
     ids = [example.id for example in examples]

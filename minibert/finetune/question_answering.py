@@ -47,6 +47,7 @@ from .soft_targets import SpanDistillation
 from .teacher import TEACHER_FILE, cache_key, load_span_teacher, read_cache, write_cache
 from .span_decoding import Decoded, write_predictions
 from .squad import QAExample, SquadData, is_squad, read_squad
+from .tasks import subsample_rows
 from .qa_scores import squad_scores
 from .training import claimed, done, in_shards, processes, task_streams, train_steps
 from .windows import Window, question_windows, window_inputs
@@ -83,7 +84,7 @@ def answer_into(settings: FinetuneSettings, files: TaskFiles, backbone: tuple[En
     encoder, tokenizer = backbone
     train_examples, dev = read_squad(files.train), read_squad(files.dev)
     if files.max_train is not None and files.max_train < len(train_examples):
-        keep = sorted(torch.randperm(len(train_examples), generator=torch.Generator().manual_seed(0))[:files.max_train].tolist())
+        keep = subsample_rows(len(train_examples), files.max_train)
         print(f"{files.name}: training on {files.max_train} of the {len(train_examples)} questions of {files.train.name} "
               f"(--max-train-examples: a random subsample, the same for every seed)", flush=True)
         train_examples = SquadData(train_examples.path, [train_examples[i] for i in keep])

@@ -69,7 +69,7 @@ class TaskData:
         """`n` examples drawn at random (by `seed`), kept in file order; all of them when n is None or not smaller."""
         if n is None or n >= len(self):
             return self
-        return self.rows(sorted(torch.randperm(len(self), generator=torch.Generator().manual_seed(seed))[:n].tolist()))
+        return self.rows(subsample_rows(len(self), n, seed))
 
     def held_out(self, share: float, seed: int = 0) -> tuple["TaskData", "TaskData"]:
         """(the rest, a held-out `share` of the examples drawn at random by `seed`), each in file
@@ -84,6 +84,11 @@ class TaskData:
         """The examples at `rows`, in that order."""
         pick = lambda values: [values[i] for i in rows]  # noqa: E731
         return TaskData(self.path, pick(self.texts), None if self.pairs is None else pick(self.pairs), pick(self.labels), pick(self.lines))
+
+
+def subsample_rows(total: int, n: int, seed: int = 0) -> list[int]:
+    """`n` of `total` row indices drawn at random by `seed`, in file order (--max-train-examples)."""
+    return sorted(torch.randperm(total, generator=torch.Generator().manual_seed(seed))[:n].tolist())
 
 
 def read_task(path: str | Path, labelled: bool = True, columns: Columns | None = None) -> TaskData:
