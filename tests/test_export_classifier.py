@@ -343,6 +343,35 @@ def test_the_question_answering_pipeline_reads_the_export(span_exports):
     assert {"answer", "start", "end", "score"} <= set(got) and got["answer"] == context[got["start"]:got["end"]]
 
 
+def test_transformers_alone_gives_minibert_answers_from_the_export(span_exports, tmp_path):
+    """bench/qa_agree.py answers SQuAD questions from the export in a process without minibert
+    (the windows, offsets and decoding of the question-answering pipeline that transformers 5.3
+    removed): the same answers as minibert's, over passages read in several windows, with
+    words the tokenizer spells in byte pieces."""
+    from minibert.finetune.answering import answered
+    from minibert.finetune.squad import read_squad
+
+    checkpoint, out, _, _, _, _ = span_exports["bert"]
+    passage = ("The small cat sees the dog near the river. A big cow eats the green fish. The dog chases the "
+               "bird and the horse hears the sheep. Zébra façade naïve: the goat watches the mouse. ")
+    questions = [{"id": f"q{i}", "question": question, "answers": [{"text": "cat", "answer_start": 10}]}
+                 for i, question in enumerate(["Who sees the dog?", "What does the cow eat?", "Who watches the mouse?"])]
+    squad = tmp_path / "dev.json"
+    squad.write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": [
+        {"context": passage * 2, "qas": questions}]}]}), encoding="utf-8")
+    loaded = load_classifier(checkpoint)
+    loaded.model.reading = {**loaded.model.reading, "doc_stride": 8}  # windows of 40 tokens (all the model has) overlapping by 8
+    answers = answered(loaded.model, loaded.tokenizer, read_squad(squad), batch_size=4, max_len=40)
+    predictions = tmp_path / "predictions.json"
+    predictions.write_text(json.dumps({qid: answer.text for qid, answer in answers.items()}), encoding="utf-8")
+    done = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[1] / "bench" / "qa_agree.py"), str(out), str(squad),
+                           str(predictions), "--max-len", "40", "--doc-stride", "8"],
+                          capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": ""})
+    assert done.returncode == 0, done.stdout + done.stderr
+    windows = int(done.stdout.split(" windows;")[0].split("(")[-1])
+    assert "3 of 3 answers equal minibert's" in done.stdout and windows > 3 and "no minibert imported" in done.stdout
+
+
 def test_the_question_answering_card_shows_its_exact_match_and_f1(span_exports):
     _, out, _, _, _, _ = span_exports["roberta"]
     card = (out / "README.md").read_text()

@@ -228,6 +228,18 @@ def test_a_start_counts_only_in_its_max_context_window():
     assert decode_spans(example(), *windows, max_context=False).predictions["e"] == "delta"
 
 
+def test_tokens_that_share_a_character_span_each_keep_their_own_max_context():
+    """The byte pieces of one character are several tokens with one span: each has its own max
+    context. gamma is two such pieces, g1 g2: g1's max context is window 0, g2's window 1, where it starts the best span."""
+    offsets = np.full((2, 8, 2), -1)
+    offsets[0, 3:7] = [SPAN["Alpha"], SPAN["beta"], SPAN["gamma"], SPAN["gamma"]]  # Alpha beta g1 g2
+    offsets[1, 3:7] = [SPAN["gamma"], SPAN["gamma"], SPAN["delta"], SPAN["epsilon"]]  # g1 g2 delta epsilon
+    starts, ends = np.full((2, 8), -10.0), np.full((2, 8), -10.0)
+    starts[1, 4], ends[1, 5] = 6.0, 5.0  # g2 .. delta, in window 1
+    best = decode_spans(example(), [0, 0], offsets, starts, ends).nbest["e"][0]
+    assert (best["text"], best["score"]) == ("gamma delta", 11.0)
+
+
 def test_end_before_start_and_max_answer_len_are_refused():
     windows = two_windows({(0, "beta"): 9.0, (0, "Alpha"): 1.0}, {(0, "Alpha"): 9.0, (0, "delta"): 2.0})
     assert decode_spans(example(), *windows).predictions["e"] == "beta gamma delta"  # beta..Alpha ends before it starts

@@ -121,8 +121,9 @@ def offsets_array(offsets, length: int) -> np.ndarray:
 
 def token_max_context(spans: np.ndarray, owner: np.ndarray) -> np.ndarray:
     """[W, L] True where a passage token has its max context in this window (module
-    docstring). A token is known across windows by its question and character span; only
-    questions with several windows need the comparison."""
+    docstring). A token is known across windows by its question, its character span and how
+    many tokens before it in the window share that span (the byte pieces of one character, say,
+    are several tokens with one span); only questions with several windows need the comparison."""
     passage = spans[..., 0] >= 0
     best = passage.copy()
     shared = np.bincount(owner)[owner] > 1
@@ -136,13 +137,25 @@ def token_max_context(spans: np.ndarray, owner: np.ndarray) -> np.ndarray:
     score = np.minimum(position - first, last - position) + 0.01 * inside.sum(axis=1, keepdims=True)
     w, t = np.nonzero(inside)  # window-major: on equal scores the earlier window comes first
     chars = spans[rows[w], t]
-    key = np.stack([owner[rows[w]], chars[:, 0], chars[:, 1]], axis=1)
+    key = np.stack([owner[rows[w]], chars[:, 0], chars[:, 1], same_span_rank(w, chars)], axis=1)
     by_score = np.argsort(-score[w, t], kind="stable")
     _, first_of_key = np.unique(key[by_score], axis=0, return_index=True)
     winners = by_score[first_of_key]
     best[rows] = False
     best[rows[w[winners]], t[winners]] = True
     return best
+
+
+def same_span_rank(window: np.ndarray, chars: np.ndarray) -> np.ndarray:
+    """For tokens listed window by window in position order: how many earlier tokens of the
+    same window have the same character span (0 for almost every token)."""
+    order = np.lexsort((chars[:, 1], chars[:, 0], window))  # stable: position order within a span
+    group = np.stack([window, chars[:, 0], chars[:, 1]], axis=1)[order]
+    starts = np.r_[True, (group[1:] != group[:-1]).any(axis=1)]
+    index = np.arange(len(order))
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = index - np.maximum.accumulate(np.where(starts, index, 0))
+    return rank
 
 
 class Candidates(NamedTuple):
