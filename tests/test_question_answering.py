@@ -255,6 +255,17 @@ def test_predict_answers_a_dev_file_as_its_fine_tune_did(squad_run, tmp_path):
         assert contexts[qid][int(start):int(start) + len(text)] == text
 
 
+def test_an_answer_with_a_tab_or_a_line_break_keeps_its_row_in_predicts_tsv():
+    import csv
+    import io
+
+    from minibert.finetune.answering import Answer, answer_table
+    answers = {"q1": Answer("plain", 0.5, 3), "q2": Answer('a\tb\nc "d"', 0.25, 7), "q3": Answer("", 0.0, -1)}
+    rows = list(csv.reader(io.StringIO(answer_table(answers)), dialect="excel-tab"))
+    assert rows == [["id", "answer", "score", "start"], ["q1", "plain", "0.5", "3"], ["q2", 'a\tb\nc "d"', "0.25", "7"], ["q3", "", "0", "-1"]]
+    assert answer_table(answers).splitlines()[1] == "q1\tplain\t0.5\t3"  # a plain answer as it is
+
+
 def test_the_python_api_answers_a_question_from_a_context(squad_run):
     from minibert.finetune import load_classifier
     folder, _, _ = squad_run

@@ -13,6 +13,8 @@ first character in the context (-1 for no answer). In Python, `Classifier.predic
 
 from __future__ import annotations
 
+import csv
+import io
 from pathlib import Path
 from typing import NamedTuple
 
@@ -96,9 +98,18 @@ def answer_file(classifier, file: str | Path, out: Path, batch_size: int, max_le
     if out.suffix == ".json":
         write_json(out, {qid: found.text for qid, found in answers.items()})
     else:
-        rows = [f"{qid}\t{found.text}\t{found.score:.6g}\t{found.start}\n" for qid, found in answers.items()]
-        write_atomic(out, "id\tanswer\tscore\tstart\n" + "".join(rows))
+        write_atomic(out, answer_table(answers))
     return len(answers)
+
+
+def answer_table(answers: dict[str, Answer]) -> str:
+    """The answers as a TSV (id, answer, score, start). An answer holding a tab, a line break or a
+    quote is quoted as the csv module and spreadsheets read it; every other field is as it is."""
+    table = io.StringIO()
+    writer = csv.writer(table, dialect="excel-tab", lineterminator="\n")
+    writer.writerow(["id", "answer", "score", "start"])
+    writer.writerows([qid, found.text, f"{found.score:.6g}", found.start] for qid, found in answers.items())
+    return table.getvalue()
 
 
 def qa_max_len(max_len: int | None, model: SpanExtractor | Encoder) -> int:
