@@ -83,7 +83,7 @@ def minibert_side(init: Path, train: Path, dev: Path, out: Path, args) -> dict:
 
     result = finetune(init=str(init), train=str(train), dev=str(dev), out=str(out), task="qa", recipe="bert", lr=args.lr,
                       batch_size=args.batch_size, epochs=args.epochs, max_len=args.max_len, doc_stride=args.doc_stride,
-                      seed=0, device="cpu", overwrite=True)
+                      seed=0, device="cpu", precision=args.precision, overwrite=True)
     steps, seconds = training_seconds(out)
     return {"exact_match": result.metrics["exact_match"], "f1": result.metrics["f1"], "steps": steps, "seconds": seconds,
             "train_loss": result.metrics["train_loss"]}
@@ -91,6 +91,8 @@ def minibert_side(init: Path, train: Path, dev: Path, out: Path, args) -> dict:
 
 def transformers_side(init: Path, train: Path, dev: Path, args) -> dict:
     """transformers' BertForQuestionAnswering trained on minibert's windows in a plain loop, answered by minibert's decoder."""
+    from contextlib import nullcontext
+
     import torch
     from transformers import AutoModelForQuestionAnswering
 
@@ -127,24 +129,86 @@ def transformers_side(init: Path, train: Path, dev: Path, args) -> dict:
     optimizer = torch.optim.AdamW([{"params": matrices, "weight_decay": 0.01}, {"params": rest, "weight_decay": 0.0}],
                                   lr=args.lr, eps=1e-6)
     order, losses = iter(TaskBatches(len(train_windows), args.batch_size, 0)), []
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16) if args.precision == "bf16" else nullcontext()  # minibert's --precision bf16
     model.train()
     started = time.perf_counter()
     for step in range(steps):
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, steps, peak=args.lr, warmup=0.1)
-        loss = model(**window_inputs(train_windows, next(order), tokenizer, True, labelled=True)).loss
+        with autocast:
+            loss = model(**window_inputs(train_windows, next(order), tokenizer, True, labelled=True)).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         losses.append(loss.item())
     seconds = time.perf_counter() - started
-    answers = answer(model, tokenizer, examples, dev_windows, Decoding(), args.batch_size, "cpu")
+    with autocast:
+        answers = answer(model, tokenizer, examples, dev_windows, Decoding(), args.batch_size, "cpu")
     scores = squad_scores(examples, answers.predictions)
     last = losses[-max(1, steps // 10):]
     return {"exact_match": scores["exact_match"], "f1": scores["f1"], "steps": steps, "seconds": seconds,
             "train_loss": sum(last) / len(last), "train_windows": len(train_windows), "dev_windows": len(dev_windows),
             "initial_logits_differ_by": agree}
+
+
+def paired_steps(init: Path, train: Path, args, pairs: int) -> dict:
+    """Seconds per training step of each side's model, the two alternated step by step (who goes
+    first alternates too), so that a load on the machine meets both alike: the same batches, each
+    step forward, backward, gradient clip and AdamW's update, dropout 0.1, under --precision."""
+    from contextlib import nullcontext
+    from statistics import median
+
+    import torch
+    from transformers import AutoModelForQuestionAnswering
+
+    from minibert.finetune.job import CLIP, load_backbone, task_config
+    from minibert.finetune.settings import FinetuneSettings
+    from minibert.finetune.squad import read_squad
+    from minibert.finetune.training import TaskBatches
+    from minibert.finetune.windows import question_windows, window_inputs
+    from minibert.heads import SpanExtractor
+
+    encoder, tokenizer = load_backbone(init)
+    windows, _ = question_windows(tokenizer, read_squad(train), args.max_len, 64, args.doc_stride, labelled=True)
+    order = iter(TaskBatches(len(windows), args.batch_size, 0))
+    batches = [window_inputs(windows, next(order), tokenizer, True, labelled=True) for _ in range(pairs + 1)]
+    ours = SpanExtractor(task_config(encoder.config, args.max_len, FinetuneSettings(dropout=0.1)))
+    ours.encoder.load_state_dict(encoder.state_dict())
+    models = {"minibert": ours.train(), "transformers": AutoModelForQuestionAnswering.from_pretrained(init).train()}
+    optimizers = {name: torch.optim.AdamW(model.parameters(), lr=args.lr, eps=1e-6) for name, model in models.items()}
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16) if args.precision == "bf16" else nullcontext()
+    seconds: dict[str, list[float]] = {name: [] for name in models}
+    for i, batch in enumerate(batches):
+        for name in (("minibert", "transformers") if i % 2 else ("transformers", "minibert")):
+            began = time.perf_counter()
+            with autocast:
+                loss = models[name](**batch).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(models[name].parameters(), CLIP)
+            optimizers[name].step()
+            optimizers[name].zero_grad(set_to_none=True)
+            if i:  # the first pair warms up
+                seconds[name].append(time.perf_counter() - began)
+    step = {name: median(times) for name, times in seconds.items()}
+    return {"pairs": pairs, "seconds": step, "ratio": step["transformers"] / step["minibert"],
+            "load": f"{os.getloadavg()[0]:.1f}"}
+
+
+def exported_answers(fine_tuned: Path, dev: Path, out: Path, args) -> str:
+    """minibert's fine-tuned MiniLM exported as BertForQuestionAnswering, then answered by
+    transformers alone (bench/qa_agree.py, a process without minibert): its count of answers
+    equal to minibert's predictions.json."""
+    import subprocess
+
+    from minibert.interop.huggingface.export import export
+
+    export(fine_tuned, out, overwrite=True)
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "qa_agree.py"), str(out), str(dev), str(fine_tuned / "predictions.json"),
+                           "--max-len", str(args.max_len), "--doc-stride", str(args.doc_stride)],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ""}, cwd=out)
+    return next((line for line in done.stdout.splitlines() if "answers equal minibert's" in line),
+                f"bench/qa_agree.py failed: {done.stderr.strip().splitlines()[-1:]}")
 
 
 def twin_folder(run: Path, out: Path) -> tuple[Path, str]:
@@ -244,6 +308,19 @@ def page(results: dict, args, command: str) -> str:
               f"one process, {results['threads']} torch thread(s), minibert first. The machine is shared: the load "
               f"average was {results['load'][0]} before and {results['load'][1]} after, so the two timings, "
               "minutes apart, may have met different loads.", ""]
+    paired = results.get("paired")
+    if paired:
+        lines += [f"**Step by step.** The two models' training steps alternated, {paired['pairs']} pairs on the same batches "
+                  "(forward, backward, gradient clip and AdamW's update, dropout 0.1, who goes first alternating): "
+                  f"median {paired['seconds']['minibert']:.2f} s a step for minibert, {paired['seconds']['transformers']:.2f} s "
+                  f"for transformers, a ratio of **{paired['ratio']:.2f}** (load average {paired['load']} at the end).", ""]
+    lines += [f"Both sides ran in {'fp32' if args.precision == 'fp32' else 'bf16 autocast (minibert --precision bf16; transformers under torch.autocast)'}.", ""]
+    if results.get("exported"):
+        lines += ["## Out to transformers", "",
+                  "minibert's fine-tuned MiniLM, exported (`python -m minibert export`: BertForQuestionAnswering) and answered "
+                  "on the same dev questions by transformers alone, in a process without minibert (bench/qa_agree.py: the "
+                  "windows, offsets and decoding of the question-answering pipeline, which transformers 5.3 removed): "
+                  f"{results['exported']}.", ""]
     lines += ["## The default runs beside their untrained twins", ""]
     if results["runs"]:
         lines += [f"Each checkpoint and its untrained twin (finetune/twin.py: the same config, tokenizer and initial weights, "
@@ -288,6 +365,9 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--epochs", type=float, default=1.0)
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                        help="both sides' number format: minibert's --precision, transformers' under the same autocast (default fp32)")
+    parser.add_argument("--pairs", type=int, default=20, help="training steps of each side timed alternately (default 20)")
     parser.add_argument("--runs", type=Path, nargs="*", default=[], help="minibert checkpoints to fine-tune beside their untrained twins")
     parser.add_argument("--run-examples", type=int, default=2000, help="the runs' training questions (default 2000)")
     parser.add_argument("--run-epochs", type=float, default=1.0)
@@ -324,6 +404,8 @@ def main() -> int:
                "run_dev_questions": dev_questions}
     results["minibert"] = minibert_side(minilm, train, dev, work / "minibert", args)
     results["transformers"] = transformers_side(minilm, train, dev, args)
+    results["paired"] = paired_steps(minilm, train, args, args.pairs)
+    results["exported"] = exported_answers(work / "minibert", dev, work / "minibert-export", args)
     load.append(f"{os.getloadavg()[0]:.1f}")
     results["runs"] = {}
     for run in args.runs:
@@ -345,6 +427,7 @@ def size_flags(args) -> list[str]:
     """The flags of a run as the page shows them (each run's folder by its name)."""
     return [f"--examples {args.examples}", f"--dev-examples {args.dev_examples}", f"--max-len {args.max_len}",
             f"--doc-stride {args.doc_stride}", f"--batch-size {args.batch_size}", f"--lr {args.lr:g}", f"--epochs {args.epochs:g}",
+            *([f"--precision {args.precision}"] if args.precision != "fp32" else []),
             *([f"--runs {' '.join(run.name for run in args.runs)}", f"--run-examples {args.run_examples}",
                f"--run-epochs {args.run_epochs:g}"] if args.runs else []), *([f"--threads {args.threads}"] if args.threads else [])]
 

@@ -1,11 +1,11 @@
 """An exported question-answering model, answered by transformers alone: the same answers as minibert's?
 
-Usage: python bench/qa_agree.py EXPORT SQUAD_JSON PREDICTIONS_JSON [--max-len 384] [--doc-stride 128]
+Usage: python bench/qa_agree.py EXPORT SQUAD_FILE PREDICTIONS_JSON [--max-len 384] [--doc-stride 128]
            [--max-query-len 64] [--n-best 20] [--max-answer-len 30] [--limit N] [--batch-size 32]
 
 EXPORT is what `python -m minibert export` wrote from a fine-tuned span extractor (a family's
 *ForQuestionAnswering); PREDICTIONS_JSON is that fine-tune's (or predict's) predictions.json on
-SQUAD_JSON (v1.1 layout). This process never imports minibert: it reads the folder with
+SQUAD_FILE (SQuAD's JSON, or a JSONL of id, question, context). This process never imports minibert: it reads the folder with
 AutoTokenizer and AutoModelForQuestionAnswering and answers every question the way transformers'
 question-answering pipeline did before transformers 5.3 removed it, with the windows and the
 decoding written out below, then prints how many answers equal minibert's and the first that
@@ -40,7 +40,11 @@ import torch
 
 
 def squad_questions(path: Path) -> list[dict]:
-    """Every question of a SQuAD file: id, question, context."""
+    """Every question of a SQuAD file (or of a JSONL, one question a line, as the Hugging Face
+    datasets write SQuAD): id, question, context."""
+    if path.suffix == ".jsonl":
+        lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        return [{"id": row["id"], "question": row["question"], "context": row["context"]} for row in lines]
     data = json.loads(path.read_text(encoding="utf-8"))["data"]
     return [{"id": qa["id"], "question": qa["question"], "context": paragraph["context"]}
             for article in data for paragraph in article["paragraphs"] for qa in paragraph["qas"]]
