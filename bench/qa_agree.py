@@ -24,8 +24,8 @@ The steps, as the pipeline and run_squad took them:
   the question's windows is the answer: context[start of its first token : end of its last].
 
 Answers are compared with the whitespace at their ends stripped: the offsets of a tokenizer.json
-with a SentencePiece layout (Metaspace) count the space that ▁ stands for as part of the token
-(tokenizers #663), where minibert's offsets start at the word; SQuAD's scoring ignores it.
+with a SentencePiece layout (Metaspace) count the space that ▁ stands for as part of the token,
+where minibert's offsets start at the word; SQuAD's scoring ignores it.
 """
 
 from __future__ import annotations

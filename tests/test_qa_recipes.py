@@ -33,7 +33,9 @@ RELEASED = [
     ("albert", 768, "dropout", 0.0, ALBERT), ("albert", 768, "windows", 384, ALBERT),
     ("roberta", 1024, "lr", 1.5e-5, ROBERTA), ("roberta", 1024, "batch_size", 48, ROBERTA),
     ("roberta", 1024, "epochs", 2.0, ROBERTA), ("roberta", 1024, "weight_decay", 0.01, ROBERTA),
-    ("roberta", 1024, "windows", 512, ROBERTA),
+    ("roberta", 1024, "windows", 512, ROBERTA), ("roberta", 1024, "warmup", 0.06, ROBERTA),
+    ("bert", 768, "warmup", 0.1, BERT), ("albert", 768, "warmup", 0.1, ALBERT),  # ALBERT: 365 warm-up steps of 3,649
+    ("electra", 256, "warmup", 0.1, ELECTRA), ("distilbert", 768, "warmup", 0.0, DISTILBERT),
     ("distilbert", 768, "lr", 5e-5, DISTILBERT), ("distilbert", 768, "batch_size", 8, DISTILBERT),
     ("distilbert", 768, "epochs", 3.0, DISTILBERT), ("distilbert", 768, "weight_decay", 0.0, DISTILBERT),
     ("distilbert", 768, "windows", 384, DISTILBERT),

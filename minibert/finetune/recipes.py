@@ -27,9 +27,9 @@ answering's alone:
                 epochs), no dropout in the encoder; weight decay 0.01 (BERT's optimizer). SQuAD 2.0's
                 row is lr 3e-5, 8,144 steps
     roberta     RoBERTa's Table 10 (Liu et al., 2019), RoBERTa-large on SQuAD: lr 1.5e-5, batch 48,
-                2 epochs, weight decay 0.01
+                2 epochs, weight decay 0.01, warm-up over 6% of the steps
     distilbert  transformers' run_squad_w_distillation.py, DistilBERT's SQuAD script: its defaults
-                lr 5e-5, batch 8, 3 epochs, no weight decay
+                lr 5e-5, batch 8, 3 epochs, no weight decay, no warm-up
     grid        none: Turc et al. published no SQuAD settings, so it is refused there
 
 A recipe sets no window length: --max-len stays a flag (default 384, BERT's and ALBERT's
@@ -80,10 +80,11 @@ GRID_SOURCE = ("Turc et al. 2019 (Well-Read Students Learn Better), the lr grid 
 BERT_RECIPE = dict(lr=2e-5, batch_size=BATCH_SIZE, epochs=3.0, weight_decay=0.01)  # Devlin et al. (2019), appendix A.3
 DROPOUT = 0.1  # on hidden states and attention while fine-tuning: ELECTRA's table, BERT's configs
 SQUAD_EPOCHS = 2.0  # ELECTRA's table: "2 for SQuAD"
+WARMUP = 0.1  # linear warm-up over this share of the steps: BERT's run_classifier/run_squad, ELECTRA's table
 QA_ONLY = ("albert", "roberta", "distilbert")  # recipes with a SQuAD row alone
 RECIPES = ("electra", "bert", "grid", *QA_ONLY)
 DEFAULT_RECIPE = "electra"
-RECIPE_FLAGS = ("lr", "layer_decay", "weight_decay", "dropout", "batch_size", "epochs", "pooling")  # what a recipe sets, each a flag
+RECIPE_FLAGS = ("lr", "layer_decay", "weight_decay", "dropout", "batch_size", "epochs", "warmup", "pooling")  # what a recipe sets, each a flag
 # Hugging Face families by what their published checkpoints were pretrained with: BERT with next
 # sentence prediction, ALBERT with sentence order prediction; RoBERTa, DistilBERT and ELECTRA with none
 SENTENCE_TASK_OF_FAMILY = {"bert": "next sentence prediction", "albert": "sentence order prediction",
@@ -101,6 +102,7 @@ class SquadRow(NamedTuple):
     windows: int  # the release's max_seq_length (not set by the recipe: --max-len)
     source: str
     dropout: float = DROPOUT
+    warmup: float = WARMUP
 
 
 SQUAD_ROWS = {
@@ -115,11 +117,12 @@ SQUAD_ROWS = {
                        "Lan et al. 2020 (ALBERT), Table 16: SQuAD v1.1 lr 5e-5, batch 48, ALBERT dropout 0 (classifier "
                        "dropout 0.1: a span head has none), 3,649 steps (2 epochs), max_seq_length 384", dropout=0.0),
     "roberta": SquadRow("RoBERTa-large's SQuAD row", 1.5e-5, 0.01, 48, 2.0, 512,
-                        "Liu et al. 2019 (RoBERTa), Table 10: SQuAD lr 1.5e-5, batch 48, weight decay 0.01, 2 epochs"),
+                        "Liu et al. 2019 (RoBERTa), Table 10: SQuAD lr 1.5e-5, batch 48, weight decay 0.01, 2 epochs, warm-up ratio 0.06",
+                        warmup=0.06),
     "distilbert": SquadRow("DistilBERT's SQuAD script", 5e-5, 0.0, 8, 3.0, 384,
                            "huggingface/transformers examples/research_projects/distillation/run_squad_w_distillation.py "
                            "(defaults: learning_rate 5e-5, per_gpu_train_batch_size 8, num_train_epochs 3, weight_decay 0, "
-                           "max_seq_length 384)"),
+                           "warmup_steps 0, max_seq_length 384)", warmup=0.0),
 }
 READS = {"cls": "the [CLS] vector", "mean": "the mean of the last layer"}  # each pooling, in words
 SENTENCE_LEARNED = 0.85  # the held-out NSP/SOP accuracy from which a run's [CLS] is read (checkpoint_pooling says why)
@@ -153,20 +156,22 @@ class Recipe:
     batch_size: int = BATCH_SIZE
     dropout: float = DROPOUT
     windows: int | None = None  # question answering: the release's window length, which --max-len sets
+    warmup: float = WARMUP
 
     def values(self, task: str | None = None, tagging: bool = False) -> dict:
         """The flags this recipe sets for a task: `task` a GLUE name (RTE and STS-B take the long
         epochs) or None (any other: the usual epochs); lr None when it is to be chosen. A tagging
         task reads every token's own vector, so it is given no pooling."""
         values = {"lr": self.lr, "layer_decay": self.layer_decay, "weight_decay": self.weight_decay, "dropout": self.dropout,
-                  "batch_size": self.batch_size, "epochs": self.long_epochs if task in LONG_TASKS else self.epochs}
+                  "batch_size": self.batch_size, "epochs": self.long_epochs if task in LONG_TASKS else self.epochs,
+                  "warmup": self.warmup}
         return values if tagging else {**values, "pooling": self.pooling.name}
 
     def describe(self) -> dict:
         """The recipe as glue.json and eval.json record it."""
         described = {"name": self.name, "row": self.row, "source": self.source, "lr": self.lr, "lrs": list(self.lrs),
                      "layer_decay": self.layer_decay, "weight_decay": self.weight_decay, "dropout": self.dropout,
-                     "batch_size": self.batch_size, "epochs": self.epochs}
+                     "batch_size": self.batch_size, "epochs": self.epochs, "warmup": self.warmup}
         if self.windows is not None:  # a SQuAD row: no RTE, no pooling; the release's windows instead
             return {**described, "release_max_len": self.windows}
         return {**described, "epochs_rte_stsb": self.long_epochs, "held_out": HELD_OUT if self.lrs else None,
@@ -183,8 +188,9 @@ class Recipe:
         epochs = (f"{self.epochs:g} epochs" if self.epochs == self.long_epochs or not glue else
                   f"{self.epochs:g} epochs ({self.long_epochs:g} for {' and '.join(LONG_TASKS)})")
         windows = f", windows of {self.windows} tokens as released (a flag the recipe leaves: --max-len {self.windows})" if self.windows else ""
+        warmup = "" if self.warmup == WARMUP else f", warm-up {self.warmup:.0%} of the steps"
         return (f"recipe {self.name}, {self.row}: {lr}, {decay}, weight decay {self.weight_decay:g}, dropout {self.dropout:g}, "
-                f"batch {self.batch_size}, {epochs}{windows}; from {self.source}"
+                f"batch {self.batch_size}, {epochs}{warmup}{windows}; from {self.source}"
                 + (f"; overridden by {', '.join(overridden)}" if overridden else ""))
 
     def pooling_line(self, pooling: str | None) -> str:
@@ -235,7 +241,7 @@ def squad_recipe(name: str, config: ModelConfig) -> Recipe:
         size, lr, decay, takes = electra_row(config.hidden_size)
         label = f"ELECTRA-{size}'s SQuAD row ({takes})"
     return Recipe(name, label, lr, decay, row.weight_decay, row.epochs, row.epochs, row.source, batch_size=row.batch_size,
-                  dropout=row.dropout, windows=row.windows)
+                  dropout=row.dropout, windows=row.windows, warmup=row.warmup)
 
 
 def checkpoint_pooling(init: str | Path) -> Pooling:

@@ -21,7 +21,7 @@ from ..training.settings import DEVICES, PRECISIONS, flag, option
 from .glue_tasks import GLUE_TASKS
 from .answering import QA_MAX_LEN, Decoding
 from .inference import DEFAULT_MAX_LEN
-from .recipes import BATCH_SIZE, DEFAULT_RECIPE, DROPOUT, RECIPE_FLAGS, RECIPES, Recipe
+from .recipes import BATCH_SIZE, DEFAULT_RECIPE, DROPOUT, RECIPE_FLAGS, RECIPES, WARMUP, Recipe
 
 HEADLINE = {"classification": "accuracy", "regression": "pearson", "tokens": "accuracy", "qa": "f1"}  # the score printed for each kind of task
 TASKS = tuple(HEADLINE)
@@ -64,7 +64,7 @@ class FinetuneSettings:
     batch_size: int | None = option(None, f"examples per step (default: the recipe's, {BATCH_SIZE})", metavar="B", group=None)
     lr: float | None = option(None, "peak learning rate of AdamW (default: the recipe's, 3e-4 for the default runs' width)", metavar="LR", group=None)
     layer_decay: float | None = option(None, "layer-wise lr decay: each encoder layer below the top at D times the lr of the one above, the embeddings lowest (default: the recipe's)", metavar="D", group=None)
-    warmup: float = option(0.1, "linear warm-up as a fraction of the steps (default 0.1)", metavar="FRACTION", group=None)
+    warmup: float | None = option(None, f"linear warm-up as a fraction of the steps (default: the recipe's, {WARMUP:g}; RoBERTa's SQuAD row 0.06, DistilBERT's 0)", metavar="FRACTION", group=None)
     weight_decay: float | None = option(None, "AdamW weight decay, never on biases or LayerNorm (default: the recipe's)", metavar="DECAY", group=None)
     max_len: int | None = option(None, f"tokens per example, specials included (default {DEFAULT_MAX_LEN}, question answering's windows {QA_MAX_LEN}, or the model's limit; rotary models may go beyond it)", metavar="T", group=None)
     dropout: float | None = option(None, f"dropout on hidden states and attention while fine-tuning (default: the recipe's, {DROPOUT:g} as BERT and ELECTRA fine-tuned, whatever the checkpoint was pretrained with)", metavar="P", group=None)
@@ -144,7 +144,7 @@ class FinetuneSettings:
                 raise ValueError(f"--{flag(name)} must be positive, got {value}")
         if self.doc_stride < 0:
             raise ValueError(f"--doc-stride is the overlap of two windows in tokens, 0 or more; got {self.doc_stride}")
-        if not 0.0 <= self.warmup <= 1.0:
+        if self.warmup is not None and not 0.0 <= self.warmup <= 1.0:
             raise ValueError(f"--warmup is a fraction of the steps, between 0 and 1; got {self.warmup}")
         if self.weight_decay is not None and self.weight_decay < 0:
             raise ValueError(f"--weight-decay must not be negative, got {self.weight_decay}")
