@@ -49,7 +49,8 @@ def embedded(answers: dict) -> str:
 
 def write_page(session: Session, out: str | Path, texts: list[str] = ()) -> Path:
     """One self-contained HTML file: the page with the answers for the run's own text (a few
-    draws) and for `texts`, the model and run panels, and the source the panels name."""
+    draws) and for `texts`, the list of the texts it holds, the model and run panels, and the
+    source the panels name."""
     out = Path(out)
     if out.is_dir():
         raise ValueError(f"--out {out} is a folder; give the file to write, e.g. {out / 'explore.html'}")
@@ -61,9 +62,17 @@ def write_page(session: Session, out: str | Path, texts: list[str] = ()) -> Path
     examples += [{"text": t, "draw": 0, "answer": explore(session, t, 0)} for t in texts]
     if not examples:
         raise ValueError(f"{session.directory} has no run corpus to show: pass a text (--text \"...\") for the page")
-    answers = {"overview": overview(session), "examples": examples, "sources": all_sources()}
+    answers = {"overview": overview(session), "examples": examples, "texts": texts_held(examples), "sources": all_sources()}
     write_atomic(out, page_template().replace(ANSWERS_MARK, embedded(answers)))
     return out
+
+
+def texts_held(examples: list[dict]) -> list[dict]:
+    """Which texts a written page holds (None: the run's own), each once, with how many draws."""
+    held: dict = {}
+    for example in examples:
+        held[example["text"]] = held.get(example["text"], 0) + 1
+    return [{"text": text, "draws": draws} for text, draws in held.items()]
 
 
 def write_answers_page(session: Session, out: Path, texts: list[str]) -> Path:
