@@ -8,6 +8,7 @@ MINIBERT_BROWSER_TESTS=required (.ci/run sets it) they fail instead, so CI canno
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -124,6 +125,16 @@ def test_page_loads_with_every_panel_and_no_console_error(family, browser, pages
     assert shown_panels(browser) == expected
     assert [a.get_attribute("hash") for a in browser.find_elements("css selector", "#skip a") if a.is_displayed()] == [f"#{p}" for p in expected]
     assert all(texts[panel].count("\n") >= 1 for panel in expected), texts  # a heading and a body, each panel
+    # the curves read: named in words, ticked axes, the baselines labelled, drawn to the run's own last step
+    figures = browser.find_elements("css selector", "#panel-run figure[data-metric]")
+    accuracy = next(f for f in figures if f.get_attribute("data-metric") == "eval_mlm_accuracy")
+    assert accuracy.find_element("css selector", "text[font-weight]").text == "held-out MLM accuracy (%)"
+    assert {t.text.rsplit(" ", 1)[0] for t in accuracy.find_elements("css selector", "text[data-baseline]")} == {
+        "always the most frequent token", "neighbour counts"}
+    for figure in figures:
+        last = max(step for step, _ in json.loads(figure.get_attribute("data-points")))
+        x_ticks = [float(t.text.replace(",", "")) for t in figure.find_elements("css selector", "text[data-tick=x]")]
+        assert len(figure.find_elements("css selector", "text[data-tick=y]")) >= 2 and x_ticks and max(x_ticks) <= last
     assert not any(browser.find_element("id", panel).is_displayed() for panel in QA_PANELS)
     assert "python train.py --variant " + family in browser.find_element("id", "loaded").text
     assert console_errors(browser) == []
