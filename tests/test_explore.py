@@ -105,6 +105,25 @@ def test_draw_again_steps_through_the_static_copies(sessions):
     assert session.copy_rows().tolist() == session.data.train.examples.copy_starts.tolist()
 
 
+def test_static_masks_redrawn_from_a_later_chunk_are_those_drawn_from_the_first(sessions, monkeypatch):
+    """The explorer redraws a stored mask from the generator's state where its chunk began
+    (Session.mask_states): from there, draw_static_masks draws what it drew going through every chunk."""
+    from minibert.data import static_masks
+
+    monkeypatch.setattr(static_masks, "EXAMPLES_PER_CHUNK", 4)
+    train = sessions["bert"].data.train
+    generator, states = torch.Generator().manual_seed(train.seed), []
+    full = []
+    for drawn in static_masks.draw_static_masks(train.examples, train.masking, seed=train.seed, generator=generator):
+        full.append(drawn)
+        states.append(generator.get_state())  # where the next chunk begins
+    resumed = torch.Generator()
+    resumed.set_state(states[1])
+    again = list(static_masks.draw_static_masks(train.examples, train.masking, seed=train.seed, generator=resumed, first_chunk=2))
+    assert len(full) > 3 and len(again) == len(full) - 2
+    assert all((a == b).all() for x, y in zip(again, full[2:]) for a, b in zip(x, y))
+
+
 def test_each_static_copy_shows_the_corpus_s_first_example_masked_anew(sessions):
     """Every copy is cut from the corpus's first sentence on, and segment A is only ever cut short
     at its end (to one token, at a short target length): copy k's first example is copy 0's, perhaps

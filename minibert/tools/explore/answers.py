@@ -213,16 +213,26 @@ def run_example(session: Session, draw: int) -> Example:
 
 def stored_mask_drawn_again(session: Session, row: int, batch: dict) -> tuple[list | None, bool]:
     """Draw the static masks again as the run's pipeline drew them before storing them
-    (draw_static_masks, the run's masking and seed), up to the chunk that holds `row`: the
+    (draw_static_masks, the run's masking and seed), for the chunk that holds `row`: the
     functions that made the stored mask run again now, for the batch panel to name, and the
-    spans they drew (where the masking draws spans) can be bracketed. Returns (the row's spans
-    or None, whether the drawing matches the stored mask)."""
+    spans they drew (where the masking draws spans) can be bracketed. The generator's state at
+    each chunk's start is kept once reached (`Session.mask_states`), so a redraw starts at the
+    nearest chunk before `row`, not at the first. Returns (the row's spans or None, whether the
+    drawing matches the stored mask)."""
     train = session.data.train
-    first = row - row % EXAMPLES_PER_CHUNK
+    chunk = row // EXAMPLES_PER_CHUNK
+    states = session.mask_states or {0: torch.Generator().manual_seed(train.seed).get_state()}
+    session.mask_states = states
+    start = max(c for c in states if c <= chunk)
+    generator = torch.Generator()
+    generator.set_state(states[start])
     with spans_recorded(train.masking) as drawn:
-        for chunk, (counts, positions, ids) in enumerate(draw_static_masks(train.examples, train.masking, seed=train.seed)):
-            if (chunk + 1) * EXAMPLES_PER_CHUNK > row:
+        masks = draw_static_masks(train.examples, train.masking, seed=train.seed, generator=generator, first_chunk=start)
+        for index, (counts, positions, ids) in enumerate(masks, start=start):
+            if index == chunk:
                 break
+            states[index + 1] = generator.get_state()  # drawn through chunk `index`: where the next begins
+    first = chunk * EXAMPLES_PER_CHUNK
     ends = np.cumsum(counts)
     entries = slice(ends[row - first] - counts[row - first], ends[row - first])
     chosen = (batch["labels"][0] != IGNORE_INDEX).nonzero()[:, 0]
@@ -523,4 +533,4 @@ def attention_panel(session: Session, example: Example, seen: dict) -> dict:
         ids, shown = example.original[None], "the text as written"
     probabilities = attention_probabilities(session.encoder, inputs({**example.batch, "input_ids": ids}))
     return {"tokens": [session.tokenizer.piece(int(i)) for i in ids[0]], "shown": shown,
-            "weights": [[[[round(float(w), 3) for w in row] for row in head] for head in layer] for layer in probabilities]}
+            "weights": probabilities.double().mul(1000).round().div(1000).tolist()}  # to 3 places, in one call

@@ -152,7 +152,7 @@ class Handler(BaseHTTPRequestHandler):
         return self.reply(HTTPStatus.NOT_FOUND, {"error": f"nothing at {url.path}"})
 
     def reply(self, status: HTTPStatus, body, content_type: str = "application/json") -> None:
-        data = (body if isinstance(body, str) else json.dumps(body)).encode("utf-8")
+        data = (body if isinstance(body, str) else json.dumps(body, separators=(",", ":"))).encode("utf-8")
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
