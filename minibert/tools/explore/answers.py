@@ -8,10 +8,13 @@ Every number here comes from calling the project's code, never from a copy of it
                      from the run's own objective
     the masked LM    probe.py's mask_probabilities and best_candidates (what fill-mask prints)
     ELECTRA          the run's ReplacedTokenDetection on the batch (its sample, the discriminator's
-                     scores, its two losses), and probe.py's replaced_probabilities (detect's)
+                     scores, its two losses), its generator's distribution where it sampled, and
+                     probe.py's replaced_probabilities (detect's)
     DistilBERT       the run's KnowledgeDistillation (its three losses), the teacher's and the
                      student's heads at the masked positions, kd.py's teacher_layers
     attention        attention_maps.py's attention_probabilities (Encoder, output_attentions=True)
+    the step's loss  each objective's own return (a hook on each), its terms times their weights,
+                     summed as Pretrainer.forward sums them (`loss_terms`)
 
 `CODE` names, per panel, the functions it may name; each answer lists those that ran while it
 was computed (`Ran`, a profiler hook on this thread), so a panel never names code that did not run.
