@@ -22,7 +22,7 @@ from minibert import detect_replaced, fill_mask
 from minibert.__main__ import main
 from minibert.runs.run import dupe_factor
 from minibert.tools.explore import make_server, open_session
-from minibert.tools.explore.answers import CODE, LOSS_TERMS, explore
+from minibert.tools.explore.answers import CODE, LOSS_TERMS, explore, prepare
 from minibert.tools.explore.overview import overview, source
 from minibert.tools.explore.questions import ask
 from tiny_run import REPO
@@ -107,7 +107,8 @@ def test_draw_again_steps_through_the_static_copies(sessions):
 
 def test_static_masks_redrawn_from_a_later_chunk_are_those_drawn_from_the_first(sessions, monkeypatch):
     """The explorer redraws a stored mask from the generator's state where its chunk began
-    (Session.mask_states): from there, draw_static_masks draws what it drew going through every chunk."""
+    (Session.mask_states, which `prepare` fills): from there, draw_static_masks draws what it drew
+    going through every chunk, and each copy's redrawn mask is the stored one."""
     from minibert.data import static_masks
 
     monkeypatch.setattr(static_masks, "EXAMPLES_PER_CHUNK", 4)
@@ -122,6 +123,11 @@ def test_static_masks_redrawn_from_a_later_chunk_are_those_drawn_from_the_first(
     again = list(static_masks.draw_static_masks(train.examples, train.masking, seed=train.seed, generator=resumed, first_chunk=2))
     assert len(full) > 3 and len(again) == len(full) - 2
     assert all((a == b).all() for x, y in zip(again, full[2:]) for a, b in zip(x, y))
+    monkeypatch.undo()
+    session = dataclasses.replace(sessions["bert"], mask_states={})
+    prepare(session)  # what serve's thread finds ahead of the first Draw again: a state for each copy's chunk
+    assert set(session.mask_states) == {int(row) // static_masks.EXAMPLES_PER_CHUNK for row in session.copy_rows()}
+    assert all("older" not in explore(session, None, draw)["batch"]["source"] for draw in range(len(session.copy_rows())))
 
 
 def test_each_static_copy_shows_the_corpus_s_first_example_masked_anew(sessions):

@@ -41,7 +41,7 @@ from ...objectives.sentence import SENTENCE_TASKS
 from ..attention_maps import attention_probabilities
 from ...training.loop import Pretrainer
 from ..probe import MASK_PATTERN, best_candidates, mask_probabilities, masked_ids, replaced_probabilities
-from .session import Session
+from .session import Session, static_mask_states
 
 # What the explorer reads of a typed text: the model reads at most its max_length tokens, and a
 # longer text is cut to them (with a note); the characters past this many are not even tokenized.
@@ -218,23 +218,22 @@ def stored_mask_drawn_again(session: Session, row: int, batch: dict) -> tuple[li
     """Draw the static masks again as the run's pipeline drew them before storing them
     (draw_static_masks, the run's masking and seed), for the chunk that holds `row`: the
     functions that made the stored mask run again now, for the batch panel to name, and the
-    spans they drew (where the masking draws spans) can be bracketed. The generator's state at
-    each chunk's start is kept once reached (`Session.mask_states`), so a redraw starts at the
-    nearest chunk before `row`, not at the first. Returns (the row's spans or None, whether the
-    drawing matches the stored mask)."""
-    train = session.data.train
+    spans they drew (where the masking draws spans) can be bracketed. The generator's state where
+    each copy's chunk begins is found once, at the first copy past the first chunk, unwatched
+    (bookkeeping, not this answer's code: session.py's static_mask_states); a redraw then starts
+    at its own chunk. Returns (the row's spans or None, whether the drawing matches the stored mask)."""
+    train, states = session.data.train, session.mask_states
     chunk = row // EXAMPLES_PER_CHUNK
-    states = session.mask_states or {0: torch.Generator().manual_seed(train.seed).get_state()}
-    session.mask_states = states
-    start = max(c for c in states if c <= chunk)
+    if not states:
+        states[0] = torch.Generator().manual_seed(train.seed).get_state()
+    if chunk not in states:
+        with unwatched():
+            states.update(static_mask_states(session))
     generator = torch.Generator()
-    generator.set_state(states[start])
+    generator.set_state(states[chunk])
     with spans_recorded(train.masking) as drawn:
-        masks = draw_static_masks(train.examples, train.masking, seed=train.seed, generator=generator, first_chunk=start)
-        for index, (counts, positions, ids) in enumerate(masks, start=start):
-            if index == chunk:
-                break
-            states[index + 1] = generator.get_state()  # drawn through chunk `index`: where the next begins
+        counts, positions, ids = next(draw_static_masks(train.examples, train.masking, seed=train.seed, generator=generator,
+                                                        first_chunk=chunk))
     first = chunk * EXAMPLES_PER_CHUNK
     ends = np.cumsum(counts)
     entries = slice(ends[row - first] - counts[row - first], ends[row - first])
@@ -242,6 +241,27 @@ def stored_mask_drawn_again(session: Session, row: int, batch: dict) -> tuple[li
     same = (positions[entries].tolist() == chosen.tolist()
             and ids[entries].tolist() == batch["input_ids"][0, chosen].tolist())
     return (drawn[-1][row - first] if drawn and same else None), same
+
+
+def prepare(session: Session) -> None:
+    """Find where each static copy's chunk begins ahead of the first Draw again: `serve` runs this in
+    a thread of its own while the learner reads the first answer (answers that come before it ends
+    find what they need themselves)."""
+    if session.static:
+        states = static_mask_states(session)
+        with session.lock:
+            session.mask_states.update(states)
+
+
+@contextmanager
+def unwatched():
+    """No profiler on this thread while open (Ran's, the span hook's): work that is not the answer's."""
+    previous = sys.getprofile()
+    sys.setprofile(None)
+    try:
+        yield
+    finally:
+        sys.setprofile(previous)
 
 
 def typed_example(session: Session, text: str, draw: int) -> Example:

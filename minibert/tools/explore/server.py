@@ -17,6 +17,7 @@ is answered too.
 from __future__ import annotations
 
 import json
+import threading
 import webbrowser
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,7 +26,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from ...operations.files import write_atomic
-from .answers import PAIR_SEPARATOR, explore
+from .answers import PAIR_SEPARATOR, explore, prepare
 from .questions import MAX_PASSAGE_TOKENS, ask, reading_limits
 from .overview import all_sources, overview, source
 from .session import Session
@@ -194,6 +195,7 @@ def serve(session: Session, port: int = 0, open_browser: bool = True) -> None:
         limit = (f"questions up to {reading_limits(session)['max_query_len']} tokens, passages up to {MAX_PASSAGE_TOKENS:,}"
                  if session.reading is not None else f"texts of up to {session.encoder.max_length} tokens, a longer one cut")
         print(f"exploring {session.directory} at {url} ({limit}; Ctrl-C stops)", flush=True)
+        threading.Thread(target=prepare, args=(session,), daemon=True).start()  # ready for Draw again on a static run
         if open_browser:
             webbrowser.open(url)
         server.serve_forever()

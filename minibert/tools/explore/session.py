@@ -65,7 +65,7 @@ class Session:
     notes: list[str] = field(default_factory=list)  # what the page cannot show, and why
     reading: dict | None = None  # a question-answering model's SpanExtractor.reading (None: a pretrained model)
     example: tuple[str, str] | None = None  # a question and its passage, for a question-answering model's page
-    mask_states: dict | None = None  # a static run's masking generator at chunk starts (static_mask_states, answers.py)
+    mask_states: dict = field(default_factory=dict)  # a static run's masking generator at chunk starts (static_mask_states)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -113,8 +113,6 @@ def open_session(path: str | Path) -> Session:
     session.data = run_data(session, run.get("model_overrides") or {})
     if session.data is not None:
         session.masking = session.data.train.masking
-    if session.static:
-        session.mask_states = static_mask_states(session)
     if session.static and session.data.train.examples.copy_starts is None:
         session.notes.append("the run's examples were cached before each static copy's first row was recorded: "
                              "Draw again shows copy 1 only (a cache built now records them)")
@@ -123,8 +121,8 @@ def open_session(path: str | Path) -> Session:
 
 def static_mask_states(session: Session) -> dict:
     """The static masks' generator as it stood when each chunk holding a copy's first row began,
-    drawn once through with the run's masking and seed (draw_static_masks): each Draw again then
-    redraws its copy's stored mask from that chunk, not from the first (answers.py)."""
+    drawn once through with the run's masking and seed (draw_static_masks), at the first Draw
+    again: each then redraws its copy's stored mask from that chunk, not from the first (answers.py)."""
     train = session.data.train
     generator = torch.Generator().manual_seed(train.seed)
     states, wanted = {0: generator.get_state()}, {int(row) // EXAMPLES_PER_CHUNK for row in session.copy_rows()}
