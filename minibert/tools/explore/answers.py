@@ -534,7 +534,7 @@ def distil_panel(session: Session, example: Example, metrics: dict) -> dict | No
         rows.append({"position": position, "original": token(session, example.original[position]),
                      "teacher": [{**token(session, i), "plain": float(t1[i]), "soft": float(t[i]), "student": float(s[i])}
                                  for i in top_teacher],
-                     "student": [{**token(session, i), "soft": float(s[i]), "teacher_soft": float(t[i])} for i in top_student]})
+                     "student": [{**token(session, i), "soft": float(s[i])} for i in top_student]})
     depth = (kd.teacher.config.num_layers, student.config.num_layers)
     losses = None
     if metrics:
