@@ -3,8 +3,10 @@
     python bench/explore_screenshot.py [--checkpoint checkpoints/albert] [--out docs/explore.png]
 
 Starts `python -m minibert explore` on the default ALBERT run as a learner would, opens the page
-in headless Chromium (apt-get install chromium chromium-driver; pip install selenium) and keeps
-the top of the page: the text box, the batch with each token's fate, and the masked-LM head.
+in headless Chromium (apt-get install chromium chromium-driver; pip install selenium), points at
+the first token the masking chose, and keeps the top of the page: the text box, the token strip
+(each token read, seen, guessed and judged), the step's loss summed, and the masked-LM head with
+the pointed token's row lit.
 Without the default run it pretrains a tiny ALBERT in a temporary folder and says so, as the
 picture is then of an untrained model's page.
 """
@@ -19,7 +21,7 @@ from pathlib import Path
 from explore_page import REPO, headless_chromium, start_explorer, stop, wait_until_answered
 
 WIDTH, HEIGHT = 1280, 1160  # the picture's width; its height where the masked-LM head has few rows
-MLM_ROWS = 8  # the picture ends below this many of the masked-LM head's rows
+MLM_ROWS = 4  # the picture ends below this many of the masked-LM head's rows
 TINY_ALBERT = ["--variant", "albert", "--steps", "40", "--hidden-size", "64", "--num-layers", "2", "--num-heads", "2",
                "--intermediate-size", "128", "--embedding-size", "32", "--eval-every", "40", "--save-every", "40"]
 
@@ -41,6 +43,10 @@ def screenshot(checkpoint: Path, out: Path) -> Path:
     try:
         driver.get(url)
         wait_until_answered(driver)
+        from selenium.webdriver.common.action_chains import ActionChains
+
+        chosen = driver.find_element("css selector", f"#strip [data-fate]:not([data-fate=''])")
+        ActionChains(driver).move_to_element(chosen).perform()  # the token lit in every panel
         errors = [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
         if errors:
             sys.exit(f"the page logged errors: {errors}")

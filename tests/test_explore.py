@@ -22,7 +22,7 @@ from minibert import detect_replaced, fill_mask
 from minibert.__main__ import main
 from minibert.runs.run import dupe_factor
 from minibert.tools.explore import make_server, open_session
-from minibert.tools.explore.answers import CODE, explore
+from minibert.tools.explore.answers import CODE, LOSS_TERMS, explore, prepare
 from minibert.tools.explore.overview import overview, source
 from minibert.tools.explore.questions import ask
 from tiny_run import REPO
@@ -105,6 +105,31 @@ def test_draw_again_steps_through_the_static_copies(sessions):
     assert session.copy_rows().tolist() == session.data.train.examples.copy_starts.tolist()
 
 
+def test_static_masks_redrawn_from_a_later_chunk_are_those_drawn_from_the_first(sessions, monkeypatch):
+    """The explorer redraws a stored mask from the generator's state where its chunk began
+    (Session.mask_states, which `prepare` fills): from there, draw_static_masks draws what it drew
+    going through every chunk, and each copy's redrawn mask is the stored one."""
+    from minibert.data import static_masks
+
+    monkeypatch.setattr(static_masks, "EXAMPLES_PER_CHUNK", 4)
+    train = sessions["bert"].data.train
+    generator, states = torch.Generator().manual_seed(train.seed), []
+    full = []
+    for drawn in static_masks.draw_static_masks(train.examples, train.masking, seed=train.seed, generator=generator):
+        full.append(drawn)
+        states.append(generator.get_state())  # where the next chunk begins
+    resumed = torch.Generator()
+    resumed.set_state(states[1])
+    again = list(static_masks.draw_static_masks(train.examples, train.masking, seed=train.seed, generator=resumed, first_chunk=2))
+    assert len(full) > 3 and len(again) == len(full) - 2
+    assert all((a == b).all() for x, y in zip(again, full[2:]) for a, b in zip(x, y))
+    monkeypatch.undo()
+    session = dataclasses.replace(sessions["bert"], mask_states={})
+    prepare(session)  # what serve's thread finds ahead of the first Draw again: a state for each copy's chunk
+    assert set(session.mask_states) == {int(row) // static_masks.EXAMPLES_PER_CHUNK for row in session.copy_rows()}
+    assert all("older" not in explore(session, None, draw)["batch"]["source"] for draw in range(len(session.copy_rows())))
+
+
 def test_each_static_copy_shows_the_corpus_s_first_example_masked_anew(sessions):
     """Every copy is cut from the corpus's first sentence on, and segment A is only ever cut short
     at its end (to one token, at a short target length): copy k's first example is copy 0's, perhaps
@@ -125,8 +150,14 @@ def test_sentence_verdict_and_distillation_losses(sessions):
     distil = explore(sessions["distilbert"], None, 0)["distil"]
     assert distil["teacher_layers"] == [0] and distil["temperature"] == 2.0
     assert all(distil["losses"][name] is not None for name in ("soft", "mlm", "cosine"))
-    for position in distil["positions"]:
-        assert sum(t["teacher"] for t in position["tokens"]) <= 1 + 1e-6
+    T = distil["temperature"]
+    for position in distil["positions"]:  # the teacher's top 5 at T = 1, and the same tokens softened: p^(1/T), renormalized
+        plain, soft = [t["plain"] for t in position["teacher"]], [t["soft"] for t in position["teacher"]]
+        assert len(plain) == 5 and plain == sorted(plain, reverse=True) and sum(plain) <= 1 + 1e-6
+        torch.testing.assert_close(torch.tensor(soft) / soft[0], (torch.tensor(plain) / plain[0]) ** (1 / T))
+        assert soft[0] < plain[0]  # softening flattens
+        student = [t["soft"] for t in position["student"]]
+        assert student == sorted(student, reverse=True) and student[0] >= max(t["student"] for t in position["teacher"]) - 1e-7
 
 
 def test_model_panel_counts_factorized_and_shared_parameters(sessions):
@@ -194,6 +225,7 @@ def test_out_writes_one_page_without_addresses(family_runs, tmp_path, capsys):
     assert not re.search(r"https?://", page) and "<link" not in page and "src=" not in page
     embedded = json.loads(re.search(r'<script id="answers" type="application/json">(.*?)</script>', page, re.S).group(1))
     assert [e["text"] for e in embedded["examples"]] == [None, None, None, PLAIN_TEXT]
+    assert embedded["texts"] == [{"text": None, "draws": 3}, {"text": PLAIN_TEXT, "draws": 1}]  # what the page lists
     assert embedded["examples"][0]["answer"]["electra"]["played"]
 
 
@@ -461,3 +493,72 @@ def test_the_model_panel_names_the_embedding_parts_it_has():
     shape = dict(vocab_size=50, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32)
     assert other_parts(Encoder(ModelConfig(**shape)).embeddings) == "positions, segments, LayerNorm"
     assert other_parts(Encoder(ModelConfig(**shape, position_encoding="rotary")).embeddings) == "segments, LayerNorm"
+
+
+# --- issue 64: the connected view's numbers --------------------------------------------------------
+
+PAIR = "The cat eats the fish near the river. [SEP] The dog sleeps in the sun all day long."
+
+
+@pytest.mark.parametrize("family", ["bert", "albert", "electra", "distilbert"])
+def test_the_loss_terms_add_up_to_what_the_objectives_compute(family, sessions):
+    """The summed line's terms × weights add to its total, and the total is what the run's objectives
+    give when called one by one on the same batch outside Pretrainer (its own encoder pass each, ELECTRA's
+    sample drawn from the same seed); the masked-LM term is the mean of the per-position losses the
+    MLM panel computes through probe.py, and its accuracy the share of right top guesses."""
+    from minibert.objectives.sentence import SENTENCE_TASKS
+    from minibert.tools.explore.answers import typed_example
+
+    session = sessions[family]
+    for text, draw in ((None, 0), (PAIR, 1), (PLAIN_TEXT, 1)):
+        answer = explore(session, text, draw)
+        loss = answer["batch"]["loss"]
+        if loss is None:  # a typed text whose draw masked nothing
+            continue
+        assert sum(t["weight"] * t["value"] for t in loss["terms"]) == pytest.approx(loss["total"], rel=1e-5)
+        if text is None:
+            continue
+        example = typed_example(session, text, draw)
+        objectives = {name: o for name, o in session.pretrainer.objectives.items()
+                      if name not in SENTENCE_TASKS or "sentence_label" in example.batch}
+        assert [t["objective"] for t in loss["terms"]] == [n for n in objectives for _ in LOSS_TERMS[n]]
+        batch, model = example.batch, session.pretrainer.model
+        torch.manual_seed(draw)
+        with torch.no_grad():
+            output = model.encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+            total = sum(float(o(model, batch, output)[0]) for o in objectives.values())
+        assert loss["total"] == pytest.approx(total, rel=1e-4)
+        if answer["mlm"] is not None:
+            mlm = answer["mlm"]["positions"]
+            term = next(t for t in loss["terms"] if t["metric"] == "mlm_loss")
+            assert term["value"] == pytest.approx(sum(p["loss"] for p in mlm) / len(mlm), rel=1e-4)
+            assert answer["mlm"]["accuracy"] == pytest.approx(sum(p["right"] for p in mlm) / len(mlm)) == pytest.approx(loss["mlm_accuracy"])
+
+
+def test_electras_tally_and_generator_are_the_objectives(sessions):
+    """The summary line's counts agree with the objective's own recall and precision on the same batch
+    and sample; the generator's probability for its sample is the one its top 5 gives that token."""
+    from minibert.tools.explore.answers import typed_example
+
+    session = sessions["electra"]
+    for text, draw in ((None, 0), (PAIR, 1)):
+        answer = explore(session, text, draw)
+        electra, tally = answer["electra"], answer["electra"]["tally"]
+        if text is not None:
+            batch, model = typed_example(session, text, draw).batch, session.pretrainer.model
+            torch.manual_seed(draw)
+            with torch.no_grad():
+                metrics = session.pretrainer.objectives["rtd"](model, batch)[1]
+            assert tally["caught"] / max(1, tally["replaced"]) == pytest.approx(float(metrics["rtd_recall"]))
+            called = tally["caught"] + tally["false_alarms"]
+            assert tally["caught"] / max(1, called) == pytest.approx(float(metrics["rtd_precision"]))
+        real = [t for t in electra["tokens"] if "replaced" in t]
+        assert tally["replaced"] + tally["originals"] == len(real)
+        assert tally["replaced"] == sum(t["replaced"] for t in real)
+        sampled = [t for t in real if t["sampled"]]
+        assert sampled and all(len(t["generator"]["top"]) == 5 for t in sampled)
+        for t in sampled:
+            top = [c["prob"] for c in t["generator"]["top"]]
+            assert top == sorted(top, reverse=True) and sum(top) <= 1 + 1e-6 and 0 < t["generator"]["p_sample"] <= top[0] + 1e-7
+            if t["shown"]["id"] in [c["id"] for c in t["generator"]["top"]]:
+                assert t["generator"]["p_sample"] == pytest.approx(next(c["prob"] for c in t["generator"]["top"] if c["id"] == t["shown"]["id"]))

@@ -94,11 +94,13 @@ class StaticMasks:
         return {**batch, "input_ids": masked, "labels": labels}
 
 
-def draw_static_masks(examples: Examples, masking: Masking, *, seed: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def draw_static_masks(examples: Examples, masking: Masking, *, seed: int, generator: torch.Generator | None = None,
+                      first_chunk: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Mask every example once, in order, with one seeded generator: chunk by chunk, each example's
-    count of masked positions [n], then their positions and the ids shown there."""
-    generator = torch.Generator().manual_seed(seed)
-    for first in range(0, len(examples), EXAMPLES_PER_CHUNK):
+    count of masked positions [n], then their positions and the ids shown there. (`generator` as it
+    stood when chunk `first_chunk` began: the same masks from there on; the explorer redraws one.)"""
+    generator = generator if generator is not None else torch.Generator().manual_seed(seed)
+    for first in range(first_chunk * EXAMPLES_PER_CHUNK, len(examples), EXAMPLES_PER_CHUNK):
         rows = slice(first, min(first + EXAMPLES_PER_CHUNK, len(examples)))
         masked, labels = masking(torch.from_numpy(examples.input_ids[rows].astype(np.int64)), generator)
         chosen = labels != IGNORE_INDEX  # [n, T] the masked positions

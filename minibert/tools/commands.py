@@ -120,12 +120,14 @@ def add_explore_command(commands) -> None:
     """`explore`: a local page that shows the run's code acting on text (minibert/tools/explore/)."""
     explore = add_command(commands, "explore", "open a local page that shows a checkpoint's batches, heads, losses and "
                           "attention on real text", "Serve a page on 127.0.0.1 that shows what the run's own code does "
-                          "with its held-out text or yours: masking, the heads, ELECTRA's and DistilBERT's losses, "
-                          "attention, the parameters and the curves; for a question-answering model (python train.py "
+                          "with its held-out text or yours: token by token what was read, masked, guessed and judged, "
+                          "the step's loss summed, ELECTRA's and DistilBERT's games, attention as pictures, the "
+                          "parameters and the curves; for a question-answering model (python train.py "
                           "finetune on SQuAD), how it reads and answers a question about a passage.")
     explore.add_argument("--port", type=int, default=0, metavar="P", help="the port to listen on (default: a free one)")
     explore.add_argument("--no-browser", action="store_true", help="print the address without opening a browser")
-    explore.add_argument("--out", metavar="FILE", help="write the page with a few answers inside to FILE instead of serving it")
+    explore.add_argument("--out", metavar="FILE", help="write the page with a few answers inside to FILE instead of serving it "
+                         "(the page lists the texts it holds)")
     explore.add_argument("--text", action="append", default=[], metavar="TEXT", help="with --out: a text of yours to "
                          "include (repeatable); for a question-answering model \"QUESTION [SEP] PASSAGE\"")
 

@@ -8,10 +8,13 @@ Every number here comes from calling the project's code, never from a copy of it
                      from the run's own objective
     the masked LM    probe.py's mask_probabilities and best_candidates (what fill-mask prints)
     ELECTRA          the run's ReplacedTokenDetection on the batch (its sample, the discriminator's
-                     scores, its two losses), and probe.py's replaced_probabilities (detect's)
+                     scores, its two losses), its generator's distribution where it sampled, and
+                     probe.py's replaced_probabilities (detect's)
     DistilBERT       the run's KnowledgeDistillation (its three losses), the teacher's and the
                      student's heads at the masked positions, kd.py's teacher_layers
     attention        attention_maps.py's attention_probabilities (Encoder, output_attentions=True)
+    the step's loss  each objective's own return (a hook on each), its terms times their weights,
+                     summed as Pretrainer.forward sums them (`loss_terms`)
 
 `CODE` names, per panel, the functions it may name; each answer lists those that ran while it
 was computed (`Ran`, a profiler hook on this thread), so a panel never names code that did not run.
@@ -38,7 +41,7 @@ from ...objectives.sentence import SENTENCE_TASKS
 from ..attention_maps import attention_probabilities
 from ...training.loop import Pretrainer
 from ..probe import MASK_PATTERN, best_candidates, mask_probabilities, masked_ids, replaced_probabilities
-from .session import Session
+from .session import Session, static_mask_states
 
 # What the explorer reads of a typed text: the model reads at most its max_length tokens, and a
 # longer text is cut to them (with a note); the characters past this many are not even tokenized.
@@ -59,7 +62,7 @@ CODE = {  # per panel, the functions it may name, in the order the page lists th
     "mlm": ["minibert.tools.probe:mask_probabilities", "minibert.tools.probe:best_candidates",
             "minibert.heads:MaskedLM.predict"],
     "electra": ["minibert.objectives.rtd:ReplacedTokenDetection.forward", "minibert.objectives.rtd:gumbel_max_sample",
-                "minibert.objectives.rtd:replace_masked", "minibert.tools.probe:replaced_probabilities"],
+                "minibert.objectives.rtd:replace_masked", "minibert.heads:MaskedLM.predict", "minibert.tools.probe:replaced_probabilities"],
     "distil": ["minibert.objectives.kd:KnowledgeDistillation.forward", "minibert.objectives.kd:soft_target_kl",
                "minibert.objectives.kd:teacher_layers"],
     "model": ["minibert.model:build_layers", "minibert.model:Encoder.layer", "minibert.tools.info:describe"],
@@ -142,9 +145,9 @@ def explore(session: Session, text: str | None, draw: int) -> dict:
         raise ValueError(f"draw must be a whole number from 0, got {draw!r}")
     with session.lock, Ran() as ran:
         example = typed_example(session, text, draw) if text and text.strip() else run_example(session, draw)
-        metrics, seen = run_objectives(session, example, draw)
+        metrics, seen, loss = run_objectives(session, example, draw)
         answer = {
-            "batch": batch_panel(session, example, metrics, draw),
+            "batch": {**batch_panel(session, example, metrics, draw), "loss": loss},
             "mlm": mlm_panel(session, example),
             "electra": electra_panel(session, example, metrics, seen),
             "distil": distil_panel(session, example, metrics),
@@ -213,22 +216,52 @@ def run_example(session: Session, draw: int) -> Example:
 
 def stored_mask_drawn_again(session: Session, row: int, batch: dict) -> tuple[list | None, bool]:
     """Draw the static masks again as the run's pipeline drew them before storing them
-    (draw_static_masks, the run's masking and seed), up to the chunk that holds `row`: the
+    (draw_static_masks, the run's masking and seed), for the chunk that holds `row`: the
     functions that made the stored mask run again now, for the batch panel to name, and the
-    spans they drew (where the masking draws spans) can be bracketed. Returns (the row's spans
-    or None, whether the drawing matches the stored mask)."""
-    train = session.data.train
-    first = row - row % EXAMPLES_PER_CHUNK
+    spans they drew (where the masking draws spans) can be bracketed. The generator's state where
+    each copy's chunk begins is found once, at the first copy past the first chunk, unwatched
+    (bookkeeping, not this answer's code: session.py's static_mask_states); a redraw then starts
+    at its own chunk. Returns (the row's spans or None, whether the drawing matches the stored mask)."""
+    train, states = session.data.train, session.mask_states
+    chunk = row // EXAMPLES_PER_CHUNK
+    if not states:
+        states[0] = torch.Generator().manual_seed(train.seed).get_state()
+    if chunk not in states:
+        with unwatched():
+            states.update(static_mask_states(session))
+    generator = torch.Generator()
+    generator.set_state(states[chunk])
     with spans_recorded(train.masking) as drawn:
-        for chunk, (counts, positions, ids) in enumerate(draw_static_masks(train.examples, train.masking, seed=train.seed)):
-            if (chunk + 1) * EXAMPLES_PER_CHUNK > row:
-                break
+        counts, positions, ids = next(draw_static_masks(train.examples, train.masking, seed=train.seed, generator=generator,
+                                                        first_chunk=chunk))
+    first = chunk * EXAMPLES_PER_CHUNK
     ends = np.cumsum(counts)
     entries = slice(ends[row - first] - counts[row - first], ends[row - first])
     chosen = (batch["labels"][0] != IGNORE_INDEX).nonzero()[:, 0]
     same = (positions[entries].tolist() == chosen.tolist()
             and ids[entries].tolist() == batch["input_ids"][0, chosen].tolist())
     return (drawn[-1][row - first] if drawn and same else None), same
+
+
+def prepare(session: Session) -> None:
+    """Find where each static copy's chunk begins ahead of the first Draw again: `serve` runs this in
+    a thread of its own while the learner reads the first answer (answers that come before it ends
+    find what they need themselves)."""
+    if session.static:
+        states = static_mask_states(session)
+        with session.lock:
+            session.mask_states.update(states)
+
+
+@contextmanager
+def unwatched():
+    """No profiler on this thread while open (Ran's, the span hook's): work that is not the answer's."""
+    previous = sys.getprofile()
+    sys.setprofile(None)
+    try:
+        yield
+    finally:
+        sys.setprofile(previous)
 
 
 def typed_example(session: Session, text: str, draw: int) -> Example:
@@ -292,12 +325,21 @@ def inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {name: batch[name] for name in ("input_ids", "attention_mask", "token_type_ids")}
 
 
-def run_objectives(session: Session, example: Example, draw: int) -> tuple[dict[str, float], dict]:
+# Each objective's terms, as it weighs them: (its metric, the attribute holding its weight, the term in words).
+LOSS_TERMS = {"mlm": [("mlm_loss", "weight", "masked-LM")],
+              "nsp": [("nsp_loss", "weight", "NSP")], "sop": [("sop_loss", "weight", "SOP")],
+              "rtd": [("mlm_loss", "mlm_weight", "generator's masked-LM"), ("rtd_loss", "rtd_weight", "replaced-token detection")],
+              "kd": [("kd_soft_loss", "soft_weight", "soft targets (T² · KL)"), ("mlm_loss", "mlm_weight", "masked-LM"),
+                     ("kd_cosine_loss", "cosine_weight", "hidden-state cosine")]}
+
+
+def run_objectives(session: Session, example: Example, draw: int) -> tuple[dict[str, float], dict, dict | None]:
     """The run's pretrainer on the example: every objective's metrics (losses, the sentence task's
-    accuracy), and what ELECTRA's discriminator was shown and said (a hook on the kept model)."""
+    accuracy), what ELECTRA's discriminator was shown and said (a hook on the kept model), and the
+    loss the step minimises, term by term (`loss_terms`)."""
     if session.pretrainer is None or example.yours or not example.chosen.any():
-        return {}, {}
-    seen = {}
+        return {}, {}, None
+    seen, returned = {}, {}
 
     def watch(module, args, output):
         seen["input_ids"], seen["logits"] = args[0], output.logits
@@ -306,15 +348,32 @@ def run_objectives(session: Session, example: Example, draw: int) -> tuple[dict[
     if "sentence_label" not in example.batch:  # one segment: the sentence task has no pair to judge, and is left out
         objectives = {name: o for name, o in pretrainer.objectives.items() if name not in SENTENCE_TASKS}
         pretrainer = Pretrainer(pretrainer.model, objectives).eval()
-    hook = pretrainer.model.register_forward_hook(watch) if session.head == "rtd" else None
+    hooks = [pretrainer.model.register_forward_hook(watch)] if session.head == "rtd" else []
+    for name, objective in pretrainer.objectives.items():  # what each objective returned: (its weighted loss, its metrics)
+        hooks.append(objective.register_forward_hook(lambda module, args, output, name=name: returned.__setitem__(name, output)))
     try:
         torch.manual_seed(draw)  # ELECTRA's generator samples from the global generator
         with torch.no_grad():
-            _, metrics = pretrainer(example.batch)
+            total, metrics = pretrainer(example.batch)
     finally:
-        if hook is not None:
+        for hook in hooks:
             hook.remove()
-    return {name: finite(value) for name, value in metrics.items()}, seen
+    return ({name: finite(value) for name, value in metrics.items()}, seen,
+            loss_terms(pretrainer, returned, float(total)))
+
+
+def loss_terms(pretrainer: Pretrainer, returned: dict, total: float) -> dict:
+    """The loss the step minimises for this example, as Pretrainer.forward sums it: each objective's
+    terms (weight × its unweighted loss, from the metrics that objective returned), their sum, and the
+    total the pretrainer returned, which the sum equals."""
+    terms = []
+    for name, objective in pretrainer.objectives.items():
+        _, metrics = returned[name]
+        for metric, weight, words in LOSS_TERMS[name]:
+            terms.append({"objective": name, "metric": metric, "words": words, "weight": float(getattr(objective, weight)),
+                          "value": finite(metrics[metric])})
+    mlm = next((metrics["mlm_accuracy"] for _, metrics in returned.values() if "mlm_accuracy" in metrics), None)
+    return {"terms": terms, "total": finite(total), "mlm_accuracy": None if mlm is None else finite(mlm)}
 
 
 def finite(value) -> float | None:
@@ -401,17 +460,20 @@ def mlm_panel(session: Session, example: Example) -> dict | None:
     for position, row, candidates in zip(positions, probabilities, best_candidates(session.tokenizer, probabilities, TOP_K)):
         original = int(example.original[position])
         entry = {"position": position, "shown": token(session, example.batch["input_ids"][0, position]),
-                 "top": [{"id": c.token_id, "piece": c.token, "text": c.text, "prob": c.score} for c in candidates]}
+                 "top": [{"id": c.token_id, "piece": c.token, "text": c.token if "\ufffd" in c.text else c.text,
+                          "prob": c.score} for c in candidates]}  # a byte piece keeps its piece, as token() does
         if not example.yours:
             entry.update(original=token(session, original), right=candidates[0].token_id == original,
                          loss=-math.log(max(float(row[original]), 1e-45)))
         rows.append(entry)
-    return {"positions": rows}
+    scored = [row["right"] for row in rows if "right" in row]
+    return {"positions": rows, "accuracy": sum(scored) / len(scored) if scored else None}
 
 
 def electra_panel(session: Session, example: Example, metrics: dict, seen: dict) -> dict | None:
-    """The generator's samples, the discriminator's "replaced?" at every token beside the truth,
-    the two weighted losses; and the discriminator on the text as it was written (detect's)."""
+    """The generator's samples (with its probability for each and its top-k there), the
+    discriminator's "replaced?" at every token beside the truth, the tally of what it caught and
+    missed, the two weighted losses; and the discriminator on the text as it was written (detect's)."""
     if session.head != "rtd":
         return None
     as_written = replaced_probabilities(session.model, inputs({**example.batch, "input_ids": example.original[None]}))[0]
@@ -421,31 +483,58 @@ def electra_panel(session: Session, example: Example, metrics: dict, seen: dict)
     if seen:
         objective = session.pretrainer.objectives["rtd"]
         corrupted, probabilities = seen["input_ids"][0], seen["logits"][0].float().sigmoid()
+        real = example.batch["attention_mask"][0].bool()
         for entry, shown, chosen, p in zip(tokens, corrupted, example.chosen, probabilities):
             entry.update(shown=token(session, shown), sampled=bool(chosen), p_replaced=float(p),
                          replaced=int(shown) != entry["original"]["id"])
+        generator = generator_choices(session, objective.generator, example, corrupted)
+        for entry, choice in zip((t for t in tokens if t["sampled"]), generator):
+            entry["generator"] = choice
+        judged = [t for t, r in zip(tokens, real) if r]
+        replaced = [t for t in judged if t["replaced"]]
+        originals = [t for t in judged if not t["replaced"]]
+        answer["tally"] = {"replaced": len(replaced), "caught": sum(t["p_replaced"] > 0.5 for t in replaced),
+                           "originals": len(originals), "false_alarms": sum(t["p_replaced"] > 0.5 for t in originals)}
         answer["losses"] = {"mlm": metrics.get("mlm_loss"), "mlm_weight": objective.mlm_weight, "rtd": metrics.get("rtd_loss"),
                             "rtd_weight": objective.rtd_weight}
     return answer
 
 
+def generator_choices(session: Session, generator: torch.nn.Module, example: Example, corrupted: torch.Tensor) -> list[dict]:
+    """At each masked position, the generator's distribution (softmax of its logits, which
+    gumbel_max_sample draws from): its probability for the token it sampled there, and its top-k."""
+    batch, chosen = example.batch, example.chosen[None]
+    with torch.no_grad():
+        hidden = generator.encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]).last_hidden_state
+        probabilities = generator.predict(hidden[chosen]).float().softmax(-1)  # [chosen, V]
+    choices = []
+    for sample, row in zip(corrupted[chosen[0]].tolist(), probabilities):
+        top = row.topk(TOP_K)
+        choices.append({"p_sample": float(row[sample]),
+                        "top": [{**token(session, i), "prob": float(p)} for p, i in zip(top.values, top.indices)]})
+    return choices
+
+
 def distil_panel(session: Session, example: Example, metrics: dict) -> dict | None:
-    """The teacher's and the student's distributions at each chosen position, softened at the
-    temperature; the three weighted losses of the batch; the teacher layers the student began as."""
+    """At each chosen position, the teacher's top-k at T = 1 and the same tokens softened at the
+    temperature, beside the student's top-k at the temperature (what the soft-target loss
+    compares); the three weighted losses; the teacher layers the student began as."""
     if session.pretrainer is None or "kd" not in session.pretrainer.objectives or not example.chosen.any():
         return None
     kd, student = session.pretrainer.objectives["kd"], session.model
     ids, mask, chosen = example.batch["input_ids"], example.batch["attention_mask"], example.chosen[None]
     with torch.no_grad():
-        teacher_logits = kd.teacher.predict(kd.teacher.encoder(ids, mask).last_hidden_state[chosen])  # [chosen, V]
-        student_logits = student.predict(student.encoder(ids, mask).last_hidden_state[chosen])  # [chosen, V]
-    teacher_soft = (teacher_logits.float() / kd.temperature).softmax(-1)
-    student_soft = (student_logits.float() / kd.temperature).softmax(-1)
+        teacher_logits = kd.teacher.predict(kd.teacher.encoder(ids, mask).last_hidden_state[chosen]).float()  # [chosen, V]
+        student_logits = student.predict(student.encoder(ids, mask).last_hidden_state[chosen]).float()  # [chosen, V]
+    teacher_plain, teacher_soft = teacher_logits.softmax(-1), (teacher_logits / kd.temperature).softmax(-1)
+    student_soft = (student_logits / kd.temperature).softmax(-1)
     rows = []
-    for position, t, s in zip(chosen[0].nonzero()[:, 0].tolist(), teacher_soft, student_soft):
-        shown = sorted(set(t.topk(TOP_K).indices.tolist()) | set(s.topk(TOP_K).indices.tolist()), key=lambda i: -float(t[i]))
+    for position, t1, t, s in zip(chosen[0].nonzero()[:, 0].tolist(), teacher_plain, teacher_soft, student_soft):
+        top_teacher, top_student = t1.topk(TOP_K).indices.tolist(), s.topk(TOP_K).indices.tolist()
         rows.append({"position": position, "original": token(session, example.original[position]),
-                     "tokens": [{**token(session, i), "teacher": float(t[i]), "student": float(s[i])} for i in shown]})
+                     "teacher": [{**token(session, i), "plain": float(t1[i]), "soft": float(t[i]), "student": float(s[i])}
+                                 for i in top_teacher],
+                     "student": [{**token(session, i), "soft": float(s[i])} for i in top_student]})
     depth = (kd.teacher.config.num_layers, student.config.num_layers)
     losses = None
     if metrics:
@@ -467,4 +556,4 @@ def attention_panel(session: Session, example: Example, seen: dict) -> dict:
         ids, shown = example.original[None], "the text as written"
     probabilities = attention_probabilities(session.encoder, inputs({**example.batch, "input_ids": ids}))
     return {"tokens": [session.tokenizer.piece(int(i)) for i in ids[0]], "shown": shown,
-            "weights": [[[[round(float(w), 3) for w in row] for row in head] for head in layer] for layer in probabilities]}
+            "weights": probabilities.double().mul(1000).round().div(1000).tolist()}  # to 3 places, in one call

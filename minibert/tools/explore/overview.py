@@ -15,7 +15,7 @@ from pathlib import Path
 
 from torch import nn
 
-from ...runs.curves import panels, read_log, run_band
+from ...runs.curves import BASELINES, panels, read_log, run_band
 from ..info import describe
 from .answers import CODE
 from .questions import reading_limits
@@ -70,7 +70,8 @@ def other_parts(embeddings: nn.Module) -> str:
 
 def run_panel(session: Session) -> dict | None:
     """run.json's settings, and each logged curve with the default run's band where the run was
-    measured as that run was (runs/curves.py reads both, as `python -m minibert curves` does)."""
+    measured as that run was (runs/curves.py reads both, as `python -m minibert curves` does), and
+    the held-out MLM accuracy's baselines, named as the curves' picture names them."""
     if session.settings is None or not (session.directory / "metrics.jsonl").is_file():
         return None
     log = read_log(session.directory)
@@ -81,7 +82,8 @@ def run_panel(session: Session) -> dict | None:
         curves.append({"metric": name, "points": [[r["step"], r[name]] for r in log if r.get(name) is not None],
                        "band": None if band is None else {"variant": band.variant, "steps": band.steps, "mean": band.mean,
                                                          **dict(zip(("low", "high"), band.edges()))}})
-    baselines = {name: value for record in log for name, value in record.items() if name.startswith("baseline_")}
+    baselines = [{"name": name, "words": BASELINES.get(name, name.removeprefix("baseline_").replace("_", " ")), "value": value}
+                 for record in log for name, value in record.items() if name.startswith("baseline_")]
     return {"settings": session.settings.to_dict(), "curves": curves, "baselines": baselines, "code": CODE["run"]}
 
 

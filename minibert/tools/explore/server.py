@@ -17,6 +17,7 @@ is answered too.
 from __future__ import annotations
 
 import json
+import threading
 import webbrowser
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,7 +26,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from ...operations.files import write_atomic
-from .answers import PAIR_SEPARATOR, explore
+from .answers import PAIR_SEPARATOR, explore, prepare
 from .questions import MAX_PASSAGE_TOKENS, ask, reading_limits
 from .overview import all_sources, overview, source
 from .session import Session
@@ -49,7 +50,8 @@ def embedded(answers: dict) -> str:
 
 def write_page(session: Session, out: str | Path, texts: list[str] = ()) -> Path:
     """One self-contained HTML file: the page with the answers for the run's own text (a few
-    draws) and for `texts`, the model and run panels, and the source the panels name."""
+    draws) and for `texts`, the list of the texts it holds, the model and run panels, and the
+    source the panels name."""
     out = Path(out)
     if out.is_dir():
         raise ValueError(f"--out {out} is a folder; give the file to write, e.g. {out / 'explore.html'}")
@@ -61,9 +63,17 @@ def write_page(session: Session, out: str | Path, texts: list[str] = ()) -> Path
     examples += [{"text": t, "draw": 0, "answer": explore(session, t, 0)} for t in texts]
     if not examples:
         raise ValueError(f"{session.directory} has no run corpus to show: pass a text (--text \"...\") for the page")
-    answers = {"overview": overview(session), "examples": examples, "sources": all_sources()}
+    answers = {"overview": overview(session), "examples": examples, "texts": texts_held(examples), "sources": all_sources()}
     write_atomic(out, page_template().replace(ANSWERS_MARK, embedded(answers)))
     return out
+
+
+def texts_held(examples: list[dict]) -> list[dict]:
+    """Which texts a written page holds (None: the run's own), each once, with how many draws."""
+    held: dict = {}
+    for example in examples:
+        held[example["text"]] = held.get(example["text"], 0) + 1
+    return [{"text": text, "draws": draws} for text, draws in held.items()]
 
 
 def write_answers_page(session: Session, out: Path, texts: list[str]) -> Path:
@@ -143,7 +153,7 @@ class Handler(BaseHTTPRequestHandler):
         return self.reply(HTTPStatus.NOT_FOUND, {"error": f"nothing at {url.path}"})
 
     def reply(self, status: HTTPStatus, body, content_type: str = "application/json") -> None:
-        data = (body if isinstance(body, str) else json.dumps(body)).encode("utf-8")
+        data = (body if isinstance(body, str) else json.dumps(body, separators=(",", ":"))).encode("utf-8")
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
@@ -185,6 +195,7 @@ def serve(session: Session, port: int = 0, open_browser: bool = True) -> None:
         limit = (f"questions up to {reading_limits(session)['max_query_len']} tokens, passages up to {MAX_PASSAGE_TOKENS:,}"
                  if session.reading is not None else f"texts of up to {session.encoder.max_length} tokens, a longer one cut")
         print(f"exploring {session.directory} at {url} ({limit}; Ctrl-C stops)", flush=True)
+        threading.Thread(target=prepare, args=(session,), daemon=True).start()  # ready for Draw again on a static run
         if open_browser:
             webbrowser.open(url)
         server.serve_forever()

@@ -25,10 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import torch
 from torch import nn
 
 from ...corpus.pipeline import PretrainingData, build_pretraining_data
 from ...data.masking import Masking
+from ...data.static_masks import EXAMPLES_PER_CHUNK, draw_static_masks
 from ...operations.checkpoint import Checkpoints
 from ...operations.outdir import GENERATOR_DIR
 from ...operations.state import load_trainable_state
@@ -63,6 +65,7 @@ class Session:
     notes: list[str] = field(default_factory=list)  # what the page cannot show, and why
     reading: dict | None = None  # a question-answering model's SpanExtractor.reading (None: a pretrained model)
     example: tuple[str, str] | None = None  # a question and its passage, for a question-answering model's page
+    mask_states: dict = field(default_factory=dict)  # a static run's masking generator at chunk starts (static_mask_states)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -114,6 +117,23 @@ def open_session(path: str | Path) -> Session:
         session.notes.append("the run's examples were cached before each static copy's first row was recorded: "
                              "Draw again shows copy 1 only (a cache built now records them)")
     return session
+
+
+def static_mask_states(session: Session) -> dict:
+    """The static masks' generator as it stood when each chunk holding a copy's first row began,
+    drawn once through with the run's masking and seed (draw_static_masks), in serve's thread or
+    at the first Draw again that needs it: each Draw again then redraws its copy's stored mask
+    from that chunk, not from the first (answers.py:prepare, stored_mask_drawn_again)."""
+    train = session.data.train
+    generator = torch.Generator().manual_seed(train.seed)
+    states, wanted = {0: generator.get_state()}, {int(row) // EXAMPLES_PER_CHUNK for row in session.copy_rows()}
+    if max(wanted) > 0:
+        for index, _ in enumerate(draw_static_masks(train.examples, train.masking, seed=train.seed, generator=generator)):
+            if index + 1 in wanted:
+                states[index + 1] = generator.get_state()
+            if index + 1 >= max(wanted):
+                break
+    return states
 
 
 # The page's example where the fine-tune's dev file is not at hand: a question and a passage of our own.
