@@ -69,19 +69,29 @@ class Aligned:
 
         The output is `whole(text)`, exactly: ids must not change because offsets are asked for.
         What came from where is learnt by rewriting each cluster (a character with the combining
-        marks after it) alone; lower-casing a final sigma or reordering marks changes characters
+        marks right after it in the original text) alone; lower-casing a final sigma or reordering marks changes characters
         but not how many each cluster gives. Only if the counts disagree with the whole (a rewrite
-        that looks further than one cluster) does every output character get the whole span.
+        that looks further than one cluster) does every output character get the whole span. A
+        mark that outlives the character it sat on (cleaning deletes U+FFFD, say) is credited to
+        itself alone, where the cluster's characters rewrite one by one to the same output.
         """
         out = whole(self.text)
-        starts = [i for i, char in enumerate(self.text) if i == 0 or not unicodedata.combining(char)]
+        # a mark joins the character before it only where it sat on it in the original text, not
+        # across a character deleted between them (BERT's cleaning drops U+FFFD, say)
+        starts = [i for i, char in enumerate(self.text)
+                  if i == 0 or not unicodedata.combining(char) or self.spans[i - 1][1] != self.spans[i][0]]
         bounds = list(zip(starts, [*starts[1:], len(self.text)]))
         lengths = [len(whole(self.text[a:b])) for a, b in bounds]
         if sum(lengths) != len(out):
             return Aligned(out, [self.source(0, len(self))] * len(out), self.stop)
         spans: list[Span] = []
         for (a, b), length in zip(bounds, lengths):
-            spans += [self.source(a, b)] * length
+            alone = [whole(char) for char in self.text[a:b]]
+            deleted_base = not alone[0] and not unicodedata.combining(self.text[a])
+            if b - a > 1 and deleted_base and "".join(alone) == whole(self.text[a:b]):  # the marks outlive their base: their own spans
+                spans += [self.source(i, i + 1) for i, chars in zip(range(a, b), alone) for _ in chars]
+            else:
+                spans += [self.source(a, b)] * length
         return Aligned(out, spans, self.stop)
 
     def collapse_whitespace(self) -> "Aligned":

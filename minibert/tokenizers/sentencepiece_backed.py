@@ -21,13 +21,15 @@ from .offsets import Aligned, Span, trim_spaces
 WORD_START = "▁"  # SentencePiece's mark of a piece that begins a word (a space before it)
 
 
-def without_deleted(text: str, span: Span) -> Span:
-    """`span` without the control and format characters at its end. SentencePiece says only
-    where each normalized character begins, so a character seems to run up to the next one, over
-    whatever the normalizer deleted after it (nmt_nfkc deletes control characters and zero-width
-    spaces); those belong to no token. A span is never emptied: a kept one is its own token."""
+def without_deleted(text: str, span: Span, kept: set[int]) -> Span:
+    """`span` without the control and format characters at its end that the normalizer deleted
+    (those whose index is not in `kept`, the characters some normalized character begins at).
+    SentencePiece says only where each normalized character begins, so a character seems to run
+    up to the next one, over whatever the normalizer deleted after it (nmt_nfkc deletes control
+    characters and zero-width spaces); those belong to no token. One it kept (a soft hyphen
+    inside an unknown piece, say) stays. A span is never emptied: a kept one is its own token."""
     start, end = span
-    while end - start > 1 and unicodedata.category(text[end - 1]) in ("Cc", "Cf"):
+    while end - start > 1 and unicodedata.category(text[end - 1]) in ("Cc", "Cf") and end - 1 not in kept:
         end -= 1
     return start, end
 
@@ -82,6 +84,7 @@ class SentencePieceBacked(Tokenizer):
                 later = starts[i + 1]
             ends[i] = starts[i + 1] if normalized[i] == WORD_START else later
         norm = Aligned(normalized, [prepared.source(a, b) for a, b in zip(starts, ends)], prepared.stop)
+        kept = {prepared.source(a, a + 1)[0] for a in starts[:-1] if a < len(prepared.text)}  # original characters the normalizer kept
         spans: list[Span] = []
         at, bytes_left = 0, 0
         for piece, token_id in zip(pieces, ids):
@@ -98,7 +101,7 @@ class SentencePieceBacked(Tokenizer):
             while begin < at + len(piece) and normalized[begin] == WORD_START:
                 begin += 1
             at += len(piece)
-            spans.append(without_deleted(text, trim_spaces(text, norm.source(begin, at))))
+            spans.append(without_deleted(text, trim_spaces(text, norm.source(begin, at)), kept))
         if at != len(normalized):
             raise ValueError(f"SentencePiece's pieces cover {at} of {len(normalized)} normalized characters; cannot give offsets")
         return spans
