@@ -282,6 +282,8 @@ def page(results: dict, args, command: str) -> str:
              f"transformers {theirs['f1']:.1f} ({gap:+.1f} points; the aim: within 1), at "
              f"{rate['minibert']:.3f} and {rate['transformers']:.3f} training steps a second, a ratio of {ratio:.2f} "
              f"(the aim: 1.5 or more). The reduced setting: {setting}.", "",
+             *([f"One seed on each side: the F1 gap holds the spread between runs that draw other dropout masks, which one "
+                f"pair of runs does not measure (each side at seed 0; a second seed each would tell).", ""] if abs(gap) > 1 else []),
              *([f"At this size neither side has learned much (F1 under 50), and on {results['dev_questions']:,} dev questions "
                 f"one question moves EM by {100 / results['dev_questions']:.1f} points: the F1 comparison needs a larger "
                 f"setting (--examples, --dev-examples, --epochs), which this page's command takes.", ""]
@@ -314,6 +316,16 @@ def page(results: dict, args, command: str) -> str:
                   "(forward, backward, gradient clip and AdamW's update, dropout 0.1, who goes first alternating): "
                   f"median {paired['seconds']['minibert']:.2f} s a step for minibert, {paired['seconds']['transformers']:.2f} s "
                   f"for transformers, a ratio of **{paired['ratio']:.2f}** (load average {paired['load']} at the end).", ""]
+    alone = results.get("steps_only")
+    if alone:
+        fp32, bf16 = alone["fp32"], alone["bf16"]
+        lines += [f"**The steps alone, on a quieter machine** (`--steps-only`, {alone['threads']} torch thread(s), load average "
+                  f"{alone['load_before']} before): {fp32['pairs']} pairs each. fp32: minibert {fp32['seconds']['minibert']:.2f} s, "
+                  f"transformers {fp32['seconds']['transformers']:.2f} s, a ratio of **{fp32['ratio']:.2f}**. bf16 autocast on both: "
+                  f"{bf16['seconds']['minibert']:.2f} s and {bf16['seconds']['transformers']:.2f} s, **{bf16['ratio']:.2f}**. "
+                  f"minibert in bf16 (what --precision auto picks on a CPU with native bf16) against transformers in fp32 (its "
+                  f"default): **{fp32['seconds']['transformers'] / bf16['seconds']['minibert']:.2f}**. Most of a step is the same "
+                  f"matmuls on both sides, and drawing dropout's masks (aten::bernoulli_) takes about a fifth of it.", ""]
     lines += [f"Both sides ran in {'fp32' if args.precision == 'fp32' else 'bf16 autocast (minibert --precision bf16; transformers under torch.autocast)'}.", ""]
     if results.get("exported"):
         lines += ["## Out to transformers", "",
@@ -348,7 +360,9 @@ def page(results: dict, args, command: str) -> str:
               "Dev scores published for full-size models trained on all of SQuAD's training set, far from the reduced "
               "settings above:", "", "| model | SQuAD | EM | F1 |", "|---|---|---:|---:|"]
     lines += [f"| {name} | {version} | {em} | {f1} |" for name, version, em, f1 in PUBLISHED]
-    lines += ["", "## How the numbers were made", "", f"    {command}", "",
+    then = [f"    python bench/qa.py --steps-only --work WORK --examples {results['train_questions']} --pairs {alone['fp32']['pairs']} "
+            f"--threads {alone['threads']} --page docs/qa.md   # WORK: the first command's --work"] if alone else []
+    lines += ["", "## How the numbers were made", "", f"    {command}", *then, "",
               f"On {results['date']}: {results['machine']}. The split: `split_articles(dev-v1.1.json, 38, ...)`; the "
               f"samples: seed 0 (`random.Random(0).sample`) of each side's questions. It took "
               f"{results['wall_minutes']:.0f} minutes.", ""]
@@ -368,6 +382,9 @@ def main() -> int:
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
                         help="both sides' number format: minibert's --precision, transformers' under the same autocast (default fp32)")
     parser.add_argument("--pairs", type=int, default=20, help="training steps of each side timed alternately (default 20)")
+    parser.add_argument("--steps-only", action="store_true",
+                        help="time the two models' training steps alone, pair by pair, in fp32 and in bf16 autocast, and add "
+                             "them to --work's qa.json (and --page), training nothing else")
     parser.add_argument("--runs", type=Path, nargs="*", default=[], help="minibert checkpoints to fine-tune beside their untrained twins")
     parser.add_argument("--run-examples", type=int, default=2000, help="the runs' training questions (default 2000)")
     parser.add_argument("--run-epochs", type=float, default=1.0)
@@ -376,6 +393,8 @@ def main() -> int:
     parser.add_argument("--page", type=Path, help="write the page here (docs/qa.md)")
     parser.add_argument("--render", type=Path, help="write --page from a run's qa.json (the same flags), training nothing")
     args = parser.parse_args()
+    if args.steps_only:
+        return steps_only(args)
     if args.render:
         args.page.write_text(page(json.loads(args.render.read_text()), args, f"{PAGE} {' '.join(size_flags(args))}"), encoding="utf-8")
         return 0
@@ -420,6 +439,38 @@ def main() -> int:
     if args.page:
         args.page.write_text(page(results, args, f"{PAGE} {' '.join(size_flags(args))}"), encoding="utf-8")
         print(f"wrote {args.page}")
+    return 0
+
+
+def steps_only(args) -> int:
+    """--steps-only: `paired_steps` in fp32 and in bf16 autocast on --examples of the training
+    questions, stored in --work's qa.json beside the fine-tunes (the page then shows both)."""
+    import torch
+
+    from minibert.finetune.squad import split_articles
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    work = args.work or Path(tempfile.mkdtemp(prefix="qa-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    train_all = work / "train-38.json"
+    if not train_all.is_file():
+        split_articles(args.squad, 38, train_all, work / "dev-10.json")
+    train = sample(train_all, args.examples, work / "train.jsonl")
+    load = f"{os.getloadavg()[0]:.1f}"
+    steps = {"threads": torch.get_num_threads(), "load_before": load}
+    for precision in ("fp32", "bf16"):
+        steps[precision] = paired_steps(minilm_folder(work), train, argparse.Namespace(**{**vars(args), "precision": precision}), args.pairs)
+    print(json.dumps(steps, indent=2))
+    stored = work / "qa.json"
+    if stored.is_file():
+        results = json.loads(stored.read_text())
+        results["steps_only"] = steps
+        stored.write_text(json.dumps(results, indent=2))
+        if args.page:
+            first = argparse.Namespace(**{**vars(args), "threads": results["threads"]})  # the fine-tunes' own command
+            args.page.write_text(page(results, first, f"{PAGE} {' '.join(size_flags(first))}"), encoding="utf-8")
+            print(f"wrote {args.page}")
     return 0
 
 
