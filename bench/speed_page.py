@@ -26,11 +26,14 @@ COMMAND = "python bench/speed_page.py"
 # section -> (the benchmark and its flags, what the section measures)
 SECTIONS = {
     "throughput": (["bench/throughput.py", "--steps", "10"],
-                   "minibert against transformers' BertForMaskedLM, tokens a second at two shapes"),
+                   "minibert against transformers: training, fine-tuning and inference, fp32 and bf16, tokens a second at two "
+                   "shapes, and the share of the matmul peak"),
     "reference": (["bench/reference.py", "--steps", "20"],
                   "the fast path against `--reference` on the default runs' batches"),
     "unpad": (["bench/unpad_threshold.py", "--shapes", "default", "--steps", "10"],
               "where unpadding starts to pay (`Encoder.UNPAD_FROM`), on the default albert model"),
+    "bf16-quality": (["bench/bf16_quality.py", "--threads", "1", "--finished-only"],  # `python bench/bf16_quality.py` fine-tunes first
+                     "bf16 autocast against fp32 on the CPU: fine-tuning over seeds, inference, pretraining against its band"),
 }
 
 
@@ -56,12 +59,18 @@ def measure(name: str) -> str:
     if done.returncode != 0:
         raise SystemExit(f"{command} failed (exit {done.returncode}); the page is unchanged:\n{done.stderr[-2000:]}")
     minutes = (datetime.datetime.now() - started).total_seconds() / 60
-    lines = [line.strip() for line in done.stdout.splitlines() if line.strip()]
-    prose = [line for line in lines if not line.startswith("|")]
-    table = [line for line in lines if line.startswith("|")]
+    lines = [line.strip() for line in done.stdout.splitlines()]
+    prose = [line for line in lines if line and not line.startswith("|")]
+    tables = [[]]  # each run of table lines one table, a blank line between two
+    for line in lines:
+        if line.startswith("|"):
+            tables[-1].append(line)
+        elif tables[-1]:
+            tables.append([])
+    tables = [table for table in tables if table]
     return "\n".join([f"## {name}", "", f"{what}. `{command}`, {started:%Y-%m-%d}, {machine()}; "
                       f"load average {load:.1f} at the start, {minutes:.0f} min in all.", "",
-                      *(f"    {line}" for line in prose), "", *table, ""])
+                      *(f"    {line}" for line in prose), "", "\n\n".join("\n".join(table) for table in tables), ""])
 
 
 def sections(text: str) -> dict[str, str]:

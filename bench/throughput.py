@@ -1,25 +1,35 @@
-"""Training throughput, minibert vs the `transformers` BERT, side by side in one process.
+"""Throughput, minibert vs the `transformers` BERT, side by side in one process: training,
+fine-tuning and inference, in fp32 and under bf16 autocast.
 
 Both models get the same random weights (a `BertForMaskedLM` saved with `save_pretrained`,
-then loaded with `minibert.from_pretrained(dir, head="mlm")`), the same batch and the same
-masked-LM labels. Each timed step is forward + backward + AdamW step; the two models
-alternate step by step so that machine drift hits both alike, and the ratio of medians is
-reported. Losses are checked to agree before anything is timed.
+then loaded with `minibert.from_pretrained(dir, head="mlm")`; for fine-tuning and inference a
+`BertForSequenceClassification` and a minibert `SequenceClassifier` holding its encoder, pooler
+and classifier), the same batch and the same labels. A training step (`train`: masked-LM
+pretraining; `finetune`: two-class sequence classification) is forward + backward + fused
+AdamW step; an inference step (`infer`) is the classifier's forward under no_grad in eval mode,
+as predict runs it. Every variant of a row (each model in fp32, and under
+`torch.autocast("cpu", dtype=torch.bfloat16)` with --precisions fp32,bf16) takes its turn step
+by step, so that machine drift hits all alike; medians are compared. Losses (logits, for
+inference) are checked to agree in fp32 before anything is timed.
 
-    python bench/throughput.py                       # mini and base, full and padded
-    python bench/throughput.py --shapes mini --steps 10
+    python bench/throughput.py                       # every mode, mini and base, full and padded, fp32 and bf16
+    python bench/throughput.py --shapes mini --steps 10 --modes train
     python bench/throughput.py --compile             # minibert's sublayers under torch.compile
 
-MFU (model FLOP utilisation) counts only the FLOPs the math needs — every layer on the real
-tokens only, the vocabulary projection at masked positions only — divided by this machine's
-measured fp32 matmul peak. "Strict MFU" also credits the last layer only with the work a
-loss at the masked positions needs, which minibert exploits: it is the stricter measure of
-how much of the machine goes into necessary arithmetic. Both counts are `minibert.tools.flops`.
+Each row gives minibert against transformers in fp32 (what its users get by default) and
+against transformers under the same autocast (like for like). MFU (model FLOP utilisation)
+counts only the FLOPs the math needs — every layer on the real tokens only, the vocabulary
+projection at masked positions only — divided by this machine's measured matmul peak in the
+row's precision (a 2048² matmul, fp32 or bf16). "Strict MFU" (training) also credits the last
+layer only with the work a loss at the masked positions needs, which minibert exploits: it is
+the stricter measure of how much of the machine goes into necessary arithmetic. Both counts are
+`minibert.tools.flops`; fine-tuning is 3 × the encoder's forward, inference 1 ×.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import tempfile
 import time
@@ -27,7 +37,10 @@ import time
 import torch
 
 from minibert import ModelConfig
-from minibert.tools.flops import BatchShape, training_flops
+from minibert.tools.flops import BatchShape, encoder_flops, training_flops
+
+MODES = ("train", "finetune", "infer")
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 SHAPES = {
     "mini": dict(hidden=256, layers=4, heads=4, ffn=1024, vocab=30522, length=128, batch=16),
@@ -55,10 +68,10 @@ def shape_config(shape: dict) -> ModelConfig:
                        num_heads=shape["heads"], intermediate_size=shape["ffn"])
 
 
-def matmul_peak(threads: int, n: int = 1024, repeats: int = 20) -> float:
-    """fp32 matmul FLOP/s on this machine (best of several square matmuls, after a warm-up)."""
+def matmul_peak(threads: int, n: int = 2048, repeats: int = 10, precision: str = "fp32") -> float:
+    """Matmul FLOP/s on this machine in `precision` (best of several square matmuls, after a warm-up)."""
     torch.set_num_threads(threads)
-    a, b = torch.randn(n, n), torch.randn(n, n)
+    a, b = torch.randn(n, n, dtype=DTYPES[precision]), torch.randn(n, n, dtype=DTYPES[precision])
     for _ in range(3):
         a @ b
     best = float("inf")
@@ -105,75 +118,137 @@ def build_pair(shape: dict, tmp: str, compile: bool = False):
     return reference.train(), ours.train()
 
 
-def run_shape(name: str, padded: bool, steps: int, threads: int, compile: bool = False) -> dict:
+def build_classifiers(shape: dict, tmp: str):
+    """transformers' BertForSequenceClassification (two classes, no dropout) and a minibert
+    SequenceClassifier ([CLS] through the pooler, as BERT's) holding the same weights."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    import minibert
+    from minibert.heads import SequenceClassifier
+
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=shape["vocab"], hidden_size=shape["hidden"], num_hidden_layers=shape["layers"],
+        num_attention_heads=shape["heads"], intermediate_size=shape["ffn"], num_labels=2,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout=0.0,
+    )
+    BertForSequenceClassification(config).save_pretrained(tmp)
+    reference = BertForSequenceClassification.from_pretrained(tmp, attn_implementation="sdpa")
+    reference.bert.save_pretrained(f"{tmp}/encoder")  # the encoder and pooler alone: what from_pretrained maps
+    encoder = minibert.from_pretrained(f"{tmp}/encoder")
+    ours = SequenceClassifier(encoder.config.replace(hidden_dropout=0.0, attention_dropout=0.0), num_labels=2)
+    ours.encoder.load_state_dict(encoder.state_dict())
+    with torch.no_grad():
+        ours.head.classifier.weight.copy_(reference.classifier.weight)
+        ours.head.classifier.bias.copy_(reference.classifier.bias)
+    return reference, ours
+
+
+def run_shape(name: str, padded: bool, steps: int, threads: int, compile: bool = False, mode: str = "train",
+              precisions: tuple[str, ...] = ("fp32",)) -> list[dict]:
+    """One shape and batch in one mode: a row per precision, every variant timed in turns."""
     shape = SHAPES[name]
     with tempfile.TemporaryDirectory() as tmp:
-        reference, ours = build_pair(shape, tmp, compile)
+        reference, ours = build_pair(shape, tmp, compile) if mode == "train" else build_classifiers(shape, tmp)
     ids, mask, labels = make_batch(shape, padded)
+    if mode != "train":
+        labels = torch.arange(len(ids)) % 2  # a class per sequence
     models = {"transformers": reference, "minibert": ours}
+    training = mode != "infer"
+    for model in models.values():
+        model.train(training)
     # The same optimizer on both sides: the fused AdamW (one pass over each parameter's memory);
     # it is a shared cost, so the ratio measures the models.
     optimizers = {k: torch.optim.AdamW(m.parameters(), lr=1e-5, fused=True) for k, m in models.items()}
+    variants = [(key, precision) for precision in precisions for key in models]
 
-    def step(key: str) -> tuple[float, float]:
+    def step(key: str, precision: str) -> tuple[float, torch.Tensor]:
+        autocast = torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
         start = time.perf_counter()
-        loss = models[key](input_ids=ids, attention_mask=mask, labels=labels).loss
-        loss.backward()
-        optimizers[key].step()
-        optimizers[key].zero_grad(set_to_none=True)
-        return time.perf_counter() - start, loss.item()
+        if training:
+            with autocast:
+                out = models[key](input_ids=ids, attention_mask=mask, labels=labels).loss
+            out.backward()
+            optimizers[key].step()
+            optimizers[key].zero_grad(set_to_none=True)
+        else:
+            with torch.no_grad(), autocast:
+                out = models[key](input_ids=ids, attention_mask=mask).logits
+        return time.perf_counter() - start, out.detach().float()
 
-    times = {k: [] for k in models}
-    for i in range(steps + 2):  # two warm-up steps each, then alternate
-        for key in (models if i % 2 == 0 else reversed(list(models))):
-            seconds, loss = step(key)
-            if i == 0:
-                times.setdefault("loss_" + key, loss)
+    times = {variant: [] for variant in variants}
+    first = {}
+    for i in range(steps + 2):  # two warm-up steps each, then take turns (the order reversed every other step)
+        for variant in (variants if i % 2 == 0 else variants[::-1]):
+            seconds, out = step(*variant)
+            first.setdefault(variant, out)
             if i >= 2:
-                times[key].append(seconds)
-    first = times["loss_transformers"], times["loss_minibert"]
-    if abs(first[0] - first[1]) > 1e-4 * max(1.0, abs(first[0])):
-        raise SystemExit(f"losses disagree before timing: transformers {first[0]:.6f} vs minibert {first[1]:.6f}")
+                times[variant].append(seconds)
+    a, b = first[("transformers", precisions[0])], first[("minibert", precisions[0])]
+    if precisions[0] == "fp32" and (a - b).abs().max() > 1e-4 * max(1.0, a.abs().max().item()):
+        raise SystemExit(f"{mode}: outputs disagree before timing: transformers {a.flatten()[:4].tolist()} vs minibert {b.flatten()[:4].tolist()}")
     real_tokens = int(mask.sum())
-    config, batch = shape_config(shape), BatchShape.of(mask, labels)
-    med = {k: statistics.median(times[k]) for k in models}
-    return dict(
-        shape=name, batch="padded" if padded else "full", real_tokens=real_tokens, loss=first[1],
-        ref_tps=real_tokens / med["transformers"], ours_tps=real_tokens / med["minibert"],
-        ratio=med["transformers"] / med["minibert"],
-        flops_per_s=training_flops(config, batch) / med["minibert"],
-        strict_flops_per_s=training_flops(config, batch, sparse_last_layer=True) / med["minibert"],
-    )
+    config = shape_config(shape)
+    batch = BatchShape.of(mask, labels if mode == "train" else torch.full_like(mask, -100))
+    if mode == "train":
+        flops, strict = training_flops(config, batch), training_flops(config, batch, sparse_last_layer=True)
+    else:
+        flops = strict = (3 if training else 1) * encoder_flops(config, batch)
+    med = {variant: statistics.median(times[variant]) for variant in variants}
+    rows = []
+    for precision in precisions:
+        ours_s, same_s, fp32_s = med[("minibert", precision)], med[("transformers", precision)], med[("transformers", precisions[0])]
+        rows.append(dict(
+            mode=mode, shape=name, batch="padded" if padded else "full", precision=precision, real_tokens=real_tokens,
+            ref_fp32_tps=real_tokens / fp32_s, ref_tps=real_tokens / same_s, ours_tps=real_tokens / ours_s,
+            ratio_fp32=fp32_s / ours_s, ratio=same_s / ours_s, seconds=ours_s,
+            flops_per_s=flops / ours_s, strict_flops_per_s=strict / ours_s,
+        ))
+    return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", default="mini,base", help="comma-separated: mini, base")
     parser.add_argument("--batches", default="full,padded", help="comma-separated: full, padded")
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated: train (masked-LM pretraining), finetune "
+                        "(sequence classification), infer (the classifier's forward, no_grad)")
+    parser.add_argument("--precisions", default="fp32,bf16", help="comma-separated, fp32 first: fp32, bf16 (autocast)")
     parser.add_argument("--steps", type=int, default=20, help="timed steps per model (after 2 warm-up steps)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--compile", action="store_true", help="torch.compile minibert's sublayers (compile_sublayers)")
     args = parser.parse_args()
+    precisions = tuple(args.precisions.split(","))
+    if precisions[0] != "fp32" or not set(precisions) <= set(DTYPES):
+        raise SystemExit("--precisions: fp32 first, then bf16 if wanted (e.g. fp32,bf16)")
     torch.set_num_threads(args.threads)
     print(f"threads {args.threads}, torch {torch.__version__}")
-    # The machine's speed drifts: the peak is re-measured before every row and after the last,
+    # The machine's speed drifts: the peaks are re-measured before every row and after the last,
     # and MFU is taken against the best of those, so that a slow moment cannot inflate it.
-    peaks, results = [], []
-    for name in args.shapes.split(","):
-        for batch in args.batches.split(","):
-            peaks.append(matmul_peak(args.threads))
-            results.append(run_shape(name, batch == "padded", args.steps, args.threads, args.compile))
-            r = results[-1]
-            print(f"  {r['shape']} {r['batch']}: {r['ratio']:.2f}×", flush=True)
-    peaks.append(matmul_peak(args.threads))
-    peak = max(peaks)
-    print(f"fp32 matmul peak {peak / 1e9:.0f} GFLOP/s (best of {len(peaks)} measurements, "
-          f"lowest {min(peaks) / 1e9:.0f})")
-    print("| shape | batch | real tokens | transformers tok/s | minibert tok/s | ratio | minibert MFU | strict MFU |")
-    print("|---|---|---|---|---|---|---|---|")
+    peaks, results = {p: [] for p in precisions}, []
+    for mode in args.modes.split(","):
+        for name in args.shapes.split(","):
+            for batch in args.batches.split(","):
+                for precision in precisions:
+                    peaks[precision].append(matmul_peak(args.threads, precision=precision))
+                rows = run_shape(name, batch == "padded", args.steps, args.threads, args.compile, mode, precisions)
+                results += rows
+                print(f"  {mode} {name} {batch}: " + ", ".join(f"{r['precision']} {r['ratio_fp32']:.2f}× transformers fp32"
+                                                               for r in rows), flush=True)
+    for precision in precisions:
+        peaks[precision].append(matmul_peak(args.threads, precision=precision))
+    peak = {precision: max(found) for precision, found in peaks.items()}
+    for precision, found in peaks.items():
+        print(f"{precision} matmul peak {peak[precision] / 1e9:.0f} GFLOP/s (a 2048² matmul, best of {len(found)} "
+              f"measurements, lowest {min(found) / 1e9:.0f})")
+    print("| mode | shape | batch | precision | real tokens | minibert tok/s | × transformers fp32 | × transformers, same "
+          "precision | minibert ms/step | minibert MFU | strict MFU |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['shape']} | {r['batch']} | {r['real_tokens']} | {r['ref_tps']:.0f} | {r['ours_tps']:.0f} "
-              f"| {r['ratio']:.2f}× | {100 * r['flops_per_s'] / peak:.0f}% | {100 * r['strict_flops_per_s'] / peak:.0f}% |")
+        share = 100 / peak[r["precision"]]
+        print(f"| {r['mode']} | {r['shape']} | {r['batch']} | {r['precision']} | {r['real_tokens']} | {r['ours_tps']:.0f} "
+              f"| {r['ratio_fp32']:.2f}× | {r['ratio']:.2f}× | {1000 * r['seconds']:.0f} | {share * r['flops_per_s']:.0f}% "
+              f"| {share * r['strict_flops_per_s']:.0f}% |")
 
 
 if __name__ == "__main__":

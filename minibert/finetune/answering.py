@@ -59,26 +59,28 @@ class Answer(NamedTuple):
     start: int
 
 
-def answer_rows(model: SpanExtractor, tokenizer: Tokenizer, rows: list, batch_size: int, max_len: int | None = None) -> list[Answer]:
+def answer_rows(model: SpanExtractor, tokenizer: Tokenizer, rows: list, batch_size: int, max_len: int | None = None,
+                amp: Precision | None = None) -> list[Answer]:
     """`Classifier.predict` for a span extractor: an Answer per (question, context) pair of `rows`."""
     if not isinstance(rows, list) or not all(isinstance(row, tuple) and len(row) == 2 and all(isinstance(t, str) and t.strip()
                                                                                               for t in row) for row in rows):
         raise ValueError('a question-answering model takes a list of (question, context) pairs of non-empty texts, '
                          'e.g. [("Who wrote it?", "The book was written by Ann.")]')
     examples = SquadData(Path("<rows>"), [QAExample(str(i), "", q, c, []) for i, (q, c) in enumerate(rows)])
-    return list(answered(model, tokenizer, examples, batch_size, max_len).values())
+    return list(answered(model, tokenizer, examples, batch_size, max_len, amp).values())
 
 
 def answered(model: SpanExtractor, tokenizer: Tokenizer, examples: SquadData, batch_size: int,
-             max_len: int | None = None) -> dict[str, Answer]:
+             max_len: int | None = None, amp: Precision | None = None) -> dict[str, Answer]:
     """Each question's Answer by id, in the examples' order, read and decoded as its fine-tune did
-    (`model.reading`: its windows of --max-len, unless `max_len` says otherwise, and its decoding flags)."""
+    (`model.reading`: its windows of --max-len, unless `max_len` says otherwise, and its decoding
+    flags); the model under `amp` (None: fp32)."""
     reading = model.reading
     decoding = Decoding.of(reading)
     max_len = qa_max_len(reading.get("max_len") if max_len is None else max_len, model)
     device = next(model.parameters()).device
     windows, _ = question_windows(tokenizer, examples, max_len, decoding.max_query_len, decoding.doc_stride, labelled=False)
-    decoded = answer(model, tokenizer, examples, windows, decoding, batch_size, device, with_null=bool(reading.get("with_null")))
+    decoded = answer(model, tokenizer, examples, windows, decoding, batch_size, device, amp, with_null=bool(reading.get("with_null")))
     return {example.id: chosen(decoded, example.id) for example in examples}
 
 
@@ -91,10 +93,11 @@ def chosen(decoded: Decoded, question_id: str) -> Answer:
     return Answer(text, 0.0 if best is None else float(best["probability"]), start)
 
 
-def answer_file(classifier, file: str | Path, out: Path, batch_size: int, max_len: int | None) -> int:
+def answer_file(classifier, file: str | Path, out: Path, batch_size: int, max_len: int | None,
+                amp: Precision | None = None) -> int:
     """Write every question of `file` with its answer into `out` (predictions.json's layout for a
-    .json `out`, else a TSV). Returns how many questions were answered."""
-    answers = answered(classifier.model, classifier.tokenizer, read_questions(Path(file)), batch_size, max_len)
+    .json `out`, else a TSV), the model under `amp` (None: fp32). Returns how many questions were answered."""
+    answers = answered(classifier.model, classifier.tokenizer, read_questions(Path(file)), batch_size, max_len, amp)
     if out.suffix == ".json":
         write_json(out, {qid: found.text for qid, found in answers.items()})
     else:

@@ -26,6 +26,7 @@ from ..tokenizers.base import Tokenizer
 from ..heads import SequenceClassifier, SpanExtractor, TokenClassifier
 from ..pretrained import FORMAT_KEY, FORMAT_VERSION, stored_config
 from ..operations.files import write_json
+from ..operations.precision import Precision
 from ..operations.tensor_files import CONFIG_FILE, SAFETENSORS_FILE, load_tensors, open_tensors, read_json, save_tensors
 
 HEADS = {"classifier": SequenceClassifier, "token_classifier": TokenClassifier, "span_extractor": SpanExtractor}  # as named in config.json
@@ -37,15 +38,17 @@ class Classifier(NamedTuple):
     tokenizer: Tokenizer
     labels: LabelMap | None  # None for regression and question answering
 
-    def predict(self, rows: list, batch_size: int = DEFAULT_BATCH_SIZE, max_len: int | None = None) -> list:
+    def predict(self, rows: list, batch_size: int = DEFAULT_BATCH_SIZE, max_len: int | None = None, precision: str = "auto") -> list:
         """A `Prediction` (label, score) per text or (a, b) pair of `rows`; for a tagger, whose rows
         are sentences given as lists of words, a list of them per sentence (inference.py), each row cut
         at `max_len` tokens (None: 128 or the model's limit; pass the --max-len it was fine-tuned with).
         A question-answering model takes (question, context) pairs and gives an `Answer` (text,
-        score, start character) per pair, reading windows of `max_len` (None: 384) tokens (answering.py)."""
+        score, start character) per pair, reading windows of `max_len` (None: 384) tokens (answering.py).
+        `precision` as predict's --precision: auto is bf16 autocast on a GPU or CPU with native bf16."""
+        amp = Precision.of(precision, next(self.model.parameters()).device)
         if isinstance(self.model, SpanExtractor):
-            return answer_rows(self.model, self.tokenizer, rows, batch_size, max_len)
-        return predict_rows(self.model, self.tokenizer, self.labels, rows, batch_size, max_len)
+            return answer_rows(self.model, self.tokenizer, rows, batch_size, max_len, amp)
+        return predict_rows(self.model, self.tokenizer, self.labels, rows, batch_size, max_len, amp)
 
 
 def is_classifier(stored_config: dict) -> bool:

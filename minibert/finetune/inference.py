@@ -145,7 +145,7 @@ def logit_batches(model, tokenizer: Tokenizer, data: TaskData | TaggedData, batc
 
 
 def predict_rows(model: SequenceClassifier | TokenClassifier, tokenizer: Tokenizer, labels: LabelMap | None, rows: list,
-                 batch_size: int, max_len: int | None = None) -> list:
+                 batch_size: int, max_len: int | None = None, amp: Precision | None = None) -> list:
     """`Classifier.predict`: a `Prediction` per text (or (a, b) pair), or a list of them per
     sentence of words for a tagger; on the model's device, cut at `max_len` tokens (None: fine-tuning's
     default, 128 or the model's limit; a model fine-tuned at another --max-len is given it again)."""
@@ -153,7 +153,7 @@ def predict_rows(model: SequenceClassifier | TokenClassifier, tokenizer: Tokeniz
     data = listed_rows(model, rows)
     device = next(model.parameters()).device
     max_len = check_max_len(max_len, model.config)
-    predicted, scores = predict_with_scores(model, tokenizer, data, batch_size, max_len, device) if len(data) else ([], [])
+    predicted, scores = predict_with_scores(model, tokenizer, data, batch_size, max_len, device, amp) if len(data) else ([], [])
     name = (lambda label_id: None) if labels is None else (lambda label_id: labels.names[label_id])
     if isinstance(data, TaggedData):  # words past max_len have no prediction
         return [[Prediction(name(tags[j]), sure[j]) if j < len(tags) else Prediction(None, math.nan) for j in range(len(words))]

@@ -17,6 +17,7 @@ from pathlib import Path
 from ..heads import SpanExtractor, TokenClassifier
 from ..operations.distributed import Distributed
 from ..operations.files import read_record, write_atomic
+from ..operations.precision import Precision, auto_line
 from .answering import answer_file
 from .checkpoint import Classifier, load_classifier
 from .inference import DEFAULT_BATCH_SIZE, check_batch_size, check_max_len, predict_with_scores
@@ -27,25 +28,31 @@ from .tasks import Columns, TaskData, read_texts
 
 def predict_file(classifier_dir: str | Path, file: str | Path, out: str | Path, text_columns: list[str] | None = None,
                  batch_size: int = DEFAULT_BATCH_SIZE, max_len: int | None = None, device: str = "auto",
-                 overwrite: bool = False) -> Path:
+                 overwrite: bool = False, precision: str = "auto") -> Path:
     """Write `out`: the prediction and score of every row of `file` (one row per word for a
-    tagger), as predictions.tsv lays them out. An existing `out` is refused unless `overwrite`."""
+    tagger), as predictions.tsv lays them out, the model run under `precision` (--precision, as
+    fine-tuning's: auto is bf16 autocast on a GPU or CPU with native bf16, said in one line). An
+    existing `out` is refused unless `overwrite`."""
     out = Path(out)
     check_new_file(out, overwrite)
     check_batch_size(batch_size)
     model, tokenizer, labels = classifier = load_classifier(classifier_dir)
+    target = Distributed().device(device)
+    amp = Precision.of(precision, target)  # fp16 on a CPU fails now, before any row is read
+    if chose := auto_line(precision, target):
+        print(chose, flush=True)
     if isinstance(model, SpanExtractor):  # questions and their passages in, answers out (answering.py)
         if text_columns:
             raise ValueError("--text-columns names a sentence classifier's columns; a question-answering model reads "
                              "question and context columns, so drop it")
-        model.to(Distributed().device(device))
-        answered = answer_file(classifier, file, out, batch_size, max_len)
+        model.to(target)
+        answered = answer_file(classifier, file, out, batch_size, max_len, amp)
         print(f"{answered} questions of {file} answered into {out}", flush=True)
         return out
     data = read_rows(classifier, file, text_columns)
     max_len = fine_tuned_max_len(Path(classifier_dir)) if max_len is None else max_len
-    max_len, device = check_max_len(max_len, model.config), Distributed().device(device)
-    predicted, scores = predict_with_scores(model.to(device), tokenizer, data, batch_size, max_len, device, progress=True)
+    max_len = check_max_len(max_len, model.config)
+    predicted, scores = predict_with_scores(model.to(target), tokenizer, data, batch_size, max_len, target, amp, progress=True)
     write_atomic(out, prediction_rows(data, predicted, None, labels, scores))
     print(f"{len(data)} {'sentences' if isinstance(data, TaggedData) else 'rows'} of {data.path} predicted into {out}", flush=True)
     return out

@@ -18,7 +18,7 @@ from pathlib import Path
 from . import tagged, tasks
 from ..operations import distributed
 from ..operations.distributed import Distributed
-from ..operations.precision import Precision
+from ..operations.precision import Precision, auto_line
 from .checkpoint import check_out
 from .glue_sweep import run_glue
 from .glue_tasks import write_training_text
@@ -50,6 +50,8 @@ def run(settings: FinetuneSettings) -> list[dict] | dict:
 def run_tasks(settings: FinetuneSettings, dist: Distributed) -> list[dict] | dict:
     device = dist.device(settings.device)
     amp = Precision.of(settings.precision, device)  # a device or format that cannot work fails now
+    if chose := auto_line(settings.precision, device):  # auto on a CPU with native bf16: said, with the reason
+        print(chose, flush=True)
     if settings.glue:
         return run_glue(settings, device, amp, dist)
     settings = settings.replace(init=settings.init[0])  # one checkpoint (checked): a run records it as a path

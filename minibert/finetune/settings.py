@@ -81,7 +81,7 @@ class FinetuneSettings:
     null_threshold: float = option(QA.null_threshold, f"question answering on SQuAD 2.0 data: answer \"\" when the no-answer score beats the best span's by more than this (default {QA.null_threshold:g})", metavar="X", group=QUESTIONS)
     seed: int = option(0, "seed of the head's initialisation, data order and dropout (default 0)", metavar="S", group=None)
     device: str = option("auto", "auto = cuda when available, else cpu; mps = Apple GPUs", DEVICES, None, choices_of(DEVICES))
-    precision: str = option("auto", "auto = bf16 on a CUDA GPU that has it, else fp32; fp16 (CUDA only, loss scaling) for GPUs without bf16 such as the T4 (default auto)", PRECISIONS, None, choices_of(PRECISIONS))
+    precision: str = option("auto", "auto = bf16 autocast on a CUDA GPU or a CPU that has native bf16 (avx512_bf16, AMX), else fp32; fp16 (CUDA only, loss scaling) for GPUs without bf16 such as the T4 (default auto)", PRECISIONS, None, choices_of(PRECISIONS))
     skip_nonfinite: bool = option(False, "skip (and count) steps whose loss or gradient is NaN/Inf instead of stopping", group=None)
     eval_every: int | str | None = option(None, "score dev every N steps (or every epoch) and at the end, and keep the model of the best score by the task's own metric (default: dev scored once, at the end; the last model kept)", metavar="N|epoch", group=RUN_TOOLS)
     patience: int | None = option(None, "with --eval-every: stop after K evaluations in a row without a better score", metavar="K", group=RUN_TOOLS)

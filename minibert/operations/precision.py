@@ -1,10 +1,14 @@
 """`--precision`: the number format of a run's matmuls, and the loss scaling fp16 needs.
 
 The one place that turns a precision name into an autocast context and a gradient scaler;
-pretraining and fine-tuning both use it (their one training loop, loop.py, and fine-tuning's
-predictions).
+pretraining, fine-tuning and predict use it (their one training loop, loop.py, the evaluations
+inside it, and the predictions of fine-tuning and `python -m minibert predict`).
 
-    auto  bf16 on a CUDA GPU that supports it (Ampere and newer), else fp32
+    auto  bf16 on a CUDA GPU that supports it (Ampere and newer), and on a CPU with native bf16
+          arithmetic (x86's avx512_bf16 or AMX: Intel Cooper Lake, Sapphire Rapids and later, AMD
+          Zen 4 and later), whose bf16 matmuls run at about twice the fp32 rate; else fp32.
+          `auto_line` is the one line that says so; docs/speed.md ("bf16 on the CPU") links
+          the measurements behind the CPU's choice: speed, and quality against fp32 over seeds.
     bf16  autocast to bfloat16: matmuls in bf16, softmax, norms and losses in fp32. bf16 has
           fp32's exponent range, so gradients neither underflow nor overflow: no scaling.
     fp16  autocast to float16 plus loss scaling, for GPUs without bf16 (T4, V100). fp16's
@@ -17,7 +21,11 @@ predictions).
 
 from __future__ import annotations
 
+import os
+import platform
 from contextlib import nullcontext
+from functools import lru_cache
+from pathlib import Path
 
 import torch
 
@@ -26,13 +34,53 @@ from ..training.settings import PRECISIONS
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
+# The CPU features that do bf16 arithmetic natively, as torch.cpu.get_capabilities() and Linux's
+# /proc/cpuinfo name them. Arm's bf16 (Graviton 3, Apple M2 and later) is left out: no speed or
+# quality of it has been measured for minibert; `--precision bf16` runs there all the same.
+NATIVE_BF16 = ("amx_bf16", "avx512_bf16")
+CPUINFO = Path("/proc/cpuinfo")
+
+
+HIDE = "MINIBERT_CPU_BF16"  # set to 0: auto treats this CPU as one without bf16 (the test suite sets it)
+
+
+def find_cpu_bf16() -> str | None:
+    """The native bf16 feature of this CPU (one of NATIVE_BF16), or None: what torch reports
+    (torch.cpu.get_capabilities), else the flags Linux lists in /proc/cpuinfo; None as well where
+    the environment sets MINIBERT_CPU_BF16=0. Not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+    it is True on any AVX-512 CPU, where bf16 is emulated at no gain."""
+    if os.environ.get(HIDE) == "0":
+        return None
+    try:
+        found = torch.cpu.get_capabilities()
+    except Exception:  # an older or stripped build: the flags instead
+        found = None
+    if found:
+        return next((feature for feature in NATIVE_BF16 if found.get(feature)), None)
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return None
+    try:
+        flags = CPUINFO.read_text().split()
+    except OSError:
+        return None
+    return next((feature for feature in NATIVE_BF16 if feature in flags), None)
+
+
+@lru_cache(maxsize=None)
+def cpu_bf16() -> str | None:
+    """find_cpu_bf16, looked up once per process."""
+    return find_cpu_bf16()
+
+
 def resolve(name: str, device: torch.device) -> str:
     """`auto` -> what this device does best; a precision the device cannot run -> ValueError naming the fix."""
     if name not in PRECISIONS:
         raise ValueError(f"--precision must be one of {', '.join(PRECISIONS)}; got {name!r}")
     cuda = device.type == "cuda"
     if name == "auto":
-        return "bf16" if cuda and torch.cuda.is_bf16_supported() else "fp32"
+        if cuda:
+            return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+        return "bf16" if device.type == "cpu" and cpu_bf16() else "fp32"
     if name == "bf16" and cuda and not torch.cuda.is_bf16_supported():
         raise ValueError(f"--precision bf16: this GPU ({torch.cuda.get_device_name(device)}) has no bfloat16 support; "
                          f"use --precision fp16 (with loss scaling) or fp32")
@@ -40,6 +88,14 @@ def resolve(name: str, device: torch.device) -> str:
         raise ValueError(f"--precision fp16 needs a CUDA GPU (float16 autocast with loss scaling), and this run is on "
                          f"{device.type}; use --precision bf16 or fp32")
     return name
+
+
+def auto_line(name: str, device: torch.device) -> str | None:
+    """The line a run prints when `auto` chose bf16 on a CPU, with the reason; None otherwise
+    (on a CPU without native bf16, auto is fp32 as it always was, and says nothing)."""
+    if name != "auto" or device.type != "cpu" or resolve(name, device) != "bf16":
+        return None
+    return f"precision: bf16 autocast (this CPU has {cpu_bf16()}); --precision fp32 for float32 throughout"
 
 
 class Precision:

@@ -48,7 +48,7 @@ from .plan import describe_plan, device_peak, time_step
 from .tensorboard import check_installed, report_to
 
 from ..operations.outdir import GENERATOR_DIR, LAUNCHED_FROM, RUN_FILE, OutputDir
-from ..operations.precision import Precision, resolve as resolve_precision
+from ..operations.precision import Precision, auto_line, resolve as resolve_precision
 from .curves import RunPicture
 from .levers import use_levers
 from .report import HeldOutReport, band_for, differences
@@ -93,6 +93,9 @@ def pretrain(settings: Settings, model_overrides: dict | None = None, *, resume:
     try:
         device = dist.device(settings.device)
         resolve_precision(settings.precision, device)  # fp16 on a CPU fails now, before the data is built
+        chose = auto_line(settings.precision, device)  # auto on a CPU with native bf16: said, with the reason
+        if chose and dist.is_main:
+            print(chose, flush=True)
         if settings.data:  # a corpus of one's own: what it will cost, before anything is written
             plan = corpus_cost(variant, settings, model_overrides, start)
             if dist.is_main:

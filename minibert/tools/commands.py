@@ -6,7 +6,7 @@
     python -m minibert attention DIR "The cat sat on the mat." [--layer L] [--head H] --out FILE.png
     python -m minibert export DIR OUT [--overwrite]
     python -m minibert curves RUN [RUN ...] --out FILE.png [--metric NAME ...]
-    python -m minibert predict CLF FILE --out predictions.tsv [--text-columns A [B]] [--overwrite]
+    python -m minibert predict CLF FILE --out predictions.tsv [--text-columns A [B]] [--precision P] [--overwrite]
     python -m minibert explore DIR [--port P] [--no-browser] [--out page.html [--text TEXT ...]]
 
 DIR is a minibert checkpoint (what `python train.py` leaves in checkpoints/<variant>) or a
@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from ..runs.cli import Parser, report_errors
-from ..training.settings import DEVICES
+from ..training.settings import DEVICES, PRECISIONS
 
 PROG = "python -m minibert"
 
@@ -113,6 +113,8 @@ def add_predict_command(commands) -> None:
     predict.add_argument("--max-len", type=int, metavar="T", help="tokens per row, as fine-tuning's --max-len (default: the one "
                          "CLF's eval.json records, else 128 or the model's limit)")
     predict.add_argument("--device", choices=DEVICES, default="auto", help="auto = cuda when available, else cpu")
+    predict.add_argument("--precision", choices=PRECISIONS, default="auto", help="number format of the matmuls, as fine-tuning's: "
+                         "auto = bf16 autocast on a CUDA GPU or a CPU with native bf16, else fp32 (default auto)")
     predict.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
 
 
@@ -176,7 +178,7 @@ def run(args: argparse.Namespace) -> None:
         left = "left as it was" if Path(args.out).exists() else "not written"  # --out is published whole, at the end
         try:
             predict_file(args.classifier, args.file, args.out, args.text_columns, args.batch_size, args.max_len, args.device,
-                         args.overwrite)
+                         args.overwrite, args.precision)
         except KeyboardInterrupt:
             raise Interrupted(f"--out {args.out} {left}") from None
         return
