@@ -14,7 +14,7 @@ score):
                fp32 and in bf16 (`--precision`), everything else the recipe's
   inference    every fp32 model's dev set run again under bf16 autocast: the largest difference
                in a logit, and the share of the predicted labels that agree
-  pretraining  the default runs of --variants (albert, electra) trained under `--precision
+  pretraining  the default runs of --variants (all five) trained under `--precision
                bf16` (`python train.py --variant V --precision bf16`, into --runs), their last
                held-out metrics against the band of the fp32 default runs (minibert/runs/default_curves.json)
   explore      one 64-token text through the default bert run (--bert) on one thread, fp32
@@ -109,13 +109,15 @@ def spread(values: list[float]) -> str:
     return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}"
 
 
-def pretrained(variant: str, runs: Path) -> Path:
-    """A default run of `variant` under --precision bf16, trained now unless `runs` holds it."""
+def pretrained(variant: str, runs: Path, teacher: Path) -> Path:
+    """A default run of `variant` under --precision bf16, trained now unless `runs` holds it
+    (distilbert distils `teacher`, a default bert run, as its default runs did)."""
     import subprocess
 
     out = runs / "pretraining" / f"{variant}-bf16"
     if not (out / "model.safetensors").exists():
-        command = [sys.executable, str(REPO / "train.py"), "--variant", variant, "--precision", "bf16", "--out", str(out), "--overwrite"]
+        command = [sys.executable, str(REPO / "train.py"), "--variant", variant, "--precision", "bf16", "--out", str(out), "--overwrite",
+                   *(["--teacher", str(teacher)] if variant == "distilbert" else [])]
         done = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
         if done.returncode != 0:
             raise SystemExit(f"{' '.join(command)} failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
@@ -178,7 +180,7 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--sst2-rows", type=int, default=2000, help="SST-2 training rows (a seeded subsample)")
     parser.add_argument("--pair-rows", type=int, default=500, help="MRPC training rows (a seeded subsample)")
-    parser.add_argument("--variants", default="albert,electra", help="default runs to pretrain in bf16 (comma-separated; '' for none)")
+    parser.add_argument("--variants", default="albert,electra,bert,roberta,distilbert", help="default runs to pretrain in bf16 (comma-separated; '' for none)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--finished-only", action="store_true", help="tables of the fine-tunes --runs holds, running none "
                         "(each missing one is listed)")
@@ -238,7 +240,7 @@ def main() -> int:
     print("|---|---|---|---|---|---|")
     print("\n".join(agreement))
     if args.variants:
-        folders = [pretrained(variant, args.runs) for variant in args.variants.split(",")]
+        folders = [pretrained(variant, args.runs, args.bert) for variant in args.variants.split(",")]
         print()
         print("| variant | precision | held-out metric | this run | fp32 default runs: mean ± sd (each seed) | band: mean ± tolerance | inside the band |")
         print("|---|---|---|---|---|---|---|")

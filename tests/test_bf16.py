@@ -57,6 +57,10 @@ def test_auto_follows_the_detected_feature_and_says_why(monkeypatch):
     assert resolve("auto", CPU) == "bf16" and Precision.of("auto", CPU).name == "bf16"
     assert auto_line("auto", CPU) == "precision: bf16 autocast (this CPU has avx512_bf16); --precision fp32 for float32 throughout"
     assert resolve("fp32", CPU) == "fp32" and auto_line("fp32", CPU) is None and auto_line("bf16", CPU) is None
+    # pretraining keeps fp32 on such a CPU (bf16 left the default bert and distilbert runs outside their bands), and says so
+    assert resolve("auto", CPU, pretraining=True) == "fp32" and Precision.of("auto", CPU, pretraining=True).name == "fp32"
+    assert auto_line("auto", CPU, pretraining=True).startswith("precision: fp32 (this CPU has avx512_bf16, but bf16 pretraining")
+    assert resolve("bf16", CPU, pretraining=True) == "bf16"
     assert resolve("auto", torch.device("mps")) == "fp32"  # the CPU's feature says nothing about another device
 
 
@@ -79,17 +83,20 @@ def test_the_feature_is_read_from_torch_else_from_the_cpu_flags(monkeypatch, tmp
     assert find_cpu_bf16() is None
 
 
-def test_pretraining_prints_the_choice_once_and_runs_it(native, tmp_path, capsys):
+def test_pretraining_keeps_fp32_under_auto_says_why_once_and_takes_bf16_when_asked(native, tmp_path, capsys, monkeypatch):
     from minibert.runs.cli import main
     from tiny_run import tiny_args, write_corpus
 
+    chosen = []
+    monkeypatch.setattr(precision.Precision, "__init__", lambda self, name, device, init=precision.Precision.__init__:
+                        (chosen.append(name), init(self, name, device))[1])
     corpus = write_corpus(tmp_path / "animals.txt")
     assert main(tiny_args("bert", corpus, tmp_path / "cache", tmp_path / "out", 2, "--device", "cpu")) == 0
     printed = capsys.readouterr().out
-    assert printed.count("precision: bf16 autocast (this CPU has avx512_bf16)") == 1
+    assert printed.count("precision: fp32 (this CPU has avx512_bf16, but bf16 pretraining") == 1 and chosen == ["fp32"]
     assert json.loads((tmp_path / "out" / "run.json").read_text())["settings"]["precision"] == "auto"
-    assert main(tiny_args("bert", corpus, tmp_path / "cache", tmp_path / "fp32", 2, "--device", "cpu", "--precision", "fp32")) == 0
-    assert "precision:" not in capsys.readouterr().out
+    assert main(tiny_args("bert", corpus, tmp_path / "cache", tmp_path / "bf16", 2, "--device", "cpu", "--precision", "bf16")) == 0
+    assert "precision:" not in capsys.readouterr().out and chosen == ["fp32", "bf16"]
 
 
 # --- bf16 against fp32 ---------------------------------------------------------------------------

@@ -6,7 +6,10 @@ inside it, and the predictions of fine-tuning and `python -m minibert predict`).
 
     auto  bf16 on a CUDA GPU that supports it (Ampere and newer), and on a CPU with native bf16
           arithmetic (x86's avx512_bf16 or AMX: Intel Cooper Lake, Sapphire Rapids and later, AMD
-          Zen 4 and later), whose bf16 matmuls run at about twice the fp32 rate; else fp32.
+          Zen 4 and later), whose bf16 matmuls run at about twice the fp32 rate, for fine-tuning,
+          evaluation and predict; else fp32. Pretraining on such a CPU stays fp32
+          (`pretraining=True`): in bf16 the default bert and distilbert runs ended outside their
+          fp32 bands (docs/speed-measured.md#bf16-quality).
           `auto_line` is the one line that says so; docs/speed.md ("bf16 on the CPU") links
           the measurements behind the CPU's choice: speed, and quality against fp32 over seeds.
     bf16  autocast to bfloat16: matmuls in bf16, softmax, norms and losses in fp32. bf16 has
@@ -72,15 +75,16 @@ def cpu_bf16() -> str | None:
     return find_cpu_bf16()
 
 
-def resolve(name: str, device: torch.device) -> str:
-    """`auto` -> what this device does best; a precision the device cannot run -> ValueError naming the fix."""
+def resolve(name: str, device: torch.device, pretraining: bool = False) -> str:
+    """`auto` -> what this device does best (for `pretraining`, a CPU's bf16 is not taken: module
+    docstring); a precision the device cannot run -> ValueError naming the fix."""
     if name not in PRECISIONS:
         raise ValueError(f"--precision must be one of {', '.join(PRECISIONS)}; got {name!r}")
     cuda = device.type == "cuda"
     if name == "auto":
         if cuda:
             return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
-        return "bf16" if device.type == "cpu" and cpu_bf16() else "fp32"
+        return "bf16" if device.type == "cpu" and cpu_bf16() and not pretraining else "fp32"
     if name == "bf16" and cuda and not torch.cuda.is_bf16_supported():
         raise ValueError(f"--precision bf16: this GPU ({torch.cuda.get_device_name(device)}) has no bfloat16 support; "
                          f"use --precision fp16 (with loss scaling) or fp32")
@@ -90,11 +94,14 @@ def resolve(name: str, device: torch.device) -> str:
     return name
 
 
-def auto_line(name: str, device: torch.device) -> str | None:
-    """The line a run prints when `auto` chose bf16 on a CPU, with the reason; None otherwise
-    (on a CPU without native bf16, auto is fp32 as it always was, and says nothing)."""
-    if name != "auto" or device.type != "cpu" or resolve(name, device) != "bf16":
+def auto_line(name: str, device: torch.device, pretraining: bool = False) -> str | None:
+    """The line a run prints when `auto` met a CPU with native bf16: what it chose, with the
+    reason; None otherwise (on a CPU without it, auto is fp32 as it always was, and says nothing)."""
+    if name != "auto" or device.type != "cpu" or not cpu_bf16():
         return None
+    if pretraining:
+        return (f"precision: fp32 (this CPU has {cpu_bf16()}, but bf16 pretraining left the default bert and distilbert "
+                f"runs outside their fp32 bands); --precision bf16 to pretrain in it all the same")
     return f"precision: bf16 autocast (this CPU has {cpu_bf16()}); --precision fp32 for float32 throughout"
 
 
@@ -120,8 +127,8 @@ class Precision:
         self.scales = name == "fp16"  # gradients are scaled: an overflow then skips a step by design
 
     @classmethod
-    def of(cls, name: str, device: torch.device) -> "Precision":
-        return cls(resolve(name, device), device)
+    def of(cls, name: str, device: torch.device, pretraining: bool = False) -> "Precision":
+        return cls(resolve(name, device, pretraining), device)
 
     def __repr__(self) -> str:
         return f"Precision({self.name!r}, {self.device})"

@@ -92,8 +92,8 @@ def pretrain(settings: Settings, model_overrides: dict | None = None, *, resume:
     dist = distributed.setup(settings.device, settings.dist_timeout)
     try:
         device = dist.device(settings.device)
-        resolve_precision(settings.precision, device)  # fp16 on a CPU fails now, before the data is built
-        chose = auto_line(settings.precision, device)  # auto on a CPU with native bf16: said, with the reason
+        resolve_precision(settings.precision, device, pretraining=True)  # fp16 on a CPU fails now, before the data is built
+        chose = auto_line(settings.precision, device, pretraining=True)  # auto on a CPU with native bf16: said, with the reason
         if chose and dist.is_main:
             print(chose, flush=True)
         if settings.data:  # a corpus of one's own: what it will cost, before anything is written
@@ -185,7 +185,7 @@ def _run(variant: Variant, settings: Settings, model_overrides: dict, dist: Dist
     loop = LoopSettings.of(settings)  # what the loop and the optimizer read of this run
     optimizer = build_optimizer(pretrainer, lr=loop.lr, weight_decay=loop.weight_decay, optimizer=settings.optimizer,
                                 betas=settings.adam_betas, eps=settings.adam_eps)
-    amp = Precision.of(settings.precision, device)  # its fp16 loss scale is part of a checkpoint
+    amp = Precision.of(settings.precision, device, pretraining=True)  # its fp16 loss scale is part of a checkpoint
     progress, log = Progress(), MetricsLog(out / "metrics.jsonl")
     record = {"settings": settings.to_dict(), "model_overrides": model_overrides, "config": config.to_dict()}
 
