@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from minibert.finetune.cli import build_parser as finetune_parser
-from minibert.finetune.recipes import BERT_RECIPE, DROPOUT
+from minibert.finetune.recipes import BERT_RECIPE, DROPOUT, WARMUP
 
 from .budget import FINETUNE_BATCH, MLM_VARIANT, Budget
 from .measure import count_parameters, describe_machine
@@ -30,7 +29,7 @@ def budget_line(section, budget: Budget) -> str:
                       f"of {FINETUNE_BATCH} at max length {budget.seq_len} and peak lr {budget.sst2_lr:g}",
              "RTE": f"RTE on its full training set, {budget.rte_steps} steps of {FINETUNE_BATCH} at max length "
                     f"{budget.rte_max_len} and peak lr {budget.rte_lr:g}"}
-    warmup = finetune_parser().get_default("warmup")
+    warmup = WARMUP  # --recipe bert's
     finetuning = (f"Fine-tuning (`python -m minibert.finetune`): "
                   + "; ".join(f"{steps[task]}, scored on the full dev set" for task in section.TASKS)
                   + f"; BERT's recipe otherwise (`--recipe bert`: weight decay {BERT_RECIPE['weight_decay']:g}, dropout "
