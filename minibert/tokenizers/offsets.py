@@ -86,13 +86,19 @@ class Aligned:
             return Aligned(out, [self.source(0, len(self))] * len(out), self.stop)
         spans: list[Span] = []
         for (a, b), length in zip(bounds, lengths):
-            alone = [whole(char) for char in self.text[a:b]]
-            deleted_base = not alone[0] and not unicodedata.combining(self.text[a])
-            if b - a > 1 and deleted_base and "".join(alone) == whole(self.text[a:b]):  # the marks outlive their base: their own spans
-                spans += [self.source(i, i + 1) for i, chars in zip(range(a, b), alone) for _ in chars]
-            else:
-                spans += [self.source(a, b)] * length
+            spans += self.outliving_marks(whole, a, b) or [self.source(a, b)] * length
         return Aligned(out, spans, self.stop)
+
+    def outliving_marks(self, whole: Callable[[str], str], a: int, b: int) -> list[Span]:
+        """The spans of cluster a..b's output where `whole` deletes its base character but keeps its
+        marks, and each character rewrites alone to the same output: each output character its
+        own input's. [] for every other cluster (almost all: the base is rewritten, not deleted)."""
+        if b - a < 2 or whole(self.text[a]) or unicodedata.combining(self.text[a]):
+            return []
+        alone = [whole(char) for char in self.text[a:b]]
+        if "".join(alone) != whole(self.text[a:b]):
+            return []
+        return [self.source(i, i + 1) for i, chars in zip(range(a, b), alone) for _ in chars]
 
     def collapse_whitespace(self) -> "Aligned":
         """`" ".join(text.split())`, each joining space credited to the first space of its run."""
