@@ -14,9 +14,10 @@ score):
                fp32 and in bf16 (`--precision`), everything else the recipe's
   inference    every fp32 model's dev set run again under bf16 autocast: the largest difference
                in a logit, and the share of the predicted labels that agree
-  pretraining  the default runs of --variants (all five) trained under `--precision
-               bf16` (`python train.py --variant V --precision bf16`, into --runs), their last
-               held-out metrics against the band of the fp32 default runs (minibert/runs/default_curves.json)
+  pretraining  the default runs of --variants (all five) trained under `--precision bf16`
+               with each of --pretrain-seeds (`python train.py --variant V --seed S --precision
+               bf16`, into --runs), their last held-out metrics against the fp32 default run of
+               the same seed and the band of those runs (minibert/runs/default_curves.json)
   explore      one 64-token text through the default bert run (--bert) on one thread, fp32
                against bf16: the explorer's setting, where auto stays fp32
 
@@ -109,14 +110,15 @@ def spread(values: list[float]) -> str:
     return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}"
 
 
-def pretrained(variant: str, runs: Path, teacher: Path) -> Path:
-    """A default run of `variant` under --precision bf16, trained now unless `runs` holds it
-    (distilbert distils `teacher`, a default bert run, as its default runs did)."""
+def pretrained(variant: str, seed: int, runs: Path, teacher: Path) -> Path:
+    """A default run of `variant` with `seed` under --precision bf16, trained now unless `runs`
+    holds it (distilbert distils `teacher`, the seed-0 default bert run, as its default runs did)."""
     import subprocess
 
-    out = runs / "pretraining" / f"{variant}-bf16"
+    out = runs / "pretraining" / (f"{variant}-bf16" if seed == 0 else f"{variant}-bf16-seed-{seed}")
     if not (out / "model.safetensors").exists():
-        command = [sys.executable, str(REPO / "train.py"), "--variant", variant, "--precision", "bf16", "--out", str(out), "--overwrite",
+        command = [sys.executable, str(REPO / "train.py"), "--variant", variant, "--seed", str(seed), "--precision", "bf16",
+                   "--out", str(out), "--overwrite",
                    *(["--teacher", str(teacher)] if variant == "distilbert" else [])]
         done = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
         if done.returncode != 0:
@@ -146,12 +148,13 @@ def one_text(checkpoint: Path, repeats: int = 30) -> dict[str, float]:
 
 
 def band_rows(folders: list[Path]) -> list[str]:
-    """Each bf16 pretraining run's last held-out metrics against its variant's fp32 band."""
+    """Each bf16 pretraining run's last held-out metrics against the fp32 default run of the same
+    seed and its variant's fp32 band."""
     bands = json.loads((REPO / "minibert" / "runs" / "default_curves.json").read_text())["variants"]
     rows = []
     for folder in folders:
         run = json.loads((folder / "run.json").read_text())
-        variant = run["settings"].get("variant") or folder.name.split("-")[0]
+        variant, seed = run["settings"].get("variant") or folder.name.split("-")[0], run["settings"]["seed"]
         records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
         last = [r for r in records if any(k.startswith("eval_") for k in r)][-1]
         band = bands[variant]["metrics"]
@@ -162,9 +165,10 @@ def band_rows(folders: list[Path]) -> list[str]:
             if at is None:
                 continue
             fp32 = [runs[at] for runs in band[metric]["runs"]]
+            same_seed = f"{fp32[seed]:.3f}" if seed < len(fp32) else "–"  # the band's runs are seeds 0, 1, ...
             mean, tolerance = band[metric]["mean"][at], band[metric]["tolerance"][at]
             inside = abs(last[metric] - mean) <= tolerance
-            rows.append(f"| {variant} | {run['settings']['precision']} | {metric} at step {last['step']} | {last[metric]:.3f} "
+            rows.append(f"| {variant} | {seed} | {metric} at step {last['step']} | {last[metric]:.3f} | {same_seed} "
                         f"| {spread(fp32)} ({', '.join(f'{v:.3f}' for v in fp32)}) | {mean:.3f} ± {tolerance:.3f} "
                         f"| {'yes' if inside else 'NO'} |")
     return rows
@@ -181,6 +185,7 @@ def main() -> int:
     parser.add_argument("--sst2-rows", type=int, default=2000, help="SST-2 training rows (a seeded subsample)")
     parser.add_argument("--pair-rows", type=int, default=500, help="MRPC training rows (a seeded subsample)")
     parser.add_argument("--variants", default="albert,electra,bert,roberta,distilbert", help="default runs to pretrain in bf16 (comma-separated; '' for none)")
+    parser.add_argument("--pretrain-seeds", type=int, nargs="+", default=[0, 1], help="seeds of each bf16 pretraining run")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--finished-only", action="store_true", help="tables of the fine-tunes --runs holds, running none "
                         "(each missing one is listed)")
@@ -240,10 +245,11 @@ def main() -> int:
     print("|---|---|---|---|---|---|")
     print("\n".join(agreement))
     if args.variants:
-        folders = [pretrained(variant, args.runs, args.bert) for variant in args.variants.split(",")]
+        folders = [pretrained(variant, seed, args.runs, args.bert) for variant in args.variants.split(",") for seed in args.pretrain_seeds]
         print()
-        print("| variant | precision | held-out metric | this run | fp32 default runs: mean ± sd (each seed) | band: mean ± tolerance | inside the band |")
-        print("|---|---|---|---|---|---|---|")
+        print("| variant | seed | held-out metric | bf16 | fp32, same seed | fp32 default runs: mean ± sd (each seed) "
+              "| band: mean ± tolerance | bf16 inside the band |")
+        print("|---|---|---|---|---|---|---|---|")
         print("\n".join(band_rows(folders)))
     if "bert" in args.inits.split(","):
         ms = one_text(args.bert)

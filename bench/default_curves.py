@@ -5,7 +5,8 @@
 
 Each run is `python train.py --variant V --seed S` on the embedded corpus (distilbert with the
 seed-0 bert run as its teacher, as the README's command does), into runs/default-curves/V-seed-S
-(a finished run is reused). The held-out metrics of every evaluation are collected into
+(a finished run is reused). distilbert's entry also keeps its teacher's last held-out metrics:
+a bert band measured again makes another teacher, and distilbert's band must follow it. The held-out metrics of every evaluation are collected into
 minibert/runs/default_curves.json: per variant, per metric and evaluation step, the seeds'
 values, their mean and a tolerance of SPREAD sample standard deviations (at least FLOOR), with
 the settings' fingerprint, the torch version and the threads they were measured with. A run
@@ -63,6 +64,13 @@ def run(runs: Path, variant: str, seed: int) -> Path:
     return out
 
 
+def held_out(out: Path) -> dict:
+    """A run's last held-out metrics: what identifies distilbert's teacher in the stored curves."""
+    log = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    last = [r for r in log if any(name.startswith("eval_") for name in r)][-1]
+    return {"step": last["step"], **{name: last[name] for name in sorted(last) if name.startswith("eval_")}}
+
+
 def curves(outs: list[Path]) -> dict:
     """{metric: {steps, runs, mean, tolerance}} over the runs' held-out evaluations."""
     logs = [[json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()] for out in outs]
@@ -108,6 +116,8 @@ def main() -> None:
                          "command": f"python bench/default_curves.py --variants {name} --seeds {' '.join(map(str, args.seeds))}"},
             "metrics": curves([out_dir(args.runs, name, seed) for seed in args.seeds]),
         }
+        if name == "distilbert":  # its band holds only for the teacher it distilled: the bert band's seed-0 run
+            stored["variants"][name]["teacher"] = held_out(out_dir(args.runs, "bert", 0))
     DEFAULT_CURVES.write_text(json.dumps(stored, indent=1) + "\n")
     print(f"wrote {DEFAULT_CURVES.relative_to(REPO)}")
 

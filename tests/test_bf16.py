@@ -57,7 +57,7 @@ def test_auto_follows_the_detected_feature_and_says_why(monkeypatch):
     assert resolve("auto", CPU) == "bf16" and Precision.of("auto", CPU).name == "bf16"
     assert auto_line("auto", CPU) == "precision: bf16 autocast (this CPU has avx512_bf16); --precision fp32 for float32 throughout"
     assert resolve("fp32", CPU) == "fp32" and auto_line("fp32", CPU) is None and auto_line("bf16", CPU) is None
-    # pretraining keeps fp32 on such a CPU (bf16 left the default bert and distilbert runs outside their bands), and says so
+    # pretraining keeps fp32 on such a CPU (bf16 left default bert and electra runs outside their bands), and says so
     assert resolve("auto", CPU, pretraining=True) == "fp32" and Precision.of("auto", CPU, pretraining=True).name == "fp32"
     assert auto_line("auto", CPU, pretraining=True).startswith("precision: fp32 (this CPU has avx512_bf16, but bf16 pretraining")
     assert resolve("bf16", CPU, pretraining=True) == "bf16"

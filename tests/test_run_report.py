@@ -93,6 +93,17 @@ def stored_band(tmp_path, monkeypatch):
     path.write_text(json.dumps({"variants": {"albert": {"metrics": {"eval_mlm_accuracy": curve}}}}))
     monkeypatch.setattr(report, "DEFAULT_CURVES", path)
 
+def test_distilberts_band_was_measured_with_the_teacher_of_berts_band():
+    """distilbert's default run distils the seed-0 bert run: when bert's band is measured again
+    (another teacher), distilbert's must be too, or a README user's distilbert run is held
+    against a band it cannot reach (python bench/default_curves.py --variants distilbert)."""
+    stored = json.loads(report.DEFAULT_CURVES.read_text())["variants"]
+    teacher, bert = stored["distilbert"]["teacher"], stored["bert"]["metrics"]
+    assert teacher["step"] == bert["eval_mlm_accuracy"]["steps"][-1]
+    differing = [name for name in bert if teacher[name] != bert[name]["runs"][0][-1]]
+    assert not differing, f"distilbert's band was measured with another bert teacher ({differing} differ)"
+
+
 
 @pytest.mark.parametrize("changes, overrides, held_against, named", [
     ({}, {}, True, ""),

@@ -8,8 +8,8 @@ inside it, and the predictions of fine-tuning and `python -m minibert predict`).
           arithmetic (x86's avx512_bf16 or AMX: Intel Cooper Lake, Sapphire Rapids and later, AMD
           Zen 4 and later), whose bf16 matmuls run at about twice the fp32 rate, for fine-tuning,
           evaluation and predict; else fp32. Pretraining on such a CPU stays fp32
-          (`pretraining=True`): in bf16 the default bert and distilbert runs ended outside their
-          fp32 bands (docs/speed-measured.md#bf16-quality).
+          (`pretraining=True`): in bf16 default bert and electra runs ended outside their fp32
+          bands, bert's MLM accuracy under fp32's at both seeds (docs/speed-measured.md#bf16-quality).
           `auto_line` is the one line that says so; docs/speed.md ("bf16 on the CPU") links
           the measurements behind the CPU's choice: speed, and quality against fp32 over seeds.
     bf16  autocast to bfloat16: matmuls in bf16, softmax, norms and losses in fp32. bf16 has
@@ -100,8 +100,8 @@ def auto_line(name: str, device: torch.device, pretraining: bool = False) -> str
     if name != "auto" or device.type != "cpu" or not cpu_bf16():
         return None
     if pretraining:
-        return (f"precision: fp32 (this CPU has {cpu_bf16()}, but bf16 pretraining left the default bert and distilbert "
-                f"runs outside their fp32 bands); --precision bf16 to pretrain in it all the same")
+        return (f"precision: fp32 (this CPU has {cpu_bf16()}, but bf16 pretraining left default bert and "
+                f"electra runs outside their fp32 bands); --precision bf16 to pretrain in it all the same")
     return f"precision: bf16 autocast (this CPU has {cpu_bf16()}); --precision fp32 for float32 throughout"
 
 
