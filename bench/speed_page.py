@@ -25,9 +25,9 @@ PAGE = REPO / "docs" / "speed-measured.md"
 COMMAND = "python bench/speed_page.py"
 # section -> (the benchmark and its flags, what the section measures)
 SECTIONS = {
-    "throughput": (["bench/throughput.py", "--steps", "10"],
+    "throughput": (["bench/throughput.py", "--steps", "10", "--profile"],
                    "minibert against transformers: training, fine-tuning and inference, fp32 and bf16, tokens a second at two "
-                   "shapes, and the share of the matmul peak"),
+                   "shapes, the share of the matmul peak, and where a step's time goes"),
     "reference": (["bench/reference.py", "--steps", "20"],
                   "the fast path against `--reference` on the default runs' batches"),
     "unpad": (["bench/unpad_threshold.py", "--shapes", "default", "--steps", "10"],

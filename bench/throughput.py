@@ -15,6 +15,7 @@ inference) are checked to agree in fp32 before anything is timed.
     python bench/throughput.py                       # every mode, mini and base, full and padded, fp32 and bf16
     python bench/throughput.py --shapes mini --steps 10 --modes train
     python bench/throughput.py --compile             # minibert's sublayers under torch.compile
+    python bench/throughput.py --shapes base --batches full --modes train --profile   # where a step's time goes
 
 Each row gives minibert against transformers in fp32 (what its users get by default) and
 against transformers under the same autocast (like for like). MFU (model FLOP utilisation)
@@ -82,6 +83,28 @@ def matmul_peak(threads: int, n: int = 2048, repeats: int = 10, precision: str =
     return 2 * n**3 / best
 
 
+# torch.profiler's operators by what they do: an operator's self time goes to the first group
+# with a word in its name (a matmul's backward is itself mm, addmm or bmm; casts are copies)
+WORK = {"matmuls": ("mm", "matmul", "linear"), "loss": ("cross_entropy", "nll", "log_softmax"),
+        "attention": ("attention", "flash", "softmax"), "casts and copies": ("copy",), "LayerNorm": ("layer_norm",),
+        "optimizer": ("adam",), "GELU": ("gelu",), "gathers and embeddings": ("embedding", "index", "gather")}
+
+
+def time_split(step) -> dict[str, float]:
+    """Shares of one step's self CPU time by WORK's groups ("other": the rest), from torch.profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        step()
+    split = dict.fromkeys([*WORK, "other"], 0.0)
+    for event in prof.key_averages():
+        name = event.key.lower()
+        group = next((g for g, words in WORK.items() if any(w in name for w in words)), "other")
+        split[group] += event.self_cpu_time_total
+    total = sum(split.values())
+    return {g: t / total for g, t in split.items()}
+
+
 def compile_sublayers(model) -> None:
     """`torch.compile` every residual sublayer of minibert's model, in place (--compile).
 
@@ -145,7 +168,7 @@ def build_classifiers(shape: dict, tmp: str):
 
 
 def run_shape(name: str, padded: bool, steps: int, threads: int, compile: bool = False, mode: str = "train",
-              precisions: tuple[str, ...] = ("fp32",)) -> list[dict]:
+              precisions: tuple[str, ...] = ("fp32",), profile: bool = False) -> list[dict]:
     """One shape and batch in one mode: a row per precision, every variant timed in turns."""
     shape = SHAPES[name]
     with tempfile.TemporaryDirectory() as tmp:
@@ -203,6 +226,7 @@ def run_shape(name: str, padded: bool, steps: int, threads: int, compile: bool =
             ref_fp32_tps=real_tokens / fp32_s, ref_tps=real_tokens / same_s, ours_tps=real_tokens / ours_s,
             ratio_fp32=fp32_s / ours_s, ratio=same_s / ours_s, seconds=ours_s,
             flops_per_s=flops / ours_s, strict_flops_per_s=strict / ours_s,
+            split=time_split(lambda: step("minibert", precision)) if profile else None,
         ))
     return rows
 
@@ -217,6 +241,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20, help="timed steps per model (after 2 warm-up steps)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--compile", action="store_true", help="torch.compile minibert's sublayers (compile_sublayers)")
+    parser.add_argument("--profile", action="store_true", help="also where one minibert step's time goes (time_split)")
     args = parser.parse_args()
     precisions = tuple(args.precisions.split(","))
     if precisions[0] != "fp32" or not set(precisions) <= set(DTYPES):
@@ -231,7 +256,7 @@ def main() -> None:
             for batch in args.batches.split(","):
                 for precision in precisions:
                     peaks[precision].append(matmul_peak(args.threads, precision=precision))
-                rows = run_shape(name, batch == "padded", args.steps, args.threads, args.compile, mode, precisions)
+                rows = run_shape(name, batch == "padded", args.steps, args.threads, args.compile, mode, precisions, args.profile)
                 results += rows
                 print(f"  {mode} {name} {batch}: " + ", ".join(f"{r['precision']} {r['ratio_fp32']:.2f}× transformers fp32"
                                                                for r in rows), flush=True)
@@ -249,6 +274,13 @@ def main() -> None:
         print(f"| {r['mode']} | {r['shape']} | {r['batch']} | {r['precision']} | {r['real_tokens']} | {r['ours_tps']:.0f} "
               f"| {r['ratio_fp32']:.2f}× | {r['ratio']:.2f}× | {1000 * r['seconds']:.0f} | {share * r['flops_per_s']:.0f}% "
               f"| {share * r['strict_flops_per_s']:.0f}% |")
+    if args.profile:
+        print()
+        print("| mode | shape | batch | precision | " + " | ".join(f"{g} %" for g in [*WORK, "other"]) + " |")
+        print("|---|---|---|---|" + "---|" * (len(WORK) + 1))
+        for r in results:
+            print(f"| {r['mode']} | {r['shape']} | {r['batch']} | {r['precision']} | "
+                  + " | ".join(f"{100 * share:.0f}" for share in r["split"].values()) + " |")
 
 
 if __name__ == "__main__":

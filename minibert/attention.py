@@ -24,6 +24,12 @@ from torch import nn
 from .config import ModelConfig
 
 
+# In bf16 on a CPU, up to this many keys, "sdpa" takes the formulas too: torch's CPU kernel gains
+# nothing from bf16, while the formulas' two matmuls run at the bf16 rate and their T × T scores
+# stay small; from 256 keys on, the fused kernel wins (bench/attention_cpu.py times both).
+BF16_CPU_FORMULAS_UP_TO = 128
+
+
 def attention_probs(q, k, key_mask) -> torch.Tensor:
     """How much each query attends to each key: softmax(Q Kᵀ / √d) over the real keys.
     q, k [B, heads, T, d], key_mask [B, T] (True = real) or None -> [B, heads, Tq, Tk], rows summing to 1."""
@@ -36,7 +42,7 @@ def attention_probs(q, k, key_mask) -> torch.Tensor:
 
 def attend(q, k, v, key_mask, backend: str, dropout_p: float) -> torch.Tensor:
     """q, k, v [B, heads, T, d], key_mask [B, T] or None -> each query's mix of values [B, heads, T, d]."""
-    if backend == "sdpa":  # torch's fused kernel (on a GPU without a mask: FlashAttention)
+    if backend == "sdpa" and not (q.dtype == torch.bfloat16 and q.is_cpu and k.shape[-2] <= BF16_CPU_FORMULAS_UP_TO):  # torch's fused kernel
         mask = None if key_mask is None else (key_mask | ~key_mask.any(1, keepdim=True))[:, None, None, :]  # an empty row: not 0/0
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
     probs = attention_probs(q, k, key_mask)  # [B, heads, Tq, Tk]

@@ -119,6 +119,30 @@ def test_the_encoder_in_bf16_is_within_tolerance_of_fp32():
             assert (low - exact)[real].abs().max() <= ENCODER_ATOL, norm
 
 
+def test_attention_in_bf16_is_within_tolerance_of_fp32_on_both_sides_of_the_formulas_threshold():
+    """Up to BF16_CPU_FORMULAS_UP_TO keys "sdpa" takes the formulas in bf16 on a CPU, beyond it
+    torch's kernel: either way the values and the gradients follow fp32's, padding keys get no
+    weight, and a sequence of padding alone gives no NaN."""
+    from minibert.attention import BF16_CPU_FORMULAS_UP_TO, attend
+
+    for length in (BF16_CPU_FORMULAS_UP_TO, BF16_CPU_FORMULAS_UP_TO + 8):
+        torch.manual_seed(0)
+        q, k, v = (torch.randn(3, 2, length, 16) for _ in range(3))
+        key_mask = torch.arange(length) < torch.tensor([[length], [length // 3], [0]])  # full, padded, padding alone
+        outputs, grads = [], []
+        for dtype, backend in ((torch.float32, "naive"), (torch.bfloat16, "sdpa")):
+            inputs = [t.detach().to(dtype).requires_grad_() for t in (q, k, v)]
+            out = attend(*inputs, key_mask, backend, 0.0)
+            out.float()[:2].sum().backward()
+            outputs.append(out.float()[:2])
+            grads.append([t.grad.float()[:2] for t in inputs])
+            assert out.isfinite().all(), (length, backend)
+        assert (outputs[1] - outputs[0]).abs().max() <= 0.05, length
+        for low, exact in zip(*grads):
+            assert (low - exact).abs().max() <= 0.05 * max(1.0, exact.abs().max().item()), length
+        assert grads[1][1][1, :, length // 3:].abs().max() == 0  # no gradient reaches a padding key
+
+
 @pytest.mark.parametrize("name", ["bert", "roberta", "albert", "electra"])
 def test_each_objectives_loss_in_bf16_is_fp32_and_within_tolerance(name):
     variant = VARIANTS[name]

@@ -1,0 +1,86 @@
+"""Attention on the CPU: torch's fused SDPA kernel against the formulas written out
+(`attention.py:attend`'s two branches), in fp32 and bf16, forward + backward and forward alone.
+
+    python bench/attention_cpu.py                 # BERT-base heads, 1,024 tokens a batch at 64-512 a sequence
+    python bench/attention_cpu.py --dropout 0.1
+
+Each contender takes its turn call by call (machine drift hits all alike); medians are
+compared. A quarter of every other sequence's keys are padding. In bf16 the written-out branch
+is what `attend` runs on a CPU up to `BF16_CPU_FORMULAS_UP_TO` keys, which this bench sets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from minibert.attention import attention_probs  # noqa: E402
+
+import torch.nn.functional as F  # noqa: E402
+
+HEADS, HEAD_DIM, TOKENS = 12, 64, 1024
+LENGTHS = (64, 128, 256, 512)
+
+
+def fused(q, k, v, key_mask, dropout_p):
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=key_mask[:, None, None, :], dropout_p=dropout_p)
+
+
+def written_out(q, k, v, key_mask, dropout_p):
+    return F.dropout(attention_probs(q, k, key_mask), dropout_p) @ v
+
+
+def timings(length: int, training: bool, dropout_p: float, steps: int) -> dict[tuple[str, str], float]:
+    """Median milliseconds of each (branch, precision) at one sequence length."""
+    batch = TOKENS // length
+    key_mask = torch.ones(batch, length, dtype=torch.bool)
+    key_mask[::2, length * 3 // 4:] = False
+    inputs = {}
+    for precision, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+        qkv = [torch.randn(batch, HEADS, length, HEAD_DIM, dtype=dtype, requires_grad=training) for _ in range(3)]
+        inputs[precision] = (qkv, torch.randn(batch, HEADS, length, HEAD_DIM, dtype=dtype))
+    contenders = [(name, precision) for name in ("fused", "written out") for precision in inputs]
+    branch = {"fused": fused, "written out": written_out}
+    times = {c: [] for c in contenders}
+    for i in range(steps + 2):  # two warm-up calls each
+        for name, precision in (contenders if i % 2 == 0 else contenders[::-1]):
+            (q, k, v), grad = inputs[precision]
+            start = time.perf_counter()
+            with torch.set_grad_enabled(training):
+                out = branch[name](q, k, v, key_mask, dropout_p if training else 0.0)
+                if training:
+                    out.backward(grad)
+            if i >= 2:
+                times[(name, precision)].append(time.perf_counter() - start)
+    return {c: 1000 * statistics.median(t) for c, t in times.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=15)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--dropout", type=float, default=0.0, help="attention dropout while training")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    print(f"threads {args.threads}, torch {torch.__version__}, {HEADS} heads of {HEAD_DIM}, {TOKENS} tokens a batch, "
+          f"dropout {args.dropout}")
+    print("| pass | tokens a sequence | fused fp32 ms | written out fp32 ms | fused bf16 ms | written out bf16 ms "
+          "| bf16: written out's speed-up |")
+    print("|---|---|---|---|---|---|---|")
+    for training in (True, False):
+        for length in LENGTHS:
+            ms = timings(length, training, args.dropout, args.steps)
+            print(f"| {'forward + backward' if training else 'forward'} | {length} | {ms[('fused', 'fp32')]:.1f} "
+                  f"| {ms[('written out', 'fp32')]:.1f} | {ms[('fused', 'bf16')]:.1f} | {ms[('written out', 'bf16')]:.1f} "
+                  f"| {ms[('fused', 'bf16')] / ms[('written out', 'bf16')]:.2f}× |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
