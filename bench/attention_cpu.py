@@ -18,23 +18,22 @@ import time
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from minibert.attention import attention_probs  # noqa: E402
-
-import torch.nn.functional as F  # noqa: E402
+from minibert.attention import attend  # noqa: E402
 
 HEADS, HEAD_DIM, TOKENS = 12, 64, 1024
 LENGTHS = (64, 128, 256, 512)
 
 
-def fused(q, k, v, key_mask, dropout_p):
+def fused(q, k, v, key_mask, dropout_p):  # called directly: `attend` leaves it in bf16 up to BF16_CPU_FORMULAS_UP_TO keys
     return F.scaled_dot_product_attention(q, k, v, attn_mask=key_mask[:, None, None, :], dropout_p=dropout_p)
 
 
 def written_out(q, k, v, key_mask, dropout_p):
-    return F.dropout(attention_probs(q, k, key_mask), dropout_p) @ v
+    return attend(q, k, v, key_mask, "naive", dropout_p)
 
 
 def timings(length: int, training: bool, dropout_p: float, steps: int) -> dict[tuple[str, str], float]:

@@ -150,13 +150,14 @@ def one_text(checkpoint: Path, repeats: int = 30) -> dict[str, float]:
 def band_rows(folders: list[Path]) -> list[str]:
     """Each bf16 pretraining run's last held-out metrics against the fp32 default run of the same
     seed and its variant's fp32 band."""
-    bands = json.loads((REPO / "minibert" / "runs" / "default_curves.json").read_text())["variants"]
+    from default_curves import DEFAULT_CURVES, evaluations
+
+    bands = json.loads(DEFAULT_CURVES.read_text())["variants"]
     rows = []
     for folder in folders:
         run = json.loads((folder / "run.json").read_text())
         variant, seed = run["settings"].get("variant") or folder.name.split("-")[0], run["settings"]["seed"]
-        records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
-        last = [r for r in records if any(k.startswith("eval_") for k in r)][-1]
+        last = evaluations(folder)[-1]
         band = bands[variant]["metrics"]
         for metric in sorted(band):
             if metric == "eval_loss" or metric not in last:

@@ -64,24 +64,28 @@ def run(runs: Path, variant: str, seed: int) -> Path:
     return out
 
 
+def evaluations(out: Path) -> list[dict]:
+    """A run's held-out evaluations in step order: the records of its metrics.jsonl with eval_ metrics."""
+    log = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    return [r for r in log if any(name.startswith("eval_") for name in r)]
+
+
 def held_out(out: Path) -> dict:
     """A run's last held-out metrics: what identifies distilbert's teacher in the stored curves."""
-    log = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    last = [r for r in log if any(name.startswith("eval_") for name in r)][-1]
+    last = evaluations(out)[-1]
     return {"step": last["step"], **{name: last[name] for name in sorted(last) if name.startswith("eval_")}}
 
 
 def curves(outs: list[Path]) -> dict:
     """{metric: {steps, runs, mean, tolerance}} over the runs' held-out evaluations."""
-    logs = [[json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()] for out in outs]
-    evaluations = [[r for r in log if any(name.startswith("eval_") for name in r)] for log in logs]
-    steps = [r["step"] for r in evaluations[0]]
-    if any([r["step"] for r in e] != steps for e in evaluations):
+    runs = [evaluations(out) for out in outs]
+    steps = [r["step"] for r in runs[0]]
+    if any([r["step"] for r in e] != steps for e in runs):
         raise SystemExit("the seeds' runs evaluated at different steps; rerun them with the same flags")
-    metrics = sorted(name for name in evaluations[0][0] if name.startswith("eval_"))
+    metrics = sorted(name for name in runs[0][0] if name.startswith("eval_"))
     stored = {}
     for name in metrics:
-        values = [[r[name] for r in e] for e in evaluations]  # [seed][evaluation]
+        values = [[r[name] for r in e] for e in runs]  # [seed][evaluation]
         at = list(zip(*values))  # [evaluation][seed]
         stored[name] = {
             "steps": steps, "runs": values,

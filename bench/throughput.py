@@ -121,18 +121,22 @@ def compile_sublayers(model) -> None:
             module.compile(dynamic=True)
 
 
+def bert_config(shape: dict, **extra):
+    """transformers' BertConfig of a benchmark shape, without dropout (what `shape_config` is to minibert)."""
+    from transformers import BertConfig
+
+    return BertConfig(vocab_size=shape["vocab"], hidden_size=shape["hidden"], num_hidden_layers=shape["layers"],
+                      num_attention_heads=shape["heads"], intermediate_size=shape["ffn"], hidden_dropout_prob=0.0,
+                      attention_probs_dropout_prob=0.0, **extra)
+
+
 def build_pair(shape: dict, tmp: str, compile: bool = False):
-    from transformers import BertConfig, BertForMaskedLM
+    from transformers import BertForMaskedLM
 
     import minibert
 
     torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=shape["vocab"], hidden_size=shape["hidden"], num_hidden_layers=shape["layers"],
-        num_attention_heads=shape["heads"], intermediate_size=shape["ffn"],
-        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-    )
-    reference = BertForMaskedLM(config)
+    reference = BertForMaskedLM(bert_config(shape))
     reference.save_pretrained(tmp)
     reference = BertForMaskedLM.from_pretrained(tmp, attn_implementation="sdpa")
     ours = minibert.from_pretrained(tmp, head="mlm")
@@ -144,18 +148,13 @@ def build_pair(shape: dict, tmp: str, compile: bool = False):
 def build_classifiers(shape: dict, tmp: str):
     """transformers' BertForSequenceClassification (two classes, no dropout) and a minibert
     SequenceClassifier ([CLS] through the pooler, as BERT's) holding the same weights."""
-    from transformers import BertConfig, BertForSequenceClassification
+    from transformers import BertForSequenceClassification
 
     import minibert
     from minibert.heads import SequenceClassifier
 
     torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=shape["vocab"], hidden_size=shape["hidden"], num_hidden_layers=shape["layers"],
-        num_attention_heads=shape["heads"], intermediate_size=shape["ffn"], num_labels=2,
-        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout=0.0,
-    )
-    BertForSequenceClassification(config).save_pretrained(tmp)
+    BertForSequenceClassification(bert_config(shape, num_labels=2, classifier_dropout=0.0)).save_pretrained(tmp)
     reference = BertForSequenceClassification.from_pretrained(tmp, attn_implementation="sdpa")
     reference.bert.save_pretrained(f"{tmp}/encoder")  # the encoder and pooler alone: what from_pretrained maps
     encoder = minibert.from_pretrained(f"{tmp}/encoder")

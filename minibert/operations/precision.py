@@ -42,8 +42,6 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # quality of it has been measured for minibert; `--precision bf16` runs there all the same.
 NATIVE_BF16 = ("amx_bf16", "avx512_bf16")
 CPUINFO = Path("/proc/cpuinfo")
-
-
 HIDE = "MINIBERT_CPU_BF16"  # set to 0: auto treats this CPU as one without bf16 (the test suite sets it)
 
 
