@@ -98,7 +98,7 @@ class Settings:
     clip: float = option(1.0, "clip the gradient norm to this (0 = no clipping)")
     seed: int = option(0, "seed of every random draw: initialisation, data order, masks, dropout")
     skip_nonfinite: bool = option(False, "skip (and count) steps whose loss or gradient is NaN/Inf instead of stopping")
-    precision: str = option("auto", "number format of the matmuls: auto = bf16 autocast on a CUDA GPU or a CPU that has native bf16 (avx512_bf16, AMX), else fp32; bf16 and fp32 run anywhere; fp16 (CUDA only, with loss scaling) is for GPUs without bf16 such as the T4", PRECISIONS)
+    precision: str = option("auto", "number format of the matmuls: auto = bf16 autocast on a CUDA GPU that has it, else fp32 (a CPU's native bf16 is left to fine-tuning: its pretraining fell outside the fp32 bands); bf16 and fp32 run anywhere; fp16 (CUDA only, with loss scaling) is for GPUs without bf16 such as the T4", PRECISIONS)
 
     # --- bookkeeping -------------------------------------------------------------------------
     eval_every: int = option(250, "evaluate on the held-out split every N steps (and at the end)")
