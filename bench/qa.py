@@ -15,13 +15,17 @@ articles train, the last 10 score, so no passage is on both sides.
    weight decay 0.01, warm-up and decay (minibert's learning_rate), gradient clip 1, dropout 0.1;
    both answered by minibert's decoder and scored by SQuAD's rules. Each side's training steps
    alone are timed (no evaluation), in this one process on --threads threads.
-2. Each of --runs (minibert checkpoints) and its untrained twin (finetune/twin.py: the same config,
-   tokenizer and initial weights) fine-tuned with the default settings on --run-examples of the 38
-   articles' questions for --run-epochs, scored on all of the 10 articles' questions.
-3. The seconds to decode answers for every dev question from logits (bench/qa_decode.py's windows).
+2. The seconds to decode answers for every dev question from logits (bench/qa_decode.py's windows).
+3. With --runs-only: each of --runs (minibert checkpoints: the five default runs) and its untrained
+   twin (finetune/twin.py: the same config, tokenizer and initial weights) fine-tuned with the
+   default settings, as the README's SQuAD command runs them (all of the 38 articles' questions,
+   the recipe's epochs; --run-examples and --run-epochs take fewer), scored on all of the 10
+   articles' questions: what pretraining buys. It rewrites that section of --page alone, with its
+   own command, date and load; the other mode keeps the section as it is.
 
 Without the SQuAD file or the MiniLM package it prints one line and exits 0. --page writes the
-page; the numbers also go to WORK/qa.json, from which --render QA_JSON (with the run's flags) rewrites the page.
+page; the numbers also go to WORK/qa.json (--runs-only: WORK/qa-runs.json), from which --render
+QA_JSON (with the run's flags) rewrites the page.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import json
 import os
 import platform
 import random
+import re
 import sys
 import tempfile
 import time
@@ -223,13 +228,18 @@ def twin_folder(run: Path, out: Path) -> tuple[Path, str]:
 
 
 def default_run(init: Path, train: Path, dev: Path, out: Path, args) -> dict:
+    """A fine-tune with the default settings (the README's SQuAD command), fewer examples or epochs
+    only where --run-examples or --run-epochs say so."""
+    import torch
+
     from minibert.finetune.api import finetune
+    from minibert.operations.precision import Precision
 
     result = finetune(init=str(init), train=str(train), dev=str(dev), out=str(out), task="qa", max_train_examples=args.run_examples,
                       epochs=args.run_epochs, seed=0, device="cpu", overwrite=True)
     steps, seconds = training_seconds(out)
     return {"exact_match": result.metrics["exact_match"], "f1": result.metrics["f1"], "steps": steps, "seconds": seconds,
-            "recipe": result.metrics["recipe"]}
+            "recipe": result.metrics["recipe"], "precision": Precision.of("auto", torch.device("cpu")).name}
 
 
 def decode_seconds(squad: Path) -> dict:
@@ -333,24 +343,7 @@ def page(results: dict, args, command: str) -> str:
                   "on the same dev questions by transformers alone, in a process without minibert (bench/qa_agree.py: the "
                   "windows, offsets and decoding of the question-answering pipeline, which transformers 5.3 removed): "
                   f"{results['exported']}.", ""]
-    lines += ["## The default runs beside their untrained twins", ""]
-    if results["runs"]:
-        lines += [f"Each checkpoint and its untrained twin (finetune/twin.py: the same config, tokenizer and initial weights, "
-                  f"no pretraining) fine-tuned with the default settings (the recipe the checkpoint's width takes, "
-                  f"--max-len 384, --doc-stride 128) on {args.run_examples:,} of the 38 articles' questions "
-                  f"(--max-train-examples) for {args.run_epochs:g} epoch(s), seed 0, and scored on all "
-                  f"{results['run_dev_questions']:,} questions of the other 10 articles.", "",
-                  "| checkpoint | EM | F1 | untrained twin EM | twin F1 | F1 gain | steps | steps/s |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
-        for name, run in results["runs"].items():
-            trained, twin = run["pretrained"], run["untrained"]
-            lines.append(f"| {name} | {scores(trained)} | {scores(twin)} | {trained['f1'] - twin['f1']:+.1f} | "
-                         f"{trained['steps']} | {trained['steps'] / trained['seconds']:.2f} |")
-        lines += [""] + [f"- {name}: {run['twin']}; recipe {recipe['name']} ({recipe['row']}): lr {recipe['lr']:g}, layer-wise "
-                         f"lr decay {recipe['layer_decay']}, weight decay {recipe['weight_decay']:g}, batch {recipe['batch_size']}, "
-                         f"dropout {recipe['dropout']:g}" for name, run in results["runs"].items()
-                         for recipe in [run["pretrained"]["recipe"]]] + [""]
-    else:
-        lines += ["No --runs were given.", ""]
+    lines += [RUNS_HEADING, "", "Measured on its own: `python bench/qa.py --runs-only` (this page's runs section says how).", ""]
     decode = results["decode"]
     lines += ["## Decoding", "",
               f"Decoding answers from logits (`decode_spans`, v1.1) for all {decode['questions']:,} questions of SQuAD "
@@ -367,6 +360,111 @@ def page(results: dict, args, command: str) -> str:
               f"samples: seed 0 (`random.Random(0).sample`) of each side's questions. It took "
               f"{results['wall_minutes']:.0f} minutes.", ""]
     return "\n".join(lines)
+
+
+RUNS_HEADING = "## What pretraining buys: the default runs beside their untrained twins"
+RUNS_COMMAND = "python bench/qa.py --runs-only --page docs/qa.md --runs"
+
+
+def runs_section(results: dict, args) -> str:
+    """The page's section of --runs-only: each default run and its untrained twin, fine-tuned as the
+    README's SQuAD command does, and what the table shows."""
+    runs = results["runs"]
+    first = next(iter(runs.values()))["pretrained"]
+    amount = (f"{args.run_examples:,} of the 38 articles' questions (--max-train-examples)" if args.run_examples
+              else f"all {results['train_questions']:,} questions of the 38 articles")
+    epochs = f"{args.run_epochs:g} epoch(s)" if args.run_epochs else "the recipe's epochs"
+    gains = {name: run["pretrained"]["f1"] - run["untrained"]["f1"] for name, run in runs.items()}
+    ahead = [name for name, gain in gains.items() if gain > 0]
+    verdict = (f"Pretraining is ahead for {len(ahead)} of {len(runs)} runs ({', '.join(ahead) or 'none'}), by "
+               f"{min(gains.values()):+.1f} to {max(gains.values()):+.1f} F1 points in all. ")
+    lines = [RUNS_HEADING, "",
+             f"`{RUNS_COMMAND} {' '.join(f'checkpoints/{run.name}' for run in args.runs)}"
+             f"{f' --run-examples {args.run_examples}' if args.run_examples else ''}"
+             f"{f' --run-epochs {args.run_epochs:g}' if args.run_epochs else ''}`, {results['date']}, {results['machine']}; "
+             f"load average {results['load'][0]} at the start, {results['wall_minutes']:.0f} min in all.", "",
+             f"Each default run (`python train.py --variant NAME`; distilbert distilled from the bert run) and its untrained "
+             f"twin (finetune/twin.py: the same config, tokenizer and initial weights, no pretraining) fine-tuned with the "
+             f"default settings, as the README's SQuAD command runs them (the recipe the checkpoint's width takes, --max-len "
+             f"384, --doc-stride 128, --precision auto: {first['precision']} here) on {amount} for {epochs}, seed 0, and "
+             f"scored on all {results['run_dev_questions']:,} questions of the other 10 articles. One seed: a difference of a "
+             f"point or two is within what another seed could move.", "",
+             "| run | EM | F1 | untrained twin EM | twin F1 | F1 gain | steps | steps/s |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, run in runs.items():
+        trained, twin = run["pretrained"], run["untrained"]
+        lines.append(f"| {name} | {scores(trained)} | {scores(twin)} | {gains[name]:+.1f} | "
+                     f"{trained['steps']} | {trained['steps'] / trained['seconds']:.2f} |")
+    lines += ["", verdict + "At this size (2 layers, H = 128, a few minutes of pretraining on the embedded corpus) "
+              "neither side reads SQuAD well: the papers' models score 80 to 90 F1.", ""]
+    lines += [f"- {name}: {run['twin']}; recipe {recipe['name']} ({recipe['row']}): lr {recipe['lr']:g}, layer-wise "
+              f"lr decay {recipe['layer_decay']}, weight decay {recipe['weight_decay']:g}, batch {recipe['batch_size']}, "
+              f"dropout {recipe['dropout']:g}" for name, run in runs.items() for recipe in [run["pretrained"]["recipe"]]]
+    return "\n".join(lines) + "\n"
+
+
+def replace_section(text: str, heading: str, section: str) -> str:
+    """`text` with its section under `heading` (up to the next "## ") replaced by `section`, or
+    `section` put before "## Decoding" where the page has none yet."""
+    parts = re.split(r"^(?=## )", text, flags=re.MULTILINE)
+    for n, part in enumerate(parts):
+        if part.startswith(heading) or part.startswith("## The default runs beside their untrained twins"):
+            parts[n] = section + "\n"
+            return "".join(parts)
+    at = next((n for n, part in enumerate(parts) if part.startswith("## Decoding")), len(parts))
+    return "".join([*parts[:at], section + "\n", *parts[at:]])
+
+
+def kept_runs_section(page_path: Path | None, new: str) -> str:
+    """The page `new` with the runs section of the page already at `page_path`, measured by --runs-only."""
+    if page_path is None or not page_path.is_file():
+        return new
+    found = re.search(r"^## (What pretraining buys|The default runs beside).*?(?=^## )", page_path.read_text(encoding="utf-8"),
+                      flags=re.MULTILINE | re.DOTALL)
+    return replace_section(new, RUNS_HEADING, found.group(0).rstrip() + "\n") if found else new
+
+
+def split(args) -> tuple[Path, Path, Path, int, int]:
+    """--work (a temporary folder without it; --threads set), and SQuAD's dev set split there by
+    article: (work, the first 38 articles' file, the last 10's, their numbers of questions)."""
+    import torch
+
+    from minibert.finetune.squad import split_articles
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    work = args.work or Path(tempfile.mkdtemp(prefix="qa-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    train_all, dev_all = work / "train-38.json", work / "dev-10.json"
+    return work, train_all, dev_all, *split_articles(args.squad, 38, train_all, dev_all)
+
+
+def runs_only(args) -> int:
+    """--runs-only: the --runs beside their untrained twins on the 38/10 article split, into
+    WORK/qa-runs.json and --page's runs section (`runs_section`), nothing else measured."""
+    import torch
+
+    if not args.squad.is_file():
+        print(f"skipped: no SQuAD v1.1 file at {args.squad} (give --squad PATH)")
+        return 0
+    began, load = time.perf_counter(), [f"{os.getloadavg()[0]:.1f}"]
+    work, train_all, dev_all, train_questions, dev_questions = split(args)
+    results = {"date": str(datetime.date.today()), "machine": machine(torch.get_num_threads()), "train_questions": train_questions,
+               "run_dev_questions": dev_questions, "runs": {}}
+    for run in args.runs:
+        twin, line = twin_folder(run, work / f"{run.name}-untrained")
+        results["runs"][run.name] = {"twin": line.replace(str(run), run.name),
+                                     "pretrained": default_run(run, train_all, dev_all, work / f"{run.name}-qa", args),
+                                     "untrained": default_run(twin, train_all, dev_all, work / f"{run.name}-untrained-qa", args)}
+        (work / "qa-runs.json").write_text(json.dumps(results, indent=2))  # each pair as soon as it is measured
+    results["load"], results["wall_minutes"] = load, (time.perf_counter() - began) / 60
+    (work / "qa-runs.json").write_text(json.dumps(results, indent=2))
+    section = runs_section(results, args)
+    print(section)
+    if args.page:
+        text = args.page.read_text(encoding="utf-8") if args.page.is_file() else ""
+        args.page.write_text(replace_section(text, RUNS_HEADING, section), encoding="utf-8")
+        print(f"wrote {args.page}")
+    return 0
 
 
 def main() -> int:
@@ -386,18 +484,26 @@ def main() -> int:
     parser.add_argument("--steps-only", action="store_true",
                         help="time the two models' training steps alone, pair by pair, in fp32 and in bf16 autocast, and add "
                              "them to --work's qa.json (and --page), training nothing else")
-    parser.add_argument("--runs", type=Path, nargs="*", default=[], help="minibert checkpoints to fine-tune beside their untrained twins")
-    parser.add_argument("--run-examples", type=int, default=2000, help="the runs' training questions (default 2000)")
-    parser.add_argument("--run-epochs", type=float, default=1.0)
+    parser.add_argument("--runs-only", action="store_true",
+                        help="fine-tune --runs beside their untrained twins and rewrite --page's section of them alone")
+    parser.add_argument("--runs", type=Path, nargs="*", default=[], help="with --runs-only: minibert checkpoints to fine-tune "
+                        "beside their untrained twins (the five default runs)")
+    parser.add_argument("--run-examples", type=int, help="the runs' training questions (default: all of the 38 articles')")
+    parser.add_argument("--run-epochs", type=float, help="the runs' epochs (default: the recipe's)")
     parser.add_argument("--threads", type=int, help="torch threads for every side (default: torch's)")
     parser.add_argument("--work", type=Path, help="where the files and runs go (default: a temporary folder)")
     parser.add_argument("--page", type=Path, help="write the page here (docs/qa.md)")
     parser.add_argument("--render", type=Path, help="write --page from a run's qa.json (the same flags), training nothing")
     args = parser.parse_args()
+    if args.runs and not args.runs_only:
+        parser.error("--runs goes with --runs-only, which measures them and their twins on their own")
     if args.steps_only:
         return steps_only(args)
+    if args.runs_only:
+        return runs_only(args)
     if args.render:
-        args.page.write_text(page(json.loads(args.render.read_text()), args, f"{PAGE} {' '.join(size_flags(args))}"), encoding="utf-8")
+        text = page(json.loads(args.render.read_text()), args, f"{PAGE} {' '.join(size_flags(args))}")
+        args.page.write_text(kept_runs_section(args.page, text), encoding="utf-8")
         return 0
     if not args.squad.is_file():
         print(f"skipped: no SQuAD v1.1 file at {args.squad} (give --squad PATH)")
@@ -407,15 +513,8 @@ def main() -> int:
         return 0
     import torch
 
-    from minibert.finetune.squad import split_articles
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
     began, load = time.perf_counter(), [f"{os.getloadavg()[0]:.1f}"]
-    work = args.work or Path(tempfile.mkdtemp(prefix="qa-bench-"))
-    work.mkdir(parents=True, exist_ok=True)
-    train_all, dev_all = work / "train-38.json", work / "dev-10.json"
-    _, dev_questions = split_articles(args.squad, 38, train_all, dev_all)
+    work, train_all, dev_all, _, dev_questions = split(args)
     train = sample(train_all, args.examples, work / "train.jsonl")
     dev = sample(dev_all, args.dev_examples, work / "dev.jsonl")
     minilm = minilm_folder(work)
@@ -427,18 +526,13 @@ def main() -> int:
     results["paired"] = paired_steps(minilm, train, args, args.pairs)
     results["exported"] = exported_answers(work / "minibert", dev, work / "minibert-export", args)
     load.append(f"{os.getloadavg()[0]:.1f}")
-    results["runs"] = {}
-    for run in args.runs:
-        twin, line = twin_folder(run, work / f"{run.name}-untrained")
-        results["runs"][run.name] = {"twin": line.replace(str(run), run.name),
-                                     "pretrained": default_run(run, train_all, dev_all, work / f"{run.name}-qa", args),
-                                     "untrained": default_run(twin, train_all, dev_all, work / f"{run.name}-untrained-qa", args)}
     results["decode"] = decode_seconds(args.squad)
     results["load"], results["wall_minutes"] = load, (time.perf_counter() - began) / 60
     (work / "qa.json").write_text(json.dumps(results, indent=2))
     print(json.dumps(results, indent=2))
     if args.page:
-        args.page.write_text(page(results, args, f"{PAGE} {' '.join(size_flags(args))}"), encoding="utf-8")
+        args.page.write_text(kept_runs_section(args.page, page(results, args, f"{PAGE} {' '.join(size_flags(args))}")),
+                             encoding="utf-8")
         print(f"wrote {args.page}")
     return 0
 
@@ -470,7 +564,8 @@ def steps_only(args) -> int:
         stored.write_text(json.dumps(results, indent=2))
         if args.page:
             first = argparse.Namespace(**{**vars(args), "threads": results["threads"]})  # the fine-tunes' own command
-            args.page.write_text(page(results, first, f"{PAGE} {' '.join(size_flags(first))}"), encoding="utf-8")
+            args.page.write_text(kept_runs_section(args.page, page(results, first, f"{PAGE} {' '.join(size_flags(first))}")),
+                                 encoding="utf-8")
             print(f"wrote {args.page}")
     return 0
 
@@ -481,8 +576,7 @@ def size_flags(args) -> list[str]:
             f"--doc-stride {args.doc_stride}", f"--batch-size {args.batch_size}", f"--lr {args.lr:g}", f"--epochs {args.epochs:g}",
             *([f"--precision {args.precision}"] if args.precision != "fp32" else []),
             *([f"--seed {args.seed}"] if getattr(args, "seed", 0) else []),
-            *([f"--runs {' '.join(run.name for run in args.runs)}", f"--run-examples {args.run_examples}",
-               f"--run-epochs {args.run_epochs:g}"] if args.runs else []), *([f"--threads {args.threads}"] if args.threads else [])]
+            *([f"--threads {args.threads}"] if args.threads else [])]
 
 
 if __name__ == "__main__":

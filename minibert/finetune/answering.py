@@ -7,8 +7,9 @@ the id). Each question is read in the windows its fine-tune read (--max-len, --m
 (and, for a model fine-tuned on SQuAD 2.0, --null-threshold): so a model answers its own dev
 file as its fine-tune did. --out FILE.json is the official layout, {id: answer}; any other name
 is a TSV of id, answer, score (the answer's probability among the n best) and the answer's
-first character in the context (-1 for no answer). In Python, `Classifier.predict` takes
-(question, context) pairs and gives an `Answer` per pair.
+first character in the context (-1 for no answer). `--null-threshold X` answers again with
+another threshold, as BERT's README tunes it on dev (the fine-tune prints the best one). In
+Python, `Classifier.predict` takes (question, context) pairs and gives an `Answer` per pair.
 """
 
 from __future__ import annotations
@@ -71,12 +72,12 @@ def answer_rows(model: SpanExtractor, tokenizer: Tokenizer, rows: list, batch_si
 
 
 def answered(model: SpanExtractor, tokenizer: Tokenizer, examples: SquadData, batch_size: int,
-             max_len: int | None = None, amp: Precision | None = None) -> dict[str, Answer]:
+             max_len: int | None = None, amp: Precision | None = None, null_threshold: float | None = None) -> dict[str, Answer]:
     """Each question's Answer by id, in the examples' order, read and decoded as its fine-tune did
     (`model.reading`: its windows of --max-len, unless `max_len` says otherwise, and its decoding
-    flags); the model under `amp` (None: fp32)."""
+    flags, unless `null_threshold` says otherwise); the model under `amp` (None: fp32)."""
     reading = model.reading
-    decoding = Decoding.of(reading)
+    decoding = Decoding.of({**reading, "null_threshold": null_threshold})
     max_len = qa_max_len(reading.get("max_len") if max_len is None else max_len, model)
     device = next(model.parameters()).device
     windows, _ = question_windows(tokenizer, examples, max_len, decoding.max_query_len, decoding.doc_stride, labelled=False)
@@ -94,10 +95,12 @@ def chosen(decoded: Decoded, question_id: str) -> Answer:
 
 
 def answer_file(classifier, file: str | Path, out: Path, batch_size: int, max_len: int | None,
-                amp: Precision | None = None) -> int:
+                amp: Precision | None = None, null_threshold: float | None = None) -> int:
     """Write every question of `file` with its answer into `out` (predictions.json's layout for a
-    .json `out`, else a TSV), the model under `amp` (None: fp32). Returns how many questions were answered."""
-    answers = answered(classifier.model, classifier.tokenizer, read_questions(Path(file)), batch_size, max_len, amp)
+    .json `out`, else a TSV), the model under `amp` (None: fp32), "" past `null_threshold` (None: the
+    model's own). Returns how many questions were answered."""
+    answers = answered(classifier.model, classifier.tokenizer, read_questions(Path(file)), batch_size, max_len, amp,
+                       null_threshold)
     if out.suffix == ".json":
         write_json(out, {qid: found.text for qid, found in answers.items()})
     else:

@@ -28,15 +28,21 @@ from .tasks import Columns, TaskData, read_texts
 
 def predict_file(classifier_dir: str | Path, file: str | Path, out: str | Path, text_columns: list[str] | None = None,
                  batch_size: int = DEFAULT_BATCH_SIZE, max_len: int | None = None, device: str = "auto",
-                 overwrite: bool = False, precision: str = "auto") -> Path:
+                 overwrite: bool = False, precision: str = "auto", null_threshold: float | None = None) -> Path:
     """Write `out`: the prediction and score of every row of `file` (one row per word for a
     tagger), as predictions.tsv lays them out, the model run under `precision` (--precision, as
     fine-tuning's: auto is bf16 autocast on a GPU or CPU with native bf16, said in one line). An
-    existing `out` is refused unless `overwrite`."""
+    existing `out` is refused unless `overwrite`. `null_threshold` (--null-threshold): a question-answering
+    model fine-tuned on SQuAD 2.0 data answers again with it instead of its own."""
     out = Path(out)
     check_new_file(out, overwrite)
     check_batch_size(batch_size)
     model, tokenizer, labels = classifier = load_classifier(classifier_dir)
+    if null_threshold is not None and not (isinstance(model, SpanExtractor) and model.reading.get("with_null")):
+        kind = "was fine-tuned on SQuAD 1.1 data, which has no unanswerable questions" if isinstance(model, SpanExtractor) \
+            else "is no question-answering model"
+        raise ValueError(f"--null-threshold sets when a model fine-tuned on SQuAD 2.0 answers \"\"; {classifier_dir} {kind}: "
+                         f"drop it")
     target = Distributed().device(device)
     amp = Precision.of(precision, target)  # fp16 on a CPU fails now, before any row is read
     if chose := auto_line(precision, target):
@@ -46,7 +52,7 @@ def predict_file(classifier_dir: str | Path, file: str | Path, out: str | Path, 
             raise ValueError("--text-columns names a sentence classifier's columns; a question-answering model reads "
                              "question and context columns, so drop it")
         model.to(target)
-        answered = answer_file(classifier, file, out, batch_size, max_len, amp)
+        answered = answer_file(classifier, file, out, batch_size, max_len, amp, null_threshold)
         print(f"{answered} questions of {file} answered into {out}", flush=True)
         return out
     data = read_rows(classifier, file, text_columns)

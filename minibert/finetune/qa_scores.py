@@ -13,6 +13,15 @@ also reports best_exact/best_f1: the scores at the threshold on the odds that wo
 best, found as the official script does by sweeping the questions in order of their odds.
 The main scores are those of the predictions as given (the decoder already applied its
 threshold), as the official script scores them for any threshold it applies of 1.0 or below.
+
+The keys are the official scripts' own: v1.1's `exact_match` and `f1`; for v2.0 data or a
+model that may answer "" also v2.0's `exact`, `total`, `HasAns_*`, `NoAns_*` and `best_*`
+(`exact_match` stays beside `exact`, so that one key reads every run's exact match).
+
+The official sweep reads the predictions as given: a question the decoder already answered ""
+counts as "" at every threshold, so it cannot see a better threshold above the one applied.
+`reanswered_threshold` sweeps each question's best span instead (the answer it would give if
+answered), which is what answering again with another --null-threshold gives.
 """
 
 from __future__ import annotations
@@ -69,9 +78,10 @@ def squad_scores(examples: Sequence[QAExample], predictions: dict[str, str], nul
         if missing:
             raise ValueError(f"no {what} for {len(missing)} of {len(examples)} questions (the first: {missing[0]!r}); "
                              f"score the predictions made for these very questions")
-    exact = {e.id: max(exact_match(predictions[e.id], gold) for gold in gold_answers(e)) for e in examples}
-    f1 = {e.id: max(token_f1(predictions[e.id], gold) for gold in gold_answers(e)) for e in examples}
+    exact, f1 = question_scores(examples, predictions)
     report = totals("", exact, f1, examples)
+    if null_odds is not None or any(e.is_impossible for e in examples):  # v2.0: its script's keys too
+        report = {"exact": report["exact_match"], **report}
     if any(e.is_impossible for e in examples):
         report |= totals("HasAns_", exact, f1, [e for e in examples if not e.is_impossible])
         report |= totals("NoAns_", exact, f1, [e for e in examples if e.is_impossible])
@@ -79,6 +89,13 @@ def squad_scores(examples: Sequence[QAExample], predictions: dict[str, str], nul
         for name, scores in (("exact", exact), ("f1", f1)):
             report[f"best_{name}"], report[f"best_{name}_thresh"] = best_threshold(examples, predictions, scores, null_odds)
     return report
+
+
+def question_scores(examples: Sequence[QAExample], predictions: dict[str, str]) -> tuple[dict[str, float], dict[str, float]]:
+    """Each question's exact match and F1 (0 to 1), the best over its gold answers."""
+    exact = {e.id: max(exact_match(predictions[e.id], gold) for gold in gold_answers(e)) for e in examples}
+    f1 = {e.id: max(token_f1(predictions[e.id], gold) for gold in gold_answers(e)) for e in examples}
+    return exact, f1
 
 
 def totals(prefix: str, exact: dict[str, float], f1: dict[str, float], examples: Sequence[QAExample]) -> dict:
@@ -94,18 +111,56 @@ def totals(prefix: str, exact: dict[str, float], f1: dict[str, float], examples:
 def best_threshold(examples: Sequence[QAExample], predictions: dict[str, str], scores: dict[str, float],
                    null_odds: dict[str, float]) -> tuple[float, float]:
     """(best score as a percentage, its threshold) over thresholds on the null odds, where
-    odds above the threshold predict "no answer". The official sweep: start from every
-    question answered "no answer" (a point per impossible question), then answer them one by
-    one in order of rising odds, each adding its score (an impossible one answered with text
-    loses its point), keeping the best total and the odds where it was reached (0.0 if none beat the start)."""
+    odds above the threshold predict "no answer", as the official script finds them (`sweep`):
+    the threshold is the odds of the last question answered, 0.0 if none beat the start."""
+    best, order, answered = sweep(examples, predictions, scores, null_odds)
+    return 100.0 * best / len(examples), float(null_odds[order[answered - 1]]) if answered else 0.0
+
+
+def sweep(examples: Sequence[QAExample], predictions: dict[str, str], scores: dict[str, float],
+          null_odds: dict[str, float]) -> tuple[float, list[str], int]:
+    """The official sweep: start from every question answered "no answer" (a point per impossible
+    question), then answer them one by one in order of rising odds, each adding its score (an
+    impossible one answered with text loses its point). Returns the best total, the question ids
+    in that order, and how many of them were answered at the best (0: none beat the start)."""
     current = best = sum(e.is_impossible for e in examples)
-    threshold = 0.0
+    answered = 0
     by_id = {e.id: e for e in examples}
-    for id in sorted(by_id, key=lambda id: null_odds[id]):
+    order = sorted(by_id, key=lambda id: null_odds[id])
+    for n, id in enumerate(order, start=1):
         if not by_id[id].is_impossible:
             current += scores[id]
         elif predictions[id]:
             current -= 1
         if current > best:
-            best, threshold = current, null_odds[id]
-    return 100.0 * best / len(examples), float(threshold)
+            best, answered = current, n
+    return best, order, answered
+
+
+def reanswered_threshold(examples: Sequence[QAExample], spans: dict[str, str], null_odds: dict[str, float]) -> dict:
+    """The --null-threshold that would score best if the questions were answered again with it, and
+    those scores: the official sweep over each question's best span `spans` ("" where it has none)
+    rather than over the answers given, so a threshold above the one applied is seen too. Each
+    threshold is a short number strictly between the odds of the last question it answers and the
+    next one's, so that answering again with it answers exactly those questions.
+    {"exact", "exact_thresh", "f1", "f1_thresh"}: percentages, and thresholds on the odds."""
+    exact, f1 = question_scores(examples, spans)
+    found = {}
+    for name, scores in (("exact", exact), ("f1", f1)):
+        best, order, answered = sweep(examples, spans, scores, null_odds)
+        odds = [null_odds[id] for id in order]
+        below = odds[answered - 1] if answered else odds[0] - 1.0
+        above = odds[answered] if answered < len(odds) else odds[-1] + 1.0
+        found[name], found[f"{name}_thresh"] = 100.0 * best / len(examples), between(below, above)
+    return found
+
+
+def between(low: float, high: float) -> float:
+    """The number with the fewest significant digits strictly between `low` and `high` (`low`
+    itself where there is no room: questions with equal odds are answered together)."""
+    middle = (low + high) / 2
+    for digits in range(1, 18):
+        short = float(f"{middle:.{digits}g}")
+        if low < short < high:
+            return short
+    return float(low)

@@ -7,7 +7,8 @@
     train       heads.py:SpanExtractor on the windows, with the loop every fine-tune runs
                 (training.py: schedule, checkpoints, --resume, --eval-every, torchrun)
     decode      span_decoding.py: the best span of each question over its windows
-    score       scores of SQuAD's official scripts: exact match and F1 (2.0: HasAns, NoAns, best_f1)
+    score       scores of SQuAD's official scripts, under their keys: exact match and F1 (2.0: HasAns,
+                NoAns, best_f1), and for 2.0 the --null-threshold that answering again would score best with
     OUT         the model, eval.json, predictions.json (the official layout, {id: answer}),
                 nbest_predictions.json, and for SQuAD 2.0 null_odds.json
 
@@ -45,10 +46,10 @@ from .settings import HEADLINE, FinetuneSettings
 from .answering import Decoding, answer, qa_max_len, window_logits
 from .soft_targets import SpanDistillation
 from .teacher import TEACHER_FILE, cache_key, load_span_teacher, read_cache, write_cache
-from .span_decoding import Decoded, write_predictions
+from .span_decoding import Decoded, best_spans, write_predictions
 from .squad import QAExample, SquadData, is_squad, read_squad
 from .tasks import subsample_rows
-from .qa_scores import squad_scores
+from .qa_scores import reanswered_threshold, squad_scores
 from .training import claimed, done, in_shards, processes, task_streams, train_steps
 from .windows import Window, question_windows, window_inputs
 
@@ -56,6 +57,12 @@ from .windows import Window, question_windows, window_inputs
 def asks_questions(task: str, train: Path) -> bool:
     """Whether a job answers questions (--task qa, or "auto" on SQuAD's files)."""
     return task == "qa" or (task == "auto" and is_squad(train))
+
+
+def squad_version(train: Path) -> str:
+    """Which SQuAD a training file is, and so which recipe row it takes: "2.0" when some of its
+    questions have no answer, else "1.1"."""
+    return "2.0" if read_squad(train).has_impossible else "1.1"
 
 
 def refuse_for_questions(settings: FinetuneSettings, files: TaskFiles) -> None:
@@ -130,7 +137,10 @@ def answer_into(settings: FinetuneSettings, files: TaskFiles, backbone: tuple[En
         ids, found = [example.id for example in dev], in_shards(len(dev), answer_rows, dist)
         answers = Decoded(*({qid: part[k] for qid, part in zip(ids, found)} for k in range(2)),
                           {qid: part[2] for qid, part in zip(ids, found)} if with_null else {})
-        return squad_scores(dev, answers.predictions, answers.null_odds if with_null else None), answers
+        if not with_null:
+            return squad_scores(dev, answers.predictions), answers
+        reanswered = reanswered_threshold(dev, best_spans(answers), answers.null_odds)  # the threshold step
+        return {**squad_scores(dev, answers.predictions, answers.null_odds), "reanswered": reanswered}, answers
 
     evaluations = Evaluations(model, score, files.metric or HEADLINE["qa"], settings.patience, dist, last_step=loop.steps)
     streams = task_streams(len(train_windows), settings.batch_size, loop.seed, settings.grad_accum, dist)
@@ -153,9 +163,20 @@ def answer_into(settings: FinetuneSettings, files: TaskFiles, backbone: tuple[En
     done(files.out, dist)
     kept_at = f" (step {report['kept_step']}, the best {report['selected_by']} of {len(report['evaluations'])} evaluations)" \
         if len(report["evaluations"]) > 1 else ""
-    print(f"{files.name}: dev exact match {report['exact_match']:.2f}, F1 {report['f1']:.2f} on {len(dev)} questions{kept_at}; "
+    print(f"{files.name}: dev exact match {report['exact_match']:.2f}, F1 {report['f1']:.2f} on {len(dev)} questions"
+          f"{threshold_words(report, settings.null_threshold, files.out)}{kept_at}; "
           f"{'model, ' if files.keep_model else ''}eval.json and predictions.json in {files.out}", flush=True)
     return report
+
+
+def threshold_words(report: dict, threshold: float, out: Path) -> str:
+    """For a model that may answer "" (SQuAD 2.0): the threshold its scores were made at, and the one
+    that would score best if the dev questions were answered again with it (`reanswered_threshold`)."""
+    best = report.get("reanswered")
+    if best is None:
+        return ""
+    return (f" at --null-threshold {threshold:g} (the best threshold for these questions: {best['f1_thresh']}, F1 "
+            f"{best['f1']:.2f}; python -m minibert predict {out} FILE --null-threshold {best['f1_thresh']} answers with it)")
 
 
 def span_teacher_logits(settings: FinetuneSettings, tokenizer: Tokenizer, examples: SquadData, windows: list[Window],

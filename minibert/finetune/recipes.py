@@ -15,17 +15,21 @@ pretraining calls for, and the choice a recipe leaves open, made on training row
              is not searched), weight decay 0.01, dropout 0.1 (BERT's fine-tuning code).
 
 Question answering (SQuAD) takes its own row of each recipe, the settings each family released
-for SQuAD (`SQUAD_ROWS`); `albert`, `roberta` and `distilbert` name the families whose only
-published fine-tuning settings minibert takes are their SQuAD ones, so they are question
-answering's alone:
+for SQuAD (`SQUAD_ROWS`), and for SQuAD 2.0 data (a training file with questions that have no
+answer) the family's 2.0 row where it published one (`SQUAD2_ROWS`: BERT's and ALBERT's; the
+others gave one row for both versions, and the line says so); `albert`, `roberta` and
+`distilbert` name the families whose only published fine-tuning settings minibert takes are
+their SQuAD ones, so they are question answering's alone:
 
     electra     ELECTRA's table for the width, as above, but 2 epochs ("2 for SQuAD"); batch 32
     bert        google-research/bert's README, BERT-base on SQuAD 1.1: lr 3e-5, batch 12, 2 epochs,
                 weight decay 0.01 (the paper's section 4.2 tuned BERT-large: lr 5e-5, batch 32, 3
-                epochs for 1.1; batch 48, 2 epochs for 2.0)
-    albert      ALBERT's Table 16 (Lan et al., 2020), SQuAD 1.1: lr 5e-5, batch 48, 3,649 steps (2
-                epochs), no dropout in the encoder; weight decay 0.01 (BERT's optimizer). SQuAD 2.0's
-                row is lr 3e-5, 8,144 steps
+                epochs for 1.1; batch 48, 2 epochs for 2.0); for 2.0 the README's BERT-large row:
+                lr 3e-5, batch 24, 2 epochs
+    albert      ALBERT's Table 14 (Lan et al., 2020), SQuAD 1.1: lr 5e-5, batch 48, 3,649 steps (2
+                epochs), no dropout in the encoder; weight decay 0.01 (BERT's optimizer). SQuAD 2.0:
+                lr 3e-5, 8,144 steps (3 epochs), 512 tokens (its README's 2.0 command, lr 5e-5 for 2
+                epochs at 384, is not taken: the paper's table gives both rows)
     roberta     RoBERTa's Table 10 (Liu et al., 2019), RoBERTa-large on SQuAD: lr 1.5e-5, batch 48,
                 2 epochs, weight decay 0.01, warm-up over 6% of the steps
     distilbert  transformers' run_squad_w_distillation.py, DistilBERT's SQuAD script: its defaults
@@ -114,8 +118,8 @@ SQUAD_ROWS = {
                      "google-research/bert README.md, SQuAD 1.1 with BERT-base (run_squad.py --learning_rate 3e-5 "
                      "--num_train_epochs 2.0 --train_batch_size 12 --max_seq_length 384 --doc_stride 128)"),
     "albert": SquadRow("ALBERT's SQuAD 1.1 row", 5e-5, 0.01, 48, 2.0, 384,
-                       "Lan et al. 2020 (ALBERT), Table 16: SQuAD v1.1 lr 5e-5, batch 48, ALBERT dropout 0 (classifier "
-                       "dropout 0.1: a span head has none), 3,649 steps (2 epochs), max_seq_length 384", dropout=0.0),
+                       "Lan et al. 2020 (ALBERT), Table 14: SQuAD v1.1 lr 5e-5, batch 48, ALBERT dropout 0 (classifier "
+                       "dropout 0.1: a span head has none), 3,649 steps (2 epochs), 365 warm-up, max_seq_length 384", dropout=0.0),
     "roberta": SquadRow("RoBERTa-large's SQuAD row", 1.5e-5, 0.01, 48, 2.0, 512,
                         "Liu et al. 2019 (RoBERTa), Table 10: SQuAD lr 1.5e-5, batch 48, weight decay 0.01, 2 epochs, warm-up ratio 0.06",
                         warmup=0.06),
@@ -124,6 +128,24 @@ SQUAD_ROWS = {
                            "(defaults: learning_rate 5e-5, per_gpu_train_batch_size 8, num_train_epochs 3, weight_decay 0, "
                            "warmup_steps 0, max_seq_length 384)", warmup=0.0),
 }
+# SQuAD 2.0's own rows, where a family published one (the training file holds questions without an answer)
+SQUAD2_ROWS = {
+    "bert": SquadRow("BERT-large's SQuAD 2.0 row", 3e-5, 0.01, 24, 2.0, 384,
+                     "google-research/bert README.md, SQuAD 2.0 with BERT-large, the only 2.0 row it gives (run_squad.py "
+                     "--learning_rate 3e-5 --num_train_epochs 2.0 --train_batch_size 24 --max_seq_length 384 --doc_stride 128 "
+                     "--version_2_with_negative)"),
+    "albert": SquadRow("ALBERT's SQuAD 2.0 row", 3e-5, 0.01, 48, 3.0, 512,
+                       "Lan et al. 2020 (ALBERT), Table 14: SQuAD v2.0 lr 3e-5, batch 48, ALBERT dropout 0, 8,144 steps "
+                       "(about 3 epochs of SQuAD 2.0's 130,319 training questions), 814 warm-up, max_seq_length 512; "
+                       "google-research/albert's README runs 2.0 at lr 5e-5 for 2 epochs at 384 instead: the paper's row "
+                       "is taken, as for 1.1", dropout=0.0),
+}
+# why a family without a SQuAD 2.0 row of its own takes its one row for 2.0 too
+ONE_ROW = {"electra": "configure_finetuning.py gives squad (2.0) and squadv1 one row; its 2.0 answerability classifier is "
+                      "not minibert's, whose span head scores \"no answer\" at [CLS]",
+           "roberta": "Table 10 gives one row for both versions",
+           "distilbert": "the script's --version_2_with_negative changes none of its settings"}
+SQUAD_VERSIONS = ("1.1", "2.0")
 READS = {"cls": "the [CLS] vector", "mean": "the mean of the last layer"}  # each pooling, in words
 SENTENCE_LEARNED = 0.85  # the held-out NSP/SOP accuracy from which a run's [CLS] is read (checkpoint_pooling says why)
 METRICS = "metrics.jsonl"  # where a run records its held-out evaluations (eval_<task>_accuracy)
@@ -203,13 +225,13 @@ class Recipe:
         return f"pooling {own.name}: the head reads {READS[own.name]}, since {own.why}; --pooling {other} reads {READS[other]}"
 
 
-def recipe_for(name: str, config: ModelConfig, pooling: Pooling = BERT_POOLING, questions: bool = False) -> Recipe:
+def recipe_for(name: str, config: ModelConfig, pooling: Pooling = BERT_POOLING, squad: str | None = None) -> Recipe:
     """The recipe `name` (--recipe) for an encoder of `config`'s width, whose pretraining calls for
-    `pooling`; `questions`: its SQuAD row (`squad_recipe`)."""
+    `pooling`; `squad` a SQuAD version ("1.1", "2.0"): its question-answering row (`squad_recipe`)."""
     if name not in RECIPES:
         raise ValueError(f"--recipe {name!r}: choose among {', '.join(RECIPES)}")
-    if questions:
-        return squad_recipe(name, config)
+    if squad is not None:
+        return squad_recipe(name, config, squad)
     if name in QA_ONLY:
         raise ValueError(f"--recipe {name} is {name}'s SQuAD settings, for question answering alone; "
                          f"a sentence or tagging task takes --recipe electra, bert or grid")
@@ -229,17 +251,22 @@ def electra_row(width: int) -> tuple[str, float, float, str]:
     return size, lr, decay, f"H = {published}" + ("" if width == published else f", H = {width} takes it")
 
 
-def squad_recipe(name: str, config: ModelConfig) -> Recipe:
-    """A recipe's question-answering row (SQUAD_ROWS): ELECTRA's lr and layer decay by the width,
-    as for sentence tasks, with its SQuAD epochs; the others as their families released them."""
+def squad_recipe(name: str, config: ModelConfig, version: str = "1.1") -> Recipe:
+    """A recipe's question-answering row for SQuAD `version` ("2.0": the training file has questions
+    without an answer): the family's own 2.0 row where it published one (SQUAD2_ROWS), else its one
+    row (SQUAD_ROWS), the line saying why; ELECTRA's lr and layer decay by the width, as for sentence
+    tasks, with its SQuAD epochs; the others as their families released them."""
     if name == "grid":
         raise ValueError("--recipe grid is the BERT miniatures' GLUE lr grid; they published no SQuAD settings, so "
                          "question answering takes --recipe electra (the default), bert, albert, roberta or distilbert")
-    row = SQUAD_ROWS[name]
+    own = SQUAD2_ROWS.get(name) if version == "2.0" else None
+    row = own or SQUAD_ROWS[name]
     lr, decay, label = row.lr, None, row.row
     if name == "electra":
         size, lr, decay, takes = electra_row(config.hidden_size)
         label = f"ELECTRA-{size}'s SQuAD row ({takes})"
+    if version == "2.0" and own is None:
+        label = f"{label}, for SQuAD 2.0 too ({ONE_ROW[name]})"
     return Recipe(name, label, lr, decay, row.weight_decay, row.epochs, row.epochs, row.source, batch_size=row.batch_size,
                   dropout=row.dropout, windows=row.windows, warmup=row.warmup)
 

@@ -23,7 +23,7 @@ from .checkpoint import check_out
 from .glue_sweep import run_glue
 from .glue_tasks import write_training_text
 from .job import TaskFiles, finetune, load_backbone, reads_words, refuse_sentence_flags
-from .question_answering import asks_questions, finetune_qa, refuse_for_questions
+from .question_answering import asks_questions, finetune_qa, refuse_for_questions, squad_version
 from .recipes import checkpoint_pooling, recipe_for
 from .settings import FinetuneSettings
 from .training import check_unfinished, rank_0_prints
@@ -67,16 +67,18 @@ def run_tasks(settings: FinetuneSettings, dist: Distributed) -> list[dict] | dic
             check_out(job.out, settings.overwrite)
             check_unfinished(job.out, settings.overwrite)
     backbone = load_backbone(settings.init)
-    config = backbone[0].config  # a recipe by kind of task: question answering takes its SQuAD row
-    recipes = {qa: recipe_for(settings.recipe, config, checkpoint_pooling(settings.init), questions=qa) for qa in sorted(set(questions))}
+    config = backbone[0].config  # a recipe by kind of task: question answering takes its SQuAD row, 2.0's on SQuAD 2.0 data
+    squads = [squad_version(job.train) if qa else None for job, qa in zip(jobs, questions)]
+    recipes = {squad: recipe_for(settings.recipe, config, checkpoint_pooling(settings.init), squad=squad)
+               for squad in sorted(set(squads), key=lambda version: version or "")}
     for recipe in recipes.values():
         print(recipe.line(settings.recipe_overrides(), glue=False), flush=True)
     per_token = [tags or qa for tags, qa in zip(tagging, questions)]  # heads that read every token's own vector: no pooling
     if not all(per_token):
-        print(recipes[False].pooling_line(settings.pooling), flush=True)
-    reports = [(finetune_qa if qa else finetune)(settings.with_recipe(recipes[qa], recipes[qa].values(tagging=reads)), job, backbone,
-                                                 device, amp)
-               for job, reads, qa in zip(jobs, per_token, questions)]
+        print(recipes[None].pooling_line(settings.pooling), flush=True)
+    reports = [(finetune_qa if qa else finetune)(settings.with_recipe(recipes[squad], recipes[squad].values(tagging=reads)), job,
+                                                 backbone, device, amp)
+               for job, reads, qa, squad in zip(jobs, per_token, questions, squads)]
     if settings.tasks:
         print(table([job.name for job in jobs], reports), flush=True)
     return reports

@@ -19,7 +19,10 @@ SQuAD v2.0 (`allow_null`): "no answer" is the span [CLS]..[CLS] (position 0), sc
 start + end logit, the lowest over the question's windows (the window most sure there is an
 answer speaks for the question). null_odds = null score - best span's score; above
 `null_threshold` the answer is "". The n-best list carries the null entry too (text "",
-start None), and each entry's probability is the softmax over the list's scores.
+start None), and each entry's probability is the softmax over the list's scores. A question
+without a single valid span answers "", and its null odds are its null score less 0, the score
+of the "empty" entry run_squad.py and utils_qa.py put in its place (NO_SPAN_SCORE): a finite
+number, as null_odds.json must hold for a strict JSON parser.
 
 The work is a few tensor operations over all windows at once (top-k, a [n_best x n_best]
 score matrix per window, a sort) and one short Python loop per question; it writes nothing,
@@ -39,6 +42,7 @@ from ..operations.files import write_json
 from .squad import QAExample
 
 NOT_PASSAGE = (-1, -1)  # the offsets of a token that is not in the context (question, specials, padding)
+NO_SPAN_SCORE = 0.0  # the best span's score where a question has none: upstream's "empty" entry's (start, end logits 0)
 
 
 class Decoded(NamedTuple):
@@ -224,7 +228,7 @@ def assemble(examples: Sequence[QAExample], owner: np.ndarray, spans: np.ndarray
             entries = sorted([*entries, null], key=lambda entry: -entry["score"])[:n_best]
             if not any(entry is null for entry in entries):
                 entries.append(null)
-            null_odds[example.id] = score - best["score"] if best else math.inf
+            null_odds[example.id] = score - (best["score"] if best else NO_SPAN_SCORE)
         top = max(entry["score"] for entry in entries) if entries else 0.0
         weights = [math.exp(entry["score"] - top) for entry in entries]
         total = sum(weights)
@@ -234,6 +238,13 @@ def assemble(examples: Sequence[QAExample], owner: np.ndarray, spans: np.ndarray
         predictions[example.id] = best["text"] if answered else ""
         nbest[example.id] = entries
     return Decoded(predictions, nbest, null_odds)
+
+
+def best_spans(decoded: Decoded) -> dict[str, str]:
+    """Each question's best span, the answer it gives whenever its null odds are within the threshold
+    ("" for a question without one): what answering again at another --null-threshold reads."""
+    return {qid: next((entry["text"] for entry in entries if entry["start"] is not None), "")
+            for qid, entries in decoded.nbest.items()}
 
 
 def write_predictions(out: str | Path, decoded: Decoded) -> list[Path]:

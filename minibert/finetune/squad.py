@@ -1,12 +1,13 @@
 """Extractive question answering data: SQuAD v1.1 and v2.0, read unchanged.
 
-Two layouts, as SQuAD ships and as the Hugging Face datasets write it:
+Three layouts, as SQuAD ships it and as transformers' run_qa.py reads it:
 
     .json    SQuAD's own file: {"version": ..., "data": [{"title", "paragraphs": [{"context",
              "qas": [{"id", "question", "answers": [{"text", "answer_start"}],
              "is_impossible"?, "plausible_answers"?}]}]}]}
-    .jsonl   one question per line: {"id", "title", "context", "question",
-             "answers": {"text": [...], "answer_start": [...]}} (empty lists: no answer)
+    .json    run_qa.py's local file: {"data": [record, ...]}, one record per question
+    .jsonl   one record per line (a .json file of JSON lines is read so too): {"id", "title",
+             "context", "question", "answers": {"text": [...], "answer_start": [...]}} (empty lists: no answer)
 
 A gold answer is a character span of its context, and the span is what a model learns, so
 every answer is checked against its context (`context[answer_start:][:len(text)] == text`):
@@ -14,6 +15,9 @@ an offset that does not point at its text is an error naming the question, never
 silently dropped or trained on the wrong words. SQuAD v2.0 adds questions the paragraph does
 not answer (no gold answers; `plausible_answers` are kept but not trained on); `has_impossible`
 tells a caller whether a file has any, so one that fits only v1.1 can refuse it.
+
+A question is read without its leading whitespace, as run_qa.py strips it (`q.lstrip()`): some of
+SQuAD's questions begin with a space, which a byte-level BPE (RoBERTa's) would read as a token of its own.
 """
 
 from __future__ import annotations
@@ -28,10 +32,12 @@ from ..operations.files import write_atomic
 from .tasks import task_file
 
 FORMATS = (".json", ".jsonl")
-LAYOUT = ('SQuAD\'s {"data": [{"title", "paragraphs": [{"context", "qas": [...]}]}]} (.json) or one '
-          '{"id", "context", "question", "answers": {"text": [...], "answer_start": [...]}} per line (.jsonl)')
+RECORD = '{"id", "context", "question", "answers": {"text": [...], "answer_start": [...]}}'
+LAYOUT = (f'SQuAD\'s {{"data": [{{"title", "paragraphs": [{{"context", "qas": [...]}}]}}]}} or {{"data": [{RECORD}, ...]}} '
+          f'(.json), or one {RECORD} per line (.jsonl)')
 SNIFF_BYTES = 1 << 16  # how much of a .json file `is_squad` looks at
 SQUAD_OPENING = re.compile(r'"data"\s*:\s*\[\s*\{')
+QUESTION_KEYS = ("context", "question", "answers")  # what a record of one question has (run_qa.py's columns)
 
 
 @dataclass
@@ -62,21 +68,23 @@ class SquadData(list):
 
 def is_squad(path: str | Path) -> bool:
     """Whether `path` looks like question answering data, for --task auto: a .json file that
-    opens with SQuAD's {"data": [{...  and names "paragraphs" in its first 64 KiB (enough for
-    any real file, and no second full read: read_squad checks everything else), or a .jsonl
-    file whose first record has "context", "question" and "answers"."""
+    opens with {"data": [{...  and names "paragraphs" (SQuAD's) or "context" and "question"
+    (run_qa.py's records) in its first 64 KiB (enough for any real file, and no second full read:
+    read_squad checks everything else), or a .jsonl file, or a .json file of JSON lines, whose
+    first record has "context", "question" and "answers"."""
     path = Path(path)
     if path.suffix not in FORMATS or not path.is_file():
         return False
     with path.open(encoding="utf-8-sig", errors="replace") as file:
-        if path.suffix == ".json":
-            head = file.read(SNIFF_BYTES)
-            return head.lstrip().startswith("{") and bool(SQUAD_OPENING.search(head)) and '"paragraphs"' in head
-        try:
-            first = next(json_objects(path, file), None)
-        except ValueError:
-            return False
-    return first is not None and all(key in first[1] for key in ("context", "question", "answers"))
+        head = file.read(SNIFF_BYTES)
+    if path.suffix == ".json" and head.lstrip().startswith("{") and SQUAD_OPENING.search(head):
+        return '"paragraphs"' in head or all(f'"{key}"' in head for key in QUESTION_KEYS[:2])
+    first = head.lstrip().split("\n", 1)[0]
+    try:
+        record = json.loads(first)
+    except ValueError:
+        return False
+    return isinstance(record, dict) and all(key in record for key in QUESTION_KEYS)
 
 
 def read_squad(path: str | Path, labelled: bool = True) -> SquadData:
@@ -87,9 +95,11 @@ def read_squad(path: str | Path, labelled: bool = True) -> SquadData:
     path = Path(path)
     with task_file(path, FORMATS, "question answering data") as file:
         if path.suffix == ".jsonl":
-            examples = [jsonl_example(path, line, record, labelled) for line, record in json_objects(path, file)]
+            examples = [record_example(path, f"{path} line {line}", record, labelled) for line, record in json_objects(path, file)]
         else:
-            examples = list(json_examples(path, load_json(path, file), labelled))
+            top = load_json(path, file)
+            examples = list(json_examples(path, top, labelled) if isinstance(top, dict) else
+                            (record_example(path, f"{path} line {line}", record, labelled) for line, record in top))
     if not examples:
         raise ValueError(f"{path} holds no questions; write {LAYOUT}")
     seen = set()
@@ -100,11 +110,15 @@ def read_squad(path: str | Path, labelled: bool = True) -> SquadData:
     return SquadData(path, examples)
 
 
-def load_json(path: Path, file) -> dict:
-    """The top-level object of a SQuAD .json file; broken JSON names its line and column."""
+def load_json(path: Path, file) -> dict | list[tuple[int, dict]]:
+    """The top-level object of a SQuAD .json file; or, for a .json file of JSON lines (one object
+    per line, as the .jsonl layout), its (line number, record) pairs. Broken JSON names its line and column."""
+    text = file.read()
     try:
-        top = json.load(file)
+        top = json.loads(text)
     except json.JSONDecodeError as error:
+        if error.msg == "Extra data" and text.lstrip().startswith("{"):  # more than one object: JSON lines
+            return list(json_objects(path, text.splitlines()))
         raise ValueError(f"{path} is not valid JSON (line {error.lineno} column {error.colno}: {error.msg}); "
                          f"fix the file or re-download it") from None
     if not isinstance(top, dict) or not isinstance(top.get("data"), list):
@@ -113,12 +127,17 @@ def load_json(path: Path, file) -> dict:
 
 
 def json_examples(path: Path, top: dict, labelled: bool = True):
-    """QAExamples from SQuAD's nesting of articles, paragraphs and questions."""
+    """QAExamples from SQuAD's nesting of articles, paragraphs and questions, or from run_qa.py's
+    list of records, one per question (an entry with "question" and no "paragraphs")."""
     for a, article in enumerate(top["data"]):
         where = f"{path} article {a}"
+        if isinstance(article, dict) and "paragraphs" not in article and "question" in article:
+            yield record_example(path, f"{path} record {a}", article, labelled)
+            continue
         paragraphs = article.get("paragraphs") if isinstance(article, dict) else None
         if not isinstance(paragraphs, list):
-            raise ValueError(f'{where}: no "paragraphs" list; every article is {{"title", "paragraphs": [...]}}')
+            raise ValueError(f'{where}: no "paragraphs" list; every article is {{"title", "paragraphs": [...]}}, '
+                             f"or every entry a record {RECORD}")
         title = article.get("title", "")
         for p, paragraph in enumerate(paragraphs):
             qas = paragraph.get("qas") if isinstance(paragraph, dict) else None
@@ -132,16 +151,17 @@ def json_examples(path: Path, top: dict, labelled: bool = True):
                               qa.get("answers", None if labelled else []), qa.get("is_impossible"), qa.get("plausible_answers", []))
 
 
-def jsonl_example(path: Path, line: int, record: dict, labelled: bool = True) -> QAExample:
-    """One Hugging Face record: `answers` as {"text": [...], "answer_start": [...]} (or SQuAD's list of pairs)."""
+def record_example(path: Path, where: str, record: dict, labelled: bool = True) -> QAExample:
+    """One question's record (a .jsonl line, or an entry of run_qa.py's {"data": [...]}): `answers` as
+    {"text": [...], "answer_start": [...]} (or SQuAD's list of pairs); `where` locates it in errors."""
     answers = record.get("answers", None if labelled else [])
     if isinstance(answers, dict):
         texts, starts = answers.get("text"), answers.get("answer_start")
         if not isinstance(texts, list) or not isinstance(starts, list) or len(texts) != len(starts):
-            raise ValueError(f'{path} line {line}: "answers" needs "text" and "answer_start" lists of one length, '
+            raise ValueError(f'{where}: "answers" needs "text" and "answer_start" lists of one length, '
                              f"got {json.dumps(answers)[:80]}")
         answers = [{"text": text, "answer_start": start} for text, start in zip(texts, starts)]
-    return example(path, record.get("id"), f"{path} line {line}", record.get("title", ""), record.get("context"),
+    return example(path, record.get("id"), where, record.get("title", ""), record.get("context"),
                    record.get("question"), answers, record.get("is_impossible"), record.get("plausible_answers", []))
 
 
@@ -166,7 +186,7 @@ def example(path: Path, id, where: str, title, context, question, answers, is_im
                          f"move them to plausible_answers or drop is_impossible")
     if is_impossible is False and not gold:
         raise ValueError(f"{named} has no answers but is_impossible is false; add its answers or mark it true")
-    return QAExample(id, title, question, context, gold, not gold, spans(named, context, plausible, "plausible_answers"))
+    return QAExample(id, title, question.lstrip(), context, gold, not gold, spans(named, context, plausible, "plausible_answers"))
 
 
 def spans(named: str, context: str, answers, key: str) -> list[tuple[str, int]]:
@@ -197,7 +217,10 @@ def split_articles(path: str | Path, first_n: int, out_a: str | Path, out_b: str
     data = read_squad(path)  # checks every question before anything is written
     with task_file(path, (".json",), "a SQuAD file to split") as file:
         top = load_json(path, file)
-    articles = top["data"]
+    articles = top["data"] if isinstance(top, dict) else []
+    if not all(isinstance(article, dict) and "paragraphs" in article for article in articles):
+        raise ValueError(f"{path} holds one record per question, not SQuAD's articles; splitting by article needs "
+                         f'SQuAD\'s own {{"data": [{{"title", "paragraphs": [...]}}]}} file')
     if not 0 < first_n < len(articles):
         raise ValueError(f"{path} has {len(articles)} articles; first_n must be between 1 and {len(articles) - 1}, got {first_n}")
     counts = []

@@ -6,7 +6,7 @@
     python -m minibert attention DIR "The cat sat on the mat." [--layer L] [--head H] --out FILE.png
     python -m minibert export DIR OUT [--overwrite]
     python -m minibert curves RUN [RUN ...] --out FILE.png [--metric NAME ...]
-    python -m minibert predict CLF FILE --out predictions.tsv [--text-columns A [B]] [--precision P] [--overwrite]
+    python -m minibert predict CLF FILE --out predictions.tsv [--text-columns A [B]] [--precision P] [--null-threshold X] [--overwrite]
     python -m minibert explore DIR [--port P] [--no-browser] [--out page.html [--text TEXT ...]]
 
 DIR is a minibert checkpoint (what `python train.py` leaves in checkpoints/<variant>) or a
@@ -115,6 +115,9 @@ def add_predict_command(commands) -> None:
     predict.add_argument("--device", choices=DEVICES, default="auto", help="auto = cuda when available, else cpu")
     predict.add_argument("--precision", choices=PRECISIONS, default="auto", help="number format of the matmuls, as fine-tuning's: "
                          "auto = bf16 autocast on a CUDA GPU or a CPU with native bf16, else fp32 (default auto)")
+    predict.add_argument("--null-threshold", type=float, metavar="X", help="a question-answering model fine-tuned on SQuAD "
+                         "2.0 data: answer \"\" where the no-answer score beats the best span's by more than X (default: the "
+                         "threshold it was fine-tuned with; the fine-tune prints the best one for its dev questions)")
     predict.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
 
 
@@ -178,7 +181,7 @@ def run(args: argparse.Namespace) -> None:
         left = "left as it was" if Path(args.out).exists() else "not written"  # --out is published whole, at the end
         try:
             predict_file(args.classifier, args.file, args.out, args.text_columns, args.batch_size, args.max_len, args.device,
-                         args.overwrite, args.precision)
+                         args.overwrite, args.precision, args.null_threshold)
         except KeyboardInterrupt:
             raise Interrupted(f"--out {args.out} {left}") from None
         return
