@@ -42,7 +42,7 @@ def masking_of(variant) -> tuple[Masking, bool]:
     specials = [0, 100, 101, 102, 103]
     masking = Masking(vocab_size=VOCAB, never_masked=specials, never_drawn=specials, mask_id=SPECIALS["mask_id"], mask_prob=0.15,
                       replace_probs=tuple(s.replace_probs), max_span=s.max_span,
-                      word_starts=torch.from_numpy(word_start) if s.whole_word else None)
+                      word_starts=torch.from_numpy(word_start) if s.whole_word else None, count=s.mask_count, smoothing=s.mask_smoothing)
     return masking, s.masking == "static"
 
 

@@ -86,9 +86,9 @@ def inference(out: Path, glue: Path) -> tuple[float, float, int]:
     """A fine-tuned model's dev set in fp32 and under bf16 autocast: (largest |logit difference|,
     share of predicted labels that agree, rows)."""
     from minibert.finetune import load_classifier
-    from minibert.finetune.inference import check_max_len, logit_batches
-    from minibert.finetune.predictions import fine_tuned_max_len
-    from minibert.finetune.tasks import read_texts
+    from minibert.finetune.kinds.kind import check_max_len, fine_tuned_max_len
+    from minibert.finetune.kinds.sentence_files import read_texts
+    from minibert.finetune.kinds.sentences import logits_of
     from minibert.operations.precision import Precision
 
     classifier = load_classifier(out)
@@ -97,8 +97,8 @@ def inference(out: Path, glue: Path) -> tuple[float, float, int]:
     logits = {}
     for name in ("fp32", "bf16"):
         amp = Precision(name, torch.device("cpu"))
-        logits[name] = torch.cat([batch.float() for batch, _ in logit_batches(classifier.model, classifier.tokenizer, data, 32,
-                                                                              max_len, "cpu", amp)])
+        logits[name] = torch.cat([batch.float() for batch in logits_of(classifier.model, classifier.tokenizer, data, 32,
+                                                                       max_len, "cpu", amp)])
     agree = (logits["fp32"].argmax(-1) == logits["bf16"].argmax(-1)).float().mean().item()
     return (logits["fp32"] - logits["bf16"]).abs().max().item(), agree, len(data)
 

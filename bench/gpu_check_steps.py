@@ -133,7 +133,7 @@ def end_to_end(dry_run: bool) -> tuple[dict, str, bool]:
     weights and batch, bf16 autocast, taking turns step by step (drift hits all alike)."""
     from throughput import SHAPES, build_pair, make_batch, shape_config
 
-    from minibert.tools.flops import BatchShape, training_flops
+    from minibert.runs.flops import BatchShape, training_flops
     from minibert.operations.precision import Precision
 
     device = torch.device("cpu" if dry_run else "cuda")
@@ -187,7 +187,7 @@ def end_to_end(dry_run: bool) -> tuple[dict, str, bool]:
                          f"{first_loss[key]:.4f}"])
     header = ["model", "padding", "tokens/s", "ms/step", "MFU", "first loss"]
     note = (f"\n\n{name}; shape {shape}; bf16 autocast; forward + backward + fused AdamW, {steps} timed steps after "
-            f"{warmup} warm-up, median; models interleaved. MFU = minibert.tools.flops.training_flops (real tokens "
+            f"{warmup} warm-up, median; models interleaved. MFU = minibert.runs.flops.training_flops (real tokens "
             f"only, decoder at masked positions only) / dense bf16 peak ({peak or 'unknown'} TFLOP/s). "
             f"First losses agree within 5%: {ok}.")
     return {"device": name, "shape": shape, "peak_tflops": peak, "rows": results}, table(header, rows) + note, ok

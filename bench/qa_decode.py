@@ -4,7 +4,7 @@ Usage: python bench/qa_decode.py [--windows-of 384] [--stride 128] [--repeat 3]
 Cuts the dev set's 10,570 questions into windows of 384 tokens, as a fine-tune would (the
 question, then as much of the context as fits, the next window 128 tokens on), with the
 context's whitespace words standing in for sub-word tokens, and decodes random logits of that
-shape with minibert.finetune.span_decoding (v1.1 and v2.0 decoding). Without the shared dev
+shape with minibert.finetune.kinds.span_decoding (v1.1 and v2.0 decoding). Without the shared dev
 file, synthetic questions of its size (150 words of context each) stand in.
 Prints the windows, the questions and the best seconds of --repeat runs.
 """
@@ -20,8 +20,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from minibert.finetune.span_decoding import decode_spans  # noqa: E402
-from minibert.finetune.squad import QAExample, read_squad  # noqa: E402
+from minibert.finetune.kinds.span_decoding import decode_spans  # noqa: E402
+from minibert.finetune.kinds.squad import QAExample, read_squad  # noqa: E402
 
 DEV = REPO.parent / "shared" / "datasets" / "squad" / "dev-v1.1.json"
 

@@ -24,7 +24,7 @@ projection at masked positions only — divided by this machine's measured matmu
 row's precision (a 2048² matmul, fp32 or bf16). "Strict MFU" (training) also credits the last
 layer only with the work a loss at the masked positions needs, which minibert exploits: it is
 the stricter measure of how much of the machine goes into necessary arithmetic. Both counts are
-`minibert.tools.flops`; fine-tuning is 3 × the encoder's forward, inference 1 ×.
+`minibert.runs.flops`; fine-tuning is 3 × the encoder's forward, inference 1 ×.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import time
 import torch
 
 from minibert import ModelConfig
-from minibert.tools.flops import BatchShape, encoder_flops, training_flops
+from minibert.runs.flops import BatchShape, encoder_flops, training_flops
 
 MODES = ("train", "finetune", "infer")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}

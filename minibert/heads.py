@@ -353,7 +353,7 @@ class SpanExtractor(EncoderWithHead):
     ends it with softmax_j(E · h_j); the loss is the mean of the two cross-entropies at the
     gold start and end. A window that does not hold the answer (or a SQuAD 2.0 question that
     has none) points both at [CLS], position 0, so the same two softmaxes also learn "no
-    answer here". Picking the best span from the two is decoding (finetune/span_decoding.py)."""
+    answer here". Picking the best span from the two is decoding (finetune/kinds/span_decoding.py)."""
 
     num_labels = 2  # the head's outputs: start and end
 
@@ -361,7 +361,6 @@ class SpanExtractor(EncoderWithHead):
         if num_labels != 2:
             raise ValueError(f"a span head has two outputs (start, end), not {num_labels}")
         super().__init__(config, lambda c: nn.Linear(c.hidden_size, 2))
-        self.reading: dict = {}  # how its fine-tune cut windows and chose answers (--max-len, --doc-stride, ...): saved with it
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, start_positions=None,
                 end_positions=None) -> SpanOutput:

@@ -43,11 +43,14 @@ CheckpointPlan = tuple[ModelConfig, Callable[[str], tuple[str, ...]], tuple[str,
 
 @dataclass(frozen=True)
 class Translation:
-    """A foreign checkpoint layout: how to plan reading its config.json (stored, head, tensors)
-    and how to write a model in it (model, directory, head, tokenizer, family)."""
+    """A foreign checkpoint layout: how to plan reading its config.json (stored, head, tensors),
+    how to write a model in it (model, directory, head, tokenizer, family), and how to read a
+    sequence classifier fine-tuned in it, with its class names (directory, stored: fine-tuning's
+    --teacher, finetune/teacher.py)."""
 
     read_plan: Callable[[dict, str | None, TensorFile], CheckpointPlan]
     save: Callable[[nn.Module, Path, str | None, object, str | None], None]
+    read_classifier: Callable[[Path, dict], tuple[nn.Module, list[str] | None]]
 
 
 # format name -> its translation; "hf" comes from minibert/interop/huggingface/ (registered on import)

@@ -21,7 +21,8 @@ ModelConfig field) scales them up.
 The objectives decide the examples: "nsp" or "sop" among them asks for segment pairs of that
 kind (`example_layout`), none for packed full sentences; `--layout`, `--nsp`, `--sop` and
 `--no-nsp` swap the sentence task (`run_objectives`). Adding a sixth family means one more
-entry here and, if its idea is new, one more file in minibert/objectives/.
+entry here; if its idea is new, also one more file in minibert/objectives/, the branch of
+`build_pretrainer` that builds it, and the fields of its values in training/settings.py.
 """
 
 from __future__ import annotations
@@ -102,7 +103,8 @@ VARIANTS: dict[str, Variant] = {
             model_fields=dict(embedding_size=64, share_layers="all", activation="gelu_tanh"),
             # n-gram masking over whole words, as ALBERT's data script does (create_pretraining_data.py:
             # do_whole_word_mask on, n-grams of its word candidates, each word = a ▁ piece and the
-            # pieces after it; its script also starts a word at a punctuation piece)
+            # pieces after it; its script also starts a word at a punctuation piece, and lets an
+            # n-gram run on across [SEP], where minibert's span stops: docs/departures.md)
             settings=dict(masking="dynamic", max_span=3, whole_word=True),
         ),
         Variant(

@@ -2,7 +2,8 @@
 
 from hypothesis import given, strategies as st
 
-from minibert.finetune.answer_spans import aligned, answer_tokens, normalize_answer
+from minibert.finetune.kinds.squad_scores import normalize_answer
+from minibert.finetune.kinds.windows import aligned, answer_tokens
 
 # "The 1990s were loud." as a whitespace-and-punctuation tokenizer with a split "1990 ##s" would cut it
 CONTEXT = "The 1990s were loud."

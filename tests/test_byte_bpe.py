@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from minibert import fill_mask, from_pretrained, save_pretrained
 from minibert.corpus.default_corpus import prose_paragraph
-from minibert.finetune.tasks import read_task
+from minibert.finetune.kinds.sentence_files import read_task
 from minibert.interop.tokenizers import ByteLevelBPETokenizer
 from minibert.tokenizers import load_tokenizer
 from minibert.interop.tokenizers.byte_bpe import byte_to_char, pretokenizer

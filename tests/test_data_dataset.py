@@ -26,7 +26,8 @@ def parts(tmp_path_factory):
     directory = tmp_path_factory.mktemp("store")
     store, tokenizer = numbered_store(SHAPE, directory), PositionTokenizer()
     spans = build_examples(store, **CUT)
-    masking = Masking.for_tokenizer(tokenizer, mask_prob=0.15, replace_probs=(0.8, 0.1, 0.1), max_span=1, whole_word=False)
+    masking = Masking.for_tokenizer(tokenizer, mask_prob=0.15, replace_probs=(0.8, 0.1, 0.1), max_span=1, whole_word=False,
+                                    count="bernoulli", smoothing=0.0)
     return store, Examples.from_spans(store, spans, tokenizer, 32), tokenizer, masking, directory
 
 

@@ -20,9 +20,10 @@ from safetensors.torch import load_file
 
 from minibert import Encoder, ModelConfig, save_pretrained
 from minibert.finetune import main
-from minibert.finetune import job
-from minibert.finetune.tasks import read_texts
-from minibert.finetune.teacher import TEACHER_FILE, load_teacher, reference_classifier
+from minibert.finetune.kinds import sentences
+from minibert.finetune.kinds.sentence_files import read_texts
+from minibert.finetune.teacher import TEACHER_FILE, load_teacher
+from minibert.interop.huggingface.classifiers import reference_classifier
 from minibert.heads import IGNORE_INDEX
 from minibert.finetune.soft_targets import score_target_loss, soft_target_loss
 from minibert.tokenizers.wordpiece import WordPieceTokenizer
@@ -185,8 +186,8 @@ def test_alpha_one_at_temperature_one_follows_the_teacher_on_held_out_rows(stude
 
     def no_teacher(*args, **kwargs):
         raise AssertionError("the teacher ran again although its outputs were cached")
-    monkeypatch.setattr(job, "logit_batches", no_teacher)
-    monkeypatch.setattr(job, "predict_with_scores", lambda *args, **kwargs: ([0] * 40, [1.0] * 40))  # the student's own dev pass is not the point
+    monkeypatch.setattr(sentences, "logits_of", no_teacher)
+    monkeypatch.setattr(sentences, "predict", lambda *args, **kwargs: ([0] * 40, [1.0] * 40))  # the student's own dev pass is not the point
     assert run(student_dir, toy["train"], toy["dev"], out, "--teacher", str(teacher_dir), "--alpha", "1",
                "--temperature", "1", "--transfer", str(toy["transfer"])) == 0
 
@@ -203,7 +204,7 @@ def test_transfer_texts_read_alike_from_txt_and_task_files_with_or_without_label
 
 
 def test_transfer_texts_take_the_text_columns_named_for_the_task(tmp_path):
-    from minibert.finetune.tasks import Columns
+    from minibert.finetune.kinds.sentence_files import Columns
     qnli_like = tmp_path / "transfer.tsv"
     qnli_like.write_text("index\tquestion\tsentence\n0\tWho wrote it?\tShe wrote it.\n1\tWhen?\tIn May.\n")
     with pytest.raises(ValueError, match="question would not be read"):

@@ -261,17 +261,17 @@ def qa_sessions(qa_models):
 
 @pytest.mark.parametrize("name", ["squad1", "squad2"])
 def test_the_answer_is_predicts_and_each_windows_probabilities_sum_to_one(name, qa_sessions):
-    """The chosen span is what answering.answered (python -m minibert predict) gives for the same
+    """The chosen span is what spans.answered (python -m minibert predict) gives for the same
     question and passage; each window's start and end probabilities, over [CLS], the question
     and separators, and the passage tokens it holds, sum to 1 (a softmax over the window, not
     over the padding window_logits adds to a shorter window)."""
-    from minibert.finetune.answering import answered
-    from minibert.finetune.squad import QAExample, SquadData
-    from minibert.finetune.windows import question_windows
+    from minibert.finetune.kinds.spans import answered
+    from minibert.finetune.kinds.squad import QAExample, SquadData
+    from minibert.finetune.kinds.windows import question_windows
 
     session = qa_sessions[name]
     answer = ask(session, QUESTION, PASSAGE)
-    expected = answered(session.model, session.tokenizer, SquadData("x", [QAExample("q", "", QUESTION, PASSAGE, [])]), 8)["q"]
+    expected = answered(session.model, session.tokenizer, session.reading, SquadData("x", [QAExample("q", "", QUESTION, PASSAGE, [])]), 8)["q"]
     found = answer["answer"]
     assert (found["text"], found["start"]) == (expected.text, expected.start)
     assert found["probability"] == pytest.approx(expected.score)

@@ -239,8 +239,8 @@ def test_a_typed_question_shows_its_windows_its_answer_and_the_n_best_list(brows
     """Typed as a learner types them, the question and passage are answered as predict answers
     them: the answer highlighted in the passage, a probability strip per window, the n-best list,
     the null score; the pretraining panels are not there. The page written with --out shows the same."""
-    from minibert.finetune.answering import answered
-    from minibert.finetune.squad import QAExample, SquadData
+    from minibert.finetune.kinds.spans import answered
+    from minibert.finetune.kinds.squad import QAExample, SquadData
 
     session, url = qa_page
     console_errors(browser)
@@ -249,7 +249,7 @@ def test_a_typed_question_shows_its_windows_its_answer_and_the_n_best_list(brows
     assert "at most 64 tokens" in browser.find_element("id", "question-limit").text
     ask_in_page(browser, QUESTION, PASSAGE)
     wait_until_answered(browser)
-    expected = answered(session.model, session.tokenizer, SquadData("x", [QAExample("q", "", QUESTION, PASSAGE, [])]), 8)["q"]
+    expected = answered(session.model, session.tokenizer, session.reading, SquadData("x", [QAExample("q", "", QUESTION, PASSAGE, [])]), 8)["q"]
     said = browser.find_element("id", "qa-said")
     assert said.get_attribute("data-answer") == expected.text and int(said.get_attribute("data-start")) == expected.start
     marks = browser.find_elements("id", "answer-span")

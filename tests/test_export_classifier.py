@@ -29,7 +29,7 @@ from minibert.__main__ import main
 from minibert.corpus.vocabulary import train_tokenizer
 from minibert.finetune import main as finetune_main
 from minibert.finetune.checkpoint import load_classifier, save_classifier
-from minibert.finetune.tasks import LabelMap
+from minibert.finetune.kinds.sentence_files import LabelMap
 from minibert.heads import SequenceClassifier, SpanExtractor, TokenClassifier
 from minibert.interop import huggingface
 from minibert.interop.huggingface import export as export_module
@@ -348,8 +348,8 @@ def test_transformers_alone_gives_minibert_answers_from_the_export(span_exports,
     (the windows, offsets and decoding of the question-answering pipeline that transformers 5.3
     removed): the same answers as minibert's, over passages read in several windows, with
     words the tokenizer spells in byte pieces."""
-    from minibert.finetune.answering import answered
-    from minibert.finetune.squad import read_squad
+    from minibert.finetune.kinds.spans import answered
+    from minibert.finetune.kinds.squad import read_squad
 
     checkpoint, out, _, _, _, _ = span_exports["bert"]
     passage = ("The small cat sees the dog near the river. A big cow eats the green fish. The dog chases the "
@@ -360,8 +360,8 @@ def test_transformers_alone_gives_minibert_answers_from_the_export(span_exports,
     squad.write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": [
         {"context": passage * 2, "qas": questions}]}]}), encoding="utf-8")
     loaded = load_classifier(checkpoint)
-    loaded.model.reading = {**loaded.model.reading, "doc_stride": 8}  # windows of 40 tokens (all the model has) overlapping by 8
-    answers = answered(loaded.model, loaded.tokenizer, read_squad(squad), batch_size=4, max_len=40)
+    reading = {**loaded.reading, "doc_stride": 8}  # windows of 40 tokens (all the model has) overlapping by 8
+    answers = answered(loaded.model, loaded.tokenizer, reading, read_squad(squad), batch_size=4, max_len=40)
     predictions = tmp_path / "predictions.json"
     predictions.write_text(json.dumps({qid: answer.text for qid, answer in answers.items()}), encoding="utf-8")
     done = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[1] / "bench" / "qa_agree.py"), str(out), str(squad),

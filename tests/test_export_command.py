@@ -28,7 +28,7 @@ from minibert import Encoder, MaskedLM, ReplacedTokenDetector
 from minibert.__main__ import main
 from minibert.corpus.vocabulary import train_tokenizer
 from minibert.finetune.checkpoint import load_classifier, save_classifier
-from minibert.finetune.tasks import LabelMap
+from minibert.finetune.kinds.sentence_files import LabelMap
 from minibert.heads import SequenceClassifier
 from minibert.operations.files import TMP_PREFIX
 from minibert.interop.huggingface import custom_code

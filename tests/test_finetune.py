@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from minibert import Encoder, ModelConfig, save_pretrained
 from minibert.finetune.recipes import DROPOUT
-from minibert.finetune.tasks import LabelMap, TaskData, read_task, task_of
+from minibert.finetune.kinds.sentence_files import LabelMap, TaskData, read_task, task_of
 from minibert.tokenizers.wordpiece import WordPieceTokenizer
 from minibert.finetune import (
     classification_metrics, load_classifier, main, model_inputs, pearson, predict, ranks, regression_metrics, save_classifier,
@@ -376,7 +376,7 @@ def test_sts_b_layout_reads_as_a_regression_pair_task(tmp_path):
             ("1", "main-captions", "MSRvid", "2012test", "0004", "none", "none", "A man plays a flute.", "A man plays the flute.", "3.800")]
     data = read_task(write_tsv(tmp_path / "dev.tsv", header, rows))
     assert data.pairs == ["An air plane is taking off.", "A man plays the flute."] and task_of(data) == "regression"
-    from minibert.finetune.tasks import regression_targets
+    from minibert.finetune.kinds.sentence_files import regression_targets
 
     assert regression_targets(data) == [5.0, 3.8]
 
@@ -543,7 +543,7 @@ def test_tags_are_learned_at_each_words_first_sub_token(piece_model_dir, tmp_pat
     assert report["accuracy"] >= 0.95 and report["f1"] >= 0.9, report
     model, tokenizer, labels = load_classifier(out)
     assert type(model).__name__ == "TokenClassifier" and labels.names == ["B-NEG", "B-POS", "O"]
-    from minibert.finetune.tagged import read_tagged
+    from minibert.finetune.kinds.tags import read_tagged
 
     predicted = predict(model, tokenizer, read_tagged(dev), batch_size=4, max_len=64, device="cpu")
     rows = [line.split("\t") for line in (out / "predictions.tsv").read_text().splitlines()[1:]]
@@ -555,8 +555,8 @@ def test_tags_are_learned_at_each_words_first_sub_token(piece_model_dir, tmp_pat
 @given(st.lists(st.tuples(st.sampled_from(NEUTRAL + POSITIVE), st.sampled_from(["", "s", "ly", "sly"])), min_size=1, max_size=12),
        st.integers(4, 20))
 def test_word_inputs_read_each_tag_at_the_words_first_piece(words, max_len):
-    from minibert.finetune.tagged import TaggedData
-    from minibert.finetune.inference import word_inputs
+    from minibert.finetune.kinds.tags import TaggedData
+    from minibert.finetune.kinds.tags import word_inputs
     from minibert.heads import IGNORE_INDEX
 
     tokenizer = WordPieceTokenizer(PIECES)
@@ -576,7 +576,7 @@ def test_word_inputs_read_each_tag_at_the_words_first_piece(words, max_len):
 
 
 def test_entities_and_tagging_scores_on_hand_computed_cases():
-    from minibert.finetune.scores import entities, tagging_metrics
+    from minibert.finetune.kinds.scores import entities, tagging_metrics
 
     assert entities(["B-PER", "I-PER", "O", "B-LOC", "I-LOC", "I-LOC"]) == {(0, 2, "PER"), (3, 6, "LOC")}
     assert entities(["O", "I-ORG", "I-ORG"]) == {(1, 3, "ORG")}  # a stray I- starts an entity, as conlleval reads it

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from minibert.finetune import glue_sweep, job, main
+from minibert.finetune import job, main
+from minibert.finetune.glue import sweep as glue_sweep
 
 from test_finetune import toy_rows, write_tsv
 from test_glue_recipes import STEPS, checkpoint, task_folder
@@ -40,13 +41,13 @@ def hold():
 # on stderr after the finished runs' progress bars).
 HELD_THIRD_RUN = HOLD + """
 from minibert.finetune import job
-train_task, runs = job.train_task, []
+train_steps, runs = job.train_steps, []
 def third_held(*args, **kwargs):
     runs.append(1)
     if len(runs) == 3:
         hold()
-    return train_task(*args, **kwargs)
-job.train_task = third_held
+    return train_steps(*args, **kwargs)
+job.train_steps = third_held
 import train
 sys.exit(train.main(sys.argv[1:]))
 """
@@ -121,15 +122,15 @@ def test_ctrl_c_between_task_folders_names_the_models_kept_and_how_to_replace_th
         write_tsv(tmp_path / name / "dev.tsv", ["sentence", "label"], toy_rows(8, seed=2))
     init, out = checkpoint(tmp_path / "pre", 0), tmp_path / "out"
     argv = ["--init", str(init), "--tasks", *map(str, folders), "--out", str(out), *STEPS]
-    train_task, runs = job.train_task, []
+    train_steps, runs = job.train_steps, []
 
     def pressed(*args, **kwargs):
         runs.append(1)
         if len(runs) == pressed_at:
             raise KeyboardInterrupt
-        return train_task(*args, **kwargs)
+        return train_steps(*args, **kwargs)
 
-    monkeypatch.setattr(job, "train_task", pressed)
+    monkeypatch.setattr(job, "train_steps", pressed)
     assert main(argv) == 130
     assert capsys.readouterr().err.splitlines()[-1] == (
         "python -m minibert.finetune: interrupted before a model was saved; run the same command again" if pressed_at == 1 else

@@ -15,8 +15,8 @@ import torch
 from torch import nn
 
 from minibert.finetune import load_classifier, main, predict
-from minibert.finetune.selection import Evaluations
-from minibert.finetune.tasks import read_task
+from minibert.finetune.run_tools.evaluations import Evaluations
+from minibert.finetune.kinds.sentence_files import read_task
 from minibert.operations.checkpoint import Checkpoints
 from minibert.operations.distributed import Distributed
 from minibert.operations.outdir import OutputDir
@@ -182,7 +182,7 @@ def test_two_processes_match_one_process_that_accumulates_the_same_micro_batches
 def test_the_last_steps_evaluation_keeps_the_model_as_it_is_without_a_copy(monkeypatch):
     """A best evaluation at the run's last step is the model's own weights: no copy of them is
     taken (a base model's would be hundreds of MB), and keeping the best leaves the model as it is."""
-    import minibert.finetune.selection as selection
+    import minibert.finetune.run_tools.evaluations as selection
     copies = []
     monkeypatch.setattr(selection, "snapshot", lambda model: copies.append(model) or {"weight": model.weight.clone()})
     model = nn.Linear(2, 1)
@@ -201,7 +201,7 @@ def test_the_last_steps_evaluation_keeps_the_model_as_it_is_without_a_copy(monke
 
 def test_under_torchrun_each_process_predicts_its_share_of_dev_and_every_process_gets_all_of_it():
     """Dev read once in all: process r of w predicts rows r, r + w, ...; the gathered shares come back in order."""
-    from minibert.finetune.training import in_shards
+    from minibert.finetune.run_tools.steps import in_shards
 
     asked = {}
 

@@ -1,4 +1,4 @@
-"""minibert.tools.flops against an independent count: torch's FlopCounterMode, which adds up the
+"""minibert.runs.flops against an independent count: torch's FlopCounterMode, which adds up the
 FLOPs of every matmul the real model dispatches in a forward and backward pass.
 
 The counts agree exactly (integers; compared at a relative 1e-12) wherever the model does
@@ -15,7 +15,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from minibert import MaskedLM, ModelConfig, ReplacedTokenDetector
-from minibert.tools.flops import BatchShape, encoder_flops, replaced_token_head_flops, training_flops
+from minibert.runs.flops import BatchShape, encoder_flops, replaced_token_head_flops, training_flops
 from minibert.heads import IGNORE_INDEX
 from minibert.objectives.rtd import generator_config
 
@@ -87,9 +87,11 @@ def test_electra_step_is_generator_plus_discriminator():
     config = tiny(16)
     ids, mask, labels = batch(seed=2)
     shape = BatchShape.of(mask, labels)
-    generator = training_flops(generator_config(config, 0.5), shape)
+    generator = training_flops(generator_config(config, 0.5, "scaled"), shape)
     discriminator = counted(ReplacedTokenDetector(config), ids, mask, (labels != IGNORE_INDEX).long())
-    assert training_flops(config, shape, "rtd", generator_fraction=0.5) == pytest.approx(generator + discriminator, rel=1e-12)
+    assert training_flops(config, shape, "rtd", generator_config(config, 0.5, "scaled")) == pytest.approx(generator + discriminator, rel=1e-12)
+    with pytest.raises(ValueError, match="generator"):
+        training_flops(config, shape, "rtd")
 
 
 def test_uniform_shape_is_a_full_batch():

@@ -18,9 +18,9 @@ import torch
 
 from minibert import Encoder, ModelConfig, save_pretrained
 from minibert.finetune import main, model_inputs
-from minibert.finetune.glue_sweep import summary
-from minibert.finetune.glue_tasks import GLUE_TASKS, present_tasks
-from minibert.finetune.tasks import Columns, read_task
+from minibert.finetune.glue.sweep import summary
+from minibert.finetune.glue.tasks import GLUE_TASKS, present_tasks
+from minibert.finetune.kinds.sentence_files import Columns, read_task
 from minibert.tokenizers.wordpiece import WordPieceTokenizer
 from minibert.variants import VARIANTS
 
@@ -158,7 +158,7 @@ def test_a_missing_task_is_skipped_with_one_line(tmp_path, capsys):
 
 
 def test_a_task_without_its_test_file_says_it_gets_no_submission_file(tmp_path, capsys):
-    from minibert.finetune.glue_tasks import write_submission
+    from minibert.finetune.glue.tasks import write_submission
 
     (tmp_path / "glue" / "RTE").mkdir(parents=True)  # train and dev only, as the shipped RTE
     assert write_submission([GLUE_TASKS["RTE"]], {"RTE": {"median_seed": 0}}, tmp_path / "glue", tmp_path / "out",

@@ -20,14 +20,15 @@ from minibert.corpus.documents import read_documents
 from minibert.finetune import job, main
 from minibert.finetune.checkpoint import load_classifier
 from minibert.finetune.cli import build_parser, parse
-from minibert.finetune.glue_sweep import Side, choose_lr
-from minibert.finetune.glue_tasks import GLUE_TASKS, training_text
+from minibert.finetune.glue.sweep import Side, choose_lr
+from minibert.finetune.glue.tasks import GLUE_TASKS, training_text
 from minibert.finetune.job import TaskLoss, load_backbone
+from minibert.finetune.kinds.sentences import SentenceKind
 from minibert.finetune.layer_decay import layer_lr_scales
 from minibert.finetune import recipes
 from minibert.finetune.recipes import GRID_LRS, checkpoint_pooling, choose, recipe_for
-from minibert.finetune.tasks import read_task
-from minibert.finetune.twin import init_seed, t975, untrained_twin
+from minibert.finetune.kinds.sentence_files import read_task
+from minibert.finetune.glue.twin import init_seed, t975, untrained_twin
 from minibert.heads import SequenceClassifier
 from minibert.operations.distributed import Distributed
 from minibert.operations.precision import Precision
@@ -358,13 +359,14 @@ def test_held_out_rows_are_training_rows_disjoint_from_those_trained_on(tmp_path
 def test_the_grid_chooses_its_lr_without_a_dev_file_and_scores_only_held_out_training_rows(tmp_path, capsys, monkeypatch):
     glue, tiny = task_folder(tmp_path / "glue", n_train=20), checkpoint(tmp_path / "tiny", 0)
     (glue / "RTE" / "dev.tsv").unlink()  # any read of dev would fail
-    trained_on, train_task = [], job.train_task
+    trained_on, read = [], SentenceKind.read
 
-    def spy(objective, tokenizer, data, *rest):
-        trained_on.append(data.lines)
-        return train_task(objective, tokenizer, data, *rest)
+    def spy(self, *args):
+        task = read(self, *args)
+        trained_on.append(task.train.lines)
+        return task
 
-    monkeypatch.setattr(job, "train_task", spy)
+    monkeypatch.setattr(SentenceKind, "read", spy)
     out = tmp_path / "out"
     args = parse(["--init", str(tiny), "--glue", str(glue), "--out", str(out), "--glue-recipe", "grid", *STEPS])
     backbone, task = load_backbone(tiny), GLUE_TASKS["RTE"]

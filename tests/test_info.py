@@ -16,7 +16,7 @@ import minibert
 from minibert import MaskedLM, ModelConfig, SequenceClassifier
 from minibert.__main__ import main
 from minibert.finetune import save_classifier
-from minibert.finetune.tasks import LabelMap
+from minibert.finetune.kinds.sentence_files import LabelMap
 from minibert.tools.info import parameters
 from minibert.tokenizers import load_tokenizer
 from minibert.runs.cli import main as train

@@ -22,7 +22,8 @@ from minibert.variants import VARIANTS, build_pretrainer, example_layout, run_ob
 
 
 # ELECTRA's and DistilBERT's recipes, as their variants give them (the objectives keep no defaults of their own)
-RTD = dict(generator_fraction=0.25, mlm_weight=1.0, rtd_weight=VARIANTS["electra"].settings["rtd_weight"], generator=None, tokens="all")
+RTD = dict(generator_fraction=0.25, mlm_weight=1.0, rtd_weight=VARIANTS["electra"].settings["rtd_weight"], generator=None, tokens="all",
+           generator_heads="scaled")
 KD = dict(temperature=2.0, soft_weight=5.0, mlm_weight=2.0, cosine_weight=1.0, all_tokens=False)
 
 
@@ -131,7 +132,7 @@ def test_generator_is_a_quarter_and_shares_embeddings():
     assert generator.encoder.embeddings is discriminator.encoder.embeddings
     assert generator.embedding_table is discriminator.encoder.embeddings.word_embeddings.weight  # tied decoder
     assert generator.encoder.embedding_projection is not discriminator.encoder.embedding_projection
-    wide = generator_config(tiny(hidden_size=64), 0.25)  # E = 64 > the generator's 16, as in ELECTRA-base
+    wide = generator_config(tiny(hidden_size=64), 0.25, "scaled")  # E = 64 > the generator's 16, as in ELECTRA-base
     assert (wide.embedding_size, wide.hidden_size) == (64, 16)
 
 

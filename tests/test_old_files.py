@@ -47,7 +47,7 @@ def test_a_checkpoint_whose_data_order_has_an_old_name_resumes_there(tmp_path, o
     examples = Examples(input_ids=np.full((12, 6), 7, dtype=np.int32), token_type_ids=np.zeros((12, 6), dtype=np.uint8),
                         lengths=np.full(12, 6, dtype=np.int32), sentence_label=None)
     masking = Masking(vocab_size=20, mask_id=4, never_masked=[0], never_drawn=[0], mask_prob=0.2, replace_probs=(0.8, 0.1, 0.1),
-                      max_span=1, word_starts=None)
+                      max_span=1, word_starts=None, count="bernoulli", smoothing=0.0)
     serve = lambda: PretrainingBatches(examples, masking, batch_size=4, static_masks=None, seed=3)
     served = serve()
     stream = iter(served)

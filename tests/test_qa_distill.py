@@ -13,9 +13,9 @@ from minibert.finetune import main
 from minibert.finetune.checkpoint import load_classifier, save_classifier
 from minibert.finetune.job import TaskLoss, load_backbone
 from minibert.finetune.soft_targets import SpanDistillation
-from minibert.finetune.squad import read_squad
-from minibert.finetune.tasks import LabelMap
-from minibert.finetune.windows import question_windows, window_inputs
+from minibert.finetune.kinds.squad import read_squad
+from minibert.finetune.kinds.sentence_files import LabelMap
+from minibert.finetune.kinds.windows import question_windows, window_inputs
 from minibert.heads import SequenceClassifier, SpanExtractor
 from minibert.tokenizers.wordpiece import WordPieceTokenizer
 

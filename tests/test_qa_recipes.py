@@ -62,7 +62,7 @@ ROWS = [("1.1", *row) for row in RELEASED] + [("2.0", *row) for row in RELEASED_
                          ids=[f"{version}-{name}-{width}-{setting}" for version, name, width, setting, _, _ in ROWS])
 def test_each_squad_row_gives_its_release_value(version, name, width, setting, value, source):
     recipe = recipe_for(name, config_of(width), squad=version)
-    found = recipe.windows if setting == "windows" else recipe.values(tagging=True)[setting]
+    found = recipe.windows if setting == "windows" else recipe.values(pooled=False)[setting]
     assert found == (pytest.approx(value, rel=1e-12) if isinstance(value, float) else value), \
         f"--recipe {name} on SQuAD {version} sets {setting} {found!r}; its release's is {value!r} ({source})"
 
@@ -70,7 +70,7 @@ def test_each_squad_row_gives_its_release_value(version, name, width, setting, v
 @pytest.mark.parametrize("name, width", [("electra", 256), ("roberta", 1024), ("distilbert", 768)])
 def test_a_family_with_one_squad_row_takes_it_for_2_0_and_says_so(name, width):
     one, two = recipe_for(name, config_of(width), squad="1.1"), recipe_for(name, config_of(width), squad="2.0")
-    assert one.values(tagging=True) == two.values(tagging=True) and one.windows == two.windows
+    assert one.values(pooled=False) == two.values(pooled=False) and one.windows == two.windows
     assert two.row.startswith(one.row) and "for SQuAD 2.0 too" in two.row and "for SQuAD 2.0 too" not in one.row
 
 

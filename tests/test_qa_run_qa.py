@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from minibert.finetune.predictions import predict_file
-from minibert.finetune.qa_scores import reanswered_threshold, squad_scores
-from minibert.finetune.span_decoding import best_spans, decode_spans
-from minibert.finetune.squad import QAExample, is_squad, read_squad
+from minibert.finetune.kinds.squad_scores import reanswered_threshold, squad_scores
+from minibert.finetune.kinds.span_decoding import best_spans, decode_spans
+from minibert.finetune.kinds.squad import QAExample, is_squad, read_squad
 
 from test_question_answering import QA_FLAGS, backbone, finetune_qa, one_thread, squad_file  # noqa: F401 (fixtures)
 
@@ -72,7 +72,7 @@ def byte_bpe(tmp_path_factory):
 
 
 def test_a_question_is_read_without_its_leading_space_as_run_qa_strips_it(byte_bpe, tmp_path):
-    from minibert.finetune.windows import question_windows
+    from minibert.finetune.kinds.windows import question_windows
 
     question = "Who wrote the book?"
     assert byte_bpe.tokenize_to_ids("  " + question) != byte_bpe.tokenize_to_ids(question)  # else this test tests nothing
@@ -182,7 +182,7 @@ def test_null_threshold_is_refused_for_a_model_that_never_answers_nothing(backbo
 
 
 def test_best_spans_skip_the_null_entry():
-    from minibert.finetune.span_decoding import Decoded
+    from minibert.finetune.kinds.span_decoding import Decoded
 
     decoded = Decoded({"q": ""}, {"q": [{"text": "", "start": None}, {"text": "Paris", "start": 3}], "r": [{"text": "", "start": None}]}, {})
     assert best_spans(decoded) == {"q": "Paris", "r": ""}

@@ -68,7 +68,7 @@ def wordpiece() -> WordPieceTokenizer:
 
 
 def example(context: str, answer: str, question: str = "Who wrote it?", qid: str = "q1"):
-    from minibert.finetune.squad import QAExample
+    from minibert.finetune.kinds.squad import QAExample
     start = context.index(answer) if answer else 0
     return QAExample(qid, "t", question, context, [(answer, start)] if answer else [], is_impossible=not answer)
 
@@ -77,7 +77,7 @@ PASSAGE = "The book was written by Ann Smith in 1990s, a long time ago. And then
 
 
 def test_each_window_holds_the_question_then_a_slice_of_the_passage_overlapping_by_the_stride():
-    from minibert.finetune.windows import question_windows
+    from minibert.finetune.kinds.windows import question_windows
     tokenizer = wordpiece()
     passage, spans = tokenizer.tokenize_with_offsets(PASSAGE)
     question = tokenizer.tokenize_to_ids("Who wrote it?")
@@ -98,7 +98,7 @@ def test_each_window_holds_the_question_then_a_slice_of_the_passage_overlapping_
 
 
 def test_the_gold_positions_point_at_the_answer_or_at_cls_where_a_window_misses_it():
-    from minibert.finetune.windows import question_windows
+    from minibert.finetune.kinds.windows import question_windows
     tokenizer = wordpiece()
     windows, alignment = question_windows(tokenizer, [example(PASSAGE, "Ann Smith")], max_len=16, max_query_len=64,
                                           doc_stride=3, labelled=True)
@@ -114,7 +114,7 @@ def test_the_gold_positions_point_at_the_answer_or_at_cls_where_a_window_misses_
 
 
 def test_an_answer_inside_a_token_is_counted_as_not_aligned_exactly():
-    from minibert.finetune.windows import question_windows
+    from minibert.finetune.kinds.windows import question_windows
     windows, alignment = question_windows(wordpiece(), [example(PASSAGE, "Smit")], max_len=64, max_query_len=64, doc_stride=8,
                                           labelled=True)
     assert (alignment.answers, alignment.inexact, alignment.lost) == (1, 1, 0)
@@ -123,7 +123,7 @@ def test_an_answer_inside_a_token_is_counted_as_not_aligned_exactly():
 
 def test_a_window_too_small_for_the_stride_is_one_line_naming_the_fix():
     import pytest
-    from minibert.finetune.windows import question_windows
+    from minibert.finetune.kinds.windows import question_windows
     with pytest.raises(ValueError, match="--doc-stride"):
         question_windows(wordpiece(), [example(PASSAGE, "Ann Smith")], max_len=12, max_query_len=64, doc_stride=8, labelled=True)
 
@@ -259,7 +259,7 @@ def test_an_answer_with_a_tab_or_a_line_break_keeps_its_row_in_predicts_tsv():
     import csv
     import io
 
-    from minibert.finetune.answering import Answer, answer_table
+    from minibert.finetune.kinds.spans import Answer, answer_table
     answers = {"q1": Answer("plain", 0.5, 3), "q2": Answer('a\tb\nc "d"', 0.25, 7), "q3": Answer("", 0.0, -1)}
     rows = list(csv.reader(io.StringIO(answer_table(answers)), dialect="excel-tab"))
     assert rows == [["id", "answer", "score", "start"], ["q1", "plain", "0.5", "3"], ["q2", 'a\tb\nc "d"', "0.25", "7"], ["q3", "", "0", "-1"]]

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from minibert.finetune.qa_scores import exact_match, normalize_answer, squad_scores, token_f1
-from minibert.finetune.span_decoding import decode_spans, write_predictions
-from minibert.finetune.squad import QAExample, is_squad, read_squad, split_articles
+from minibert.finetune.kinds.squad_scores import exact_match, normalize_answer, squad_scores, token_f1
+from minibert.finetune.kinds.span_decoding import decode_spans, write_predictions
+from minibert.finetune.kinds.squad import QAExample, is_squad, read_squad, split_articles
 
 CONTEXT = "Denver Broncos won Super Bowl 50."
 

@@ -15,7 +15,7 @@ import minibert
 from minibert import MaskedLM, ModelConfig
 from minibert.operations.checkpoint import Checkpoints
 from minibert.runs.cli import main, parse
-from minibert.runs.errors import TrainingError
+from minibert.operations.errors import TrainingError
 from minibert.runs.report import BehindWarning
 from minibert.runs.metrics import MetricsLog
 from minibert.training.loop import learning_rate

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from minibert.finetune import load_classifier
-from minibert.finetune.tasks import read_task
+from minibert.finetune.kinds.sentence_files import read_task
 from minibert.finetune.teacher import TEACHER_FILE, load_teacher
 
 from .budget import FULL, REPO, SST2, Budget

@@ -7,7 +7,8 @@ import statistics
 from functools import partial
 from pathlib import Path
 
-from minibert.tools.flops import BatchShape, training_flops
+from minibert.objectives.rtd import generator_config
+from minibert.runs.flops import BatchShape, training_flops
 
 from .budget import MLM_VARIANT, SST2, Budget
 from .measure import (binary_entropy, describe_gap, describe_spread, dev_set, finetune_seeds, held_out, paired_gap,
@@ -35,7 +36,8 @@ def per_step_flops(budget: Budget) -> dict[str, float]:
     shape = {kind: BatchShape.uniform(budget.batch_size, budget.seq_len, recipe(variant, "mask_prob"))
              for kind, variant in (("mlm", MLM_VARIANT), ("rtd", "electra"))}
     return {"mlm": training_flops(config, shape["mlm"], "mlm"),
-            "rtd": training_flops(config, shape["rtd"], "rtd", recipe("electra", "generator_fraction"))}
+            "rtd": training_flops(config, shape["rtd"], "rtd", generator_config(config, recipe("electra", "generator_fraction"),
+                                                                              recipe("electra", "generator_heads")))}
 
 
 def rtd_run(runner: Runner, budget: Budget, steps: int, seed: int) -> dict:
@@ -157,7 +159,7 @@ def render(result: dict, plots: Path) -> str:
     per_step = result["per_step_flops"]
     lines = [
         f"FLOPs per pretraining step: MLM {per_step['mlm']:.3g}, ELECTRA {per_step['rtd']:.3g} (generator and "
-        "discriminator at train.py's defaults; `minibert.tools.flops.training_flops`: 3 × the forward matmuls, the MLM decoder "
+        "discriminator at train.py's defaults; `minibert.runs.flops.training_flops`: 3 × the forward matmuls, the MLM decoder "
         "at the masked positions only), so at each budget ELECTRA gets proportionally fewer steps. Each objective runs "
         "at train.py's default learning rate and masking rate.", "",
         "| budget (FLOPs) | objective | pretraining steps | FLOPs used | time (median) | held-out metrics (median) | SST-2 dev acc. |",

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from minibert import Encoder, ModelConfig
-from minibert.finetune.tasks import read_task
+from minibert.finetune.kinds.sentence_files import read_task
 
 from .budget import REPO
 from .recipes import need

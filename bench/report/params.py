@@ -6,7 +6,7 @@ from pathlib import Path
 
 from minibert import ModelConfig
 from minibert.config import PRESETS
-from minibert.tools.flops import BatchShape, encoder_flops
+from minibert.runs.flops import BatchShape, encoder_flops
 
 from .budget import Budget
 from .measure import count_parameters
@@ -79,7 +79,7 @@ def render(result: dict, plots: Path) -> str:
         f"{per_layer / 1e6:.1f}M each (≈ {(neither - shared) / 1e6:.0f}M). Together they leave {both / 1e6:.1f}M, "
         f"1/{neither / both:.0f} of the unshared, unfactorized model — the *memory* argument for ALBERT. Compute is "
         f"another matter: a shared layer is still applied {L} times, so ALBERT-base's encoder costs "
-        f"{result['flops_ratio']:.2f}× the FLOPs per token of the unshared, unfactorized one (`minibert.tools.flops`, "
+        f"{result['flops_ratio']:.2f}× the FLOPs per token of the unshared, unfactorized one (`minibert.runs.flops`, "
         "a 128-token sequence).",
     ]
     return "\n".join(lines)

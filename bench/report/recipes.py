@@ -20,7 +20,7 @@ from typing import Callable
 
 from minibert import ModelConfig
 from minibert.tokenizers import load_tokenizer
-from minibert.finetune.tasks import read_task
+from minibert.finetune.kinds.sentence_files import read_task
 from minibert.variants import VARIANTS
 
 from .budget import MLM_VARIANT, REPO, RTE, SST2, THREADS, WIKITEXT, Budget

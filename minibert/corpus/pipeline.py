@@ -43,6 +43,7 @@ from .storage import FORMAT_VERSION, TokenStore, build_token_store
 # Held-out batches mask BERT's 15% of tokens whatever rate training uses, so that held-out
 # accuracies of runs with different --mask-prob are measured on the same kind of task.
 EVAL_MASK_PROB = 0.15
+EVAL_COUNTING = dict(count="bernoulli", smoothing=0.0)  # held out: each token on its own at EVAL_MASK_PROB, whatever the run's count
 # The held-out batches are cut, masked and batched the same way whatever --seed and --batch-size
 # a run trains with (EVAL_SEED: training/evaluate.py, which seeds evaluation's own draws with it too),
 # so that its curve can be held against another run's (runs/report.py).
@@ -156,9 +157,9 @@ def build_pretraining_data(
     if n_eval >= store.n_documents:
         raise ValueError(f"the corpus has {store.n_documents} document(s): too few to hold out {eval_fraction:.0%} of them for evaluation; a blank line ends a document in a .txt corpus, so separate documents with blank lines or add text (in Python, eval_fraction=0 holds none out)")
     split = store.n_documents - n_eval
-    counting = {} if mask_count == "bernoulli" else dict(
-        count=mask_count, smoothing=mask_smoothing, token_counts=store.token_counts(range(0, split)) if mask_smoothing else None,
-        max_predictions=max_predictions or default_max_predictions(seq_len, mask_prob) if mask_count == "round" else None)
+    counting = dict(count=mask_count, smoothing=mask_smoothing,
+                    token_counts=store.token_counts(range(0, split)) if mask_smoothing else None,
+                    max_predictions=max_predictions or default_max_predictions(seq_len, mask_prob) if mask_count == "round" else None)
     train_masking = Masking.for_tokenizer(tokenizer, mask_prob=mask_prob, **masks, **counting)
     settings = dict(layout=layout, max_length=seq_len, short_seq_prob=short_seq_prob, seed=seed,
                     specials=(tokenizer.num_special(pair=False), tokenizer.num_special(pair=True)))
@@ -169,7 +170,7 @@ def build_pretraining_data(
     static = None
     if masking == "static":
         key = (settings, split, mask_prob, replace_probs, max_span, whole_word, dupe_factor, STATIC_MASKS_VERSION)
-        key += (mask_count, counting["max_predictions"], mask_smoothing) if counting else ()
+        key += (mask_count, counting["max_predictions"], mask_smoothing) if mask_count != "bernoulli" else ()
         directory = store.directory / f"masks-{fingerprint(*key)}"
         build = lambda d: build_static_masks(train_examples, train_masking, d, seed=seed)  # noqa: E731
         static = _cached_dir(directory, build, lambda d: open_static_masks(d, store.tokens.dtype))
@@ -178,7 +179,7 @@ def build_pretraining_data(
     evaluation = None
     if n_eval:
         eval_examples = _examples(store, tokenizer, range(split, store.n_documents), {**settings, "seed": EVAL_SEED}, workers)
-        evaluation = PretrainingBatches(eval_examples, Masking.for_tokenizer(tokenizer, mask_prob=EVAL_MASK_PROB, **masks),
+        evaluation = PretrainingBatches(eval_examples, Masking.for_tokenizer(tokenizer, mask_prob=EVAL_MASK_PROB, **masks, **EVAL_COUNTING),
                                         batch_size=eval_batch_size or EVAL_BATCH_SIZE, static_masks=None, repeat=False,
                                         seed=EVAL_SEED)
     return PretrainingData(tokenizer, train, evaluation, store, range(0, split))

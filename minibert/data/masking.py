@@ -8,12 +8,13 @@ MLM hides some input tokens and asks the model to recover them. Two decisions de
    DistilBERT and ELECTRA choose single tokens.
    ALBERT's n-gram masking chooses spans of up to 3 whole words (`Masking.choose_spans`): its
    data script builds word candidates from the SentencePiece pieces and draws n-grams of them,
-   of length n with P(n) ∝ 1/n; the `albert` variant does the same. Any run may mask spans
+   of length n with P(n) ∝ 1/n; the `albert` variant does the same, but that its spans stop at
+   their segment's end, where the script's n-grams run on across [SEP]. Any run may mask spans
    (`max_span` > 1) of tokens or of whole words (all pieces of a word together, BERT's later
    "whole word masking", which removes the easy cue of guessing a piece from the rest of its
    own word). A span never reaches past a special token: it stays inside its segment.
    *How many* (`count`): each maskable token on its own with chance `mask_prob` ("bernoulli",
-   the default), or a fixed count per sequence as each release computes it (`MASK_COUNTS`:
+   minibert's), or a fixed count per sequence as each release computes it (`MASK_COUNTS`:
    BERT's and ELECTRA's rounding with a cap, RoBERTa's probabilistic rounding, DistilBERT's
    count per batch), drawn without replacement (`Masking.choose_count`). DistilBERT also
    weights the draw toward rare tokens, a chance ∝ count^−α of the corpus's counts
@@ -59,7 +60,7 @@ class Masking:
 
     def __init__(self, *, vocab_size: int, mask_id: int, never_masked: Sequence[int], never_drawn: Sequence[int],
                  mask_prob: float, replace_probs: Sequence[float], max_span: int, word_starts: torch.Tensor | None,
-                 count: str = "bernoulli", max_predictions: int | None = None, smoothing: float = 0.0,
+                 count: str, smoothing: float, max_predictions: int | None = None,
                  token_counts: torch.Tensor | None = None, pad_id: int | None = None):
         check_mask_options(mask_prob, replace_probs, max_span)
         check_count_options(count, max_predictions, smoothing, max_span, word_starts is not None)

@@ -1,4 +1,4 @@
-"""Fine-tuning: a pretrained encoder plus a fresh head, trained end to end on a labelled task.
+"""Machinery, and a second read of the chapter: fine-tuning, a pretrained encoder plus a fresh head, trained end to end.
 
     python train.py finetune --init DIR --train train.tsv --dev dev.tsv --out OUT
     python train.py finetune --init DIR --tasks data/sst2 data/rte --out OUT   # one table
@@ -6,35 +6,41 @@
     minibert.finetune(init=DIR, train="train.tsv", dev="dev.tsv", out=OUT)   # the same, from Python
 
 --init is a minibert checkpoint (its tokenizer saved beside it) or a Hugging Face
-BERT-family directory (its WordPiece vocab.txt). A task is classification (class names),
-regression (numeric scores, one output, MSE) or tokens (a tag per word, read at the word's
-first sub-token). OUT receives
+BERT-family directory (its WordPiece vocab.txt). A task is of one of four kinds (kinds/):
+classification (class names), regression (numeric scores, one output, MSE), tokens (a tag per
+word, read at the word's first sub-token) or question answering (SQuAD: an answer span out of a
+passage). OUT receives
 
     config.json, model.safetensors, labels.json, tokenizer   the model (load_classifier)
-    eval.json                                                dev scores: accuracy (F1, MCC for 2 classes),
-                                                             Pearson, Spearman and MSE, or word accuracy
-                                                             (and entity F1 for BIO tags)
+    eval.json                                                dev scores (the kind's: accuracy, F1, MCC;
+                                                             Pearson, Spearman, MSE; word accuracy, entity
+                                                             F1; SQuAD's exact match and F1), every
+                                                             evaluation, the flags and the recipe
     metrics.jsonl                                            the training loop's log, as in pretraining
-    predictions.tsv                                          prediction, gold label and the predicted class's
-                                                             probability per dev example (per word)
+    predictions.tsv                                          sentences and tags: each dev example's (word's)
+                                                             prediction, gold label and score
+    predictions.json, nbest_predictions.json, null_odds.json question answering: SQuAD's official layouts
+                                                             (null_odds.json for SQuAD 2.0)
 
-    settings.py      FinetuneSettings: every flag, its default and its checks
-    api.py           minibert.finetune(...): the flags as keywords, and the result
-    cli.py           the command line, a thin layer over run.py
+    job.py           ONE fine-tune of any kind: read, the head, the training loop, the dev scores, the files
+    kinds/           the four kinds of task as data, one table: their files, inputs, heads, predictions, scores
     run.py           the command's run: one task, every --tasks folder and their table, or --glue
-    tasks.py         the task files: columns, labels, train/dev (tagged.py: a tag per word)
-    job.py           one task: data, the model, the training loop, predictions, outputs
-    inference.py     a model run over examples: their inputs, the predictions and their scores
-    glue_tasks.py    GLUE's tasks by name: their files, columns, labels and metrics; training text; submission files
-    glue_sweep.py    --glue: every task per seed, the lr chosen where the recipe leaves it open, the two averages
-    recipes.py       --recipe: ELECTRA's by width, BERT's, or an lr grid; the pooling the checkpoint's pretraining calls for
-    twin.py          --against-untrained: the untrained twin and what pretraining gains over it
+    settings.py      FinetuneSettings: every flag, its default and its checks
+    cli.py           the command line, a thin layer over run.py
+    api.py           minibert.finetune(...): the flags as keywords, and the result
+    recipes.py       --recipe: ELECTRA's by width, BERT's, or an lr grid, each with its SQuAD rows; the
+                     pooling the checkpoint's pretraining calls for
     layer_decay.py   --layer-decay: each layer below the top at a lower lr (ELECTRA's fine-tuning)
-    scores.py        accuracy, F1, MCC; Pearson, Spearman; entity F1
-    checkpoint.py    the fine-tuned model on disk
+    checkpoint.py    the fine-tuned model on disk, and in Python (Classifier)
     predictions.py   predictions on new data: `python -m minibert predict`, Classifier.predict
-    teacher.py       --teacher: a fine-tuned teacher and its outputs on the training rows
+    teacher.py       --teacher: a fine-tuned teacher, and its outputs on the training rows, cached
     soft_targets.py  --teacher's loss: Hinton et al.'s soft targets mixed with the labels
+    run_tools/       how a fine-tune runs: its steps (checkpoints, --resume, torchrun), its evaluations
+    glue/            --glue: GLUE's tasks by name, the sweep over them, the untrained twin
+
+What a paper says of fine-tuning is in job.py and kinds/ (BERT's GLUE and SQuAD setups: the
+fresh head, a question's windows, span decoding), a second read after the chapter; the rest is
+machinery.
 """
 
 import sys
@@ -44,15 +50,18 @@ from . import api
 from .api import FinetuneResult
 from .checkpoint import Classifier, load_classifier, save_classifier
 from .cli import main
-from .inference import Prediction, model_inputs, predict, word_inputs
 from .job import finetune
-from .predictions import predict_file
-from .scores import classification_metrics, entities, pearson, ranks, regression_metrics, spearman, tagging_metrics
+from .kinds.kind import Prediction
+from .kinds.scores import classification_metrics, entities, pearson, ranks, regression_metrics, spearman, tagging_metrics
+from .kinds.sentences import model_inputs
+from .kinds.squad import split_articles
+from .kinds.tags import word_inputs
+from .predictions import predict, predict_file
 from .settings import FinetuneSettings
 
 __all__ = ["Classifier", "FinetuneResult", "FinetuneSettings", "Prediction", "classification_metrics", "entities",
            "finetune", "load_classifier", "main", "model_inputs", "pearson", "predict", "predict_file", "ranks",
-           "regression_metrics", "save_classifier", "spearman", "tagging_metrics", "word_inputs"]
+           "regression_metrics", "save_classifier", "spearman", "split_articles", "tagging_metrics", "word_inputs"]
 
 
 class CallablePackage(types.ModuleType):

@@ -1,54 +1,67 @@
-"""A fine-tuned model on disk: minibert's checkpoint format plus the head and its labels.
+"""A fine-tuned model on disk: minibert's checkpoint format plus the head, its labels and how it reads.
 
-The head is a `SequenceClassifier` (one output per class, or one score), a
-`TokenClassifier` (a tag per token) or a `SpanExtractor` (an answer's start and end).
+The head is its kind's (kinds/: a `SequenceClassifier` for classes or one score, a
+`TokenClassifier` for a tag per token, a `SpanExtractor` for an answer's start and end).
 
-    config.json        the encoder's ModelConfig and a marker naming the head and its outputs
+    config.json        the encoder's ModelConfig and a marker naming the head, its outputs, and what
+                       its kind records of it (the pooling; how a question-answering model reads)
     model.safetensors  every parameter, under our names
-    labels.json        the class names, in id order (classification and tagging only)
+    labels.json        the names of the outputs, in id order (classes and tags only)
     tokenizer          tokenizer.model (SentencePiece) or vocab.txt (WordPiece)
-
-One output means regression (a score, e.g. STS-B's similarity), which has no class names.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 import torch
+from torch import nn
 
-from ..tokenizers.load import load_tokenizer, tokenizer_file_names
-from .answering import answer_rows
-from .inference import DEFAULT_BATCH_SIZE, predict_rows
-from .tasks import LabelMap
-from ..tokenizers.base import Tokenizer
-from ..heads import SequenceClassifier, SpanExtractor, TokenClassifier
-from ..pretrained import FORMAT_KEY, FORMAT_VERSION, stored_config
 from ..operations.files import write_json
 from ..operations.precision import Precision
 from ..operations.tensor_files import CONFIG_FILE, SAFETENSORS_FILE, load_tensors, open_tensors, read_json, save_tensors
+from ..pretrained import FORMAT_KEY, FORMAT_VERSION, stored_config
+from ..tokenizers.base import Tokenizer
+from ..tokenizers.load import load_tokenizer, tokenizer_file_names
+from .kinds import KINDS, Kind, kind_of_head, kind_of_model
+from .kinds.kind import DEFAULT_BATCH_SIZE
+from .kinds.sentence_files import LabelMap
 
-HEADS = {"classifier": SequenceClassifier, "token_classifier": TokenClassifier, "span_extractor": SpanExtractor}  # as named in config.json
 LABELS_FILE = "labels.json"
+HEADS = {kind.head: kind.model_class for kind in KINDS.values()}  # the heads config.json may name, and their task models
 
 
-class Classifier(NamedTuple):
-    model: SequenceClassifier | TokenClassifier | SpanExtractor
+@dataclass(frozen=True)
+class Classifier:
+    """A fine-tuned model: the task model, its tokenizer, the names of its outputs (None: a score,
+    or an answer's start and end) and how it reads new data (its kind's; None for most). It
+    unpacks and indexes as (model, tokenizer, labels)."""
+
+    model: nn.Module
     tokenizer: Tokenizer
-    labels: LabelMap | None  # None for regression and question answering
+    labels: LabelMap | None
+    reading: dict | None = None
+
+    def __iter__(self):
+        return iter(self[:])
+
+    def __getitem__(self, index):
+        return (self.model, self.tokenizer, self.labels)[index]
+
+    @property
+    def kind(self) -> Kind:
+        return kind_of_model(self.model)
 
     def predict(self, rows: list, batch_size: int = DEFAULT_BATCH_SIZE, max_len: int | None = None, precision: str = "auto") -> list:
         """A `Prediction` (label, score) per text or (a, b) pair of `rows`; for a tagger, whose rows
-        are sentences given as lists of words, a list of them per sentence (inference.py), each row cut
-        at `max_len` tokens (None: 128 or the model's limit; pass the --max-len it was fine-tuned with).
+        are sentences given as lists of words, a list of them per sentence, each row cut at
+        `max_len` tokens (None: 128 or the model's limit; pass the --max-len it was fine-tuned with).
         A question-answering model takes (question, context) pairs and gives an `Answer` (text,
-        score, start character) per pair, reading windows of `max_len` (None: 384) tokens (answering.py).
+        score, start character) per pair, reading windows as its fine-tune did (kinds/spans.py).
         `precision` as predict's --precision: auto is bf16 autocast on a GPU or CPU with native bf16."""
         amp = Precision.of(precision, next(self.model.parameters()).device)
-        if isinstance(self.model, SpanExtractor):
-            return answer_rows(self.model, self.tokenizer, rows, batch_size, max_len, amp)
-        return predict_rows(self.model, self.tokenizer, self.labels, rows, batch_size, max_len, amp)
+        return self.kind.predict_rows(self, rows, batch_size, max_len, amp)
 
 
 def is_classifier(stored_config: dict) -> bool:
@@ -56,12 +69,13 @@ def is_classifier(stored_config: dict) -> bool:
     return isinstance(marker, dict) and marker.get("head") in HEADS
 
 
-def save_classifier(model: SequenceClassifier | TokenClassifier, tokenizer: Tokenizer, labels: LabelMap | None, directory: str | Path) -> Path:
-    """minibert's checkpoint format with a classification (or regression) head: our parameter
-    names, the head and its number of outputs in config.json, the label names in labels.json.
-    config.json is written last, so a folder that has one holds a complete model. Files left
-    by an earlier checkpoint are removed first: the loader would otherwise pick the wrong
-    tokenizer, or label names for a model that has none."""
+def save_classifier(model: nn.Module, tokenizer: Tokenizer, labels: LabelMap | None, directory: str | Path,
+                    reading: dict | None = None) -> Path:
+    """minibert's checkpoint format with a task head: our parameter names, the head, its number of
+    outputs and what its kind records in config.json, the label names in labels.json. config.json
+    is written last, so a folder that has one holds a complete model. Files left by an earlier
+    checkpoint are removed first: the loader would otherwise pick the wrong tokenizer, or label
+    names for a model that has none."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     for name in (CONFIG_FILE, LABELS_FILE, *tokenizer_file_names()):  # and an earlier model's tokenizer, if any
@@ -70,19 +84,15 @@ def save_classifier(model: SequenceClassifier | TokenClassifier, tokenizer: Toke
     tokenizer.save(directory)
     if labels is not None:
         write_json(directory / LABELS_FILE, {"labels": labels.names})
-    head = next(name for name, kind in HEADS.items() if isinstance(model, kind))
-    marker = {"format": FORMAT_VERSION, "head": head, "num_labels": model.num_labels}
-    if isinstance(model, SequenceClassifier):
-        marker["pooling"] = model.pooling
-    if isinstance(model, SpanExtractor):
-        marker["reading"] = model.reading
+    kind = kind_of_model(model)
+    marker = {"format": FORMAT_VERSION, "head": kind.head, "num_labels": model.num_labels, **kind.marker(model, reading)}
     write_json(directory / CONFIG_FILE, {FORMAT_KEY: marker, **model.config.to_dict()})
     return directory
 
 
 def load_classifier(directory: str | Path) -> Classifier:
-    """A fine-tuned model, its tokenizer and label names (None for regression), as
-    `save_classifier` wrote them."""
+    """A fine-tuned model, its tokenizer, label names (None for regression and question answering)
+    and reading, as `save_classifier` wrote them."""
     directory = Path(directory)
     stored = read_json(directory / CONFIG_FILE)
     if not is_classifier(stored):
@@ -92,21 +102,18 @@ def load_classifier(directory: str | Path) -> Classifier:
         )
     fields = dict(stored)
     marker = fields.pop(FORMAT_KEY)
-    num_labels = marker.get("num_labels")
-    has_labels = num_labels != 1 and marker["head"] != "span_extractor"  # a score, or an answer's start and end, has no names
-    labels = LabelMap(read_json(directory / LABELS_FILE).get("labels")) if has_labels else None
-    if labels is not None and num_labels != len(labels):
+    kind = kind_of_head(marker["head"], marker.get("num_labels"))
+    labels = LabelMap(read_json(directory / LABELS_FILE).get("labels")) if kind.labelled else None
+    if labels is not None and marker.get("num_labels") != len(labels):
         raise ValueError(
-            f"{directory}: config.json says {num_labels} labels but {LABELS_FILE} names {len(labels)}; the folder is inconsistent"
+            f"{directory}: config.json says {marker.get('num_labels')} labels but {LABELS_FILE} names {len(labels)}; "
+            f"the folder is inconsistent"
         )
     with torch.device("meta"):  # shapes only: the checkpoint's tensors become the parameters
-        pooling = {"pooling": marker.get("pooling", "cls")} if marker["head"] == "classifier" else {}  # a marker naming no pooling: [CLS]
-        model = HEADS[marker["head"]](stored_config(fields), num_labels, **pooling)
+        model = kind.build(stored_config(fields), marker)
     with open_tensors(directory) as tensors:
         load_tensors(model, {name: (name,) for name in model.state_dict()}, tensors, ())
-    if isinstance(model, SpanExtractor):
-        model.reading = dict(marker.get("reading") or {})
-    return Classifier(model.eval(), load_tokenizer(directory), labels)
+    return Classifier(model.eval(), load_tokenizer(directory), labels, kind.reading(marker, model))
 
 
 def check_out(out: Path, overwrite: bool) -> None:

@@ -2,10 +2,10 @@
 
     python train.py finetune --init DIR --train train.tsv --dev dev.tsv --out OUT
     python train.py finetune --init DIR --tasks data/sst2 data/rte data/stsb --out OUT
-    python train.py finetune --init DIR --glue glue_data --seeds 0 1 2 --out OUT      (glue_sweep.py)
+    python train.py finetune --init DIR --glue glue_data --seeds 0 1 2 --out OUT      (glue/sweep.py)
     python train.py finetune --init DIR --glue glue_data --against-untrained --out OUT
     python train.py finetune --glue glue_data --write-training-text glue-train.txt
-    torchrun --nproc_per_node=N train.py finetune ...                                 (DDP, training.py)
+    torchrun --nproc_per_node=N train.py finetune ...                                 (DDP, run_tools/steps.py)
 
 The flags are FinetuneSettings' fields (settings.py: their defaults, help texts and checks),
 and the command is `run` (run.py), which `minibert.finetune(...)` calls too (api.py): this
@@ -19,14 +19,14 @@ import sys
 import time
 from pathlib import Path
 
-from ..runs.cli import Parser, report_errors
 from ..operations.checkpoint import Checkpoints
 from ..operations.tensor_files import SAFETENSORS_FILE
-from .glue_sweep import finished_runs
-from .run import run
+from ..runs.cli import Parser, report_errors
 from ..training.settings import flag
+from .glue.sweep import finished_runs
+from .run import run
+from .run_tools.steps import CHECKPOINTS
 from .settings import FLAGS, FinetuneSettings
-from .training import CHECKPOINTS
 
 PROG = "python -m minibert.finetune"
 ALIASES = {"recipe": ("--glue-recipe",)}  # another spelling each of these flags accepts
@@ -36,7 +36,8 @@ PARSE = {"int": int, "int | None": int, "float": float, "float | None": float, "
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     """One flag per FinetuneSettings field (settings.py), its default and help text the field's;
     the values are checked by FinetuneSettings.check, as `minibert.finetune`'s keywords are."""
-    parser = Parser(prog=prog, description="Fine-tune a pretrained encoder for classification, regression or tagging.")
+    parser = Parser(prog=prog, description="Fine-tune a pretrained encoder for classification, regression, tagging or "
+                                            "question answering.")
     groups = {}
     for field in FLAGS:
         meta, kind = field.metadata, str(field.type)

@@ -15,33 +15,17 @@ pretraining calls for, and the choice a recipe leaves open, made on training row
              is not searched), weight decay 0.01, dropout 0.1 (BERT's fine-tuning code).
 
 Question answering (SQuAD) takes its own row of each recipe, the settings each family released
-for SQuAD (`SQUAD_ROWS`), and for SQuAD 2.0 data (a training file with questions that have no
-answer) the family's 2.0 row where it published one (`SQUAD2_ROWS`: BERT's and ALBERT's; the
-others gave one row for both versions, and the line says so); `albert`, `roberta` and
-`distilbert` name the families whose only published fine-tuning settings minibert takes are
-their SQuAD ones, so they are question answering's alone:
-
-    electra     ELECTRA's table for the width, as above, but 2 epochs ("2 for SQuAD"); batch 32
-    bert        google-research/bert's README, BERT-base on SQuAD 1.1: lr 3e-5, batch 12, 2 epochs,
-                weight decay 0.01 (the paper's section 4.2 tuned BERT-large: lr 5e-5, batch 32, 3
-                epochs for 1.1; batch 48, 2 epochs for 2.0); for 2.0 the README's BERT-large row:
-                lr 3e-5, batch 24, 2 epochs
-    albert      ALBERT's Table 14 (Lan et al., 2020), SQuAD 1.1: lr 5e-5, batch 48, 3,649 steps (2
-                epochs), no dropout in the encoder; weight decay 0.01 (BERT's optimizer). SQuAD 2.0:
-                lr 3e-5, 8,144 steps (3 epochs), 512 tokens (its README's 2.0 command, lr 5e-5 for 2
-                epochs at 384, is not taken: the paper's table gives both rows)
-    roberta     RoBERTa's Table 10 (Liu et al., 2019), RoBERTa-large on SQuAD: lr 1.5e-5, batch 48,
-                2 epochs, weight decay 0.01, warm-up over 6% of the steps
-    distilbert  transformers' run_squad_w_distillation.py, DistilBERT's SQuAD script: its defaults
-                lr 5e-5, batch 8, 3 epochs, no weight decay, no warm-up
-    grid        none: Turc et al. published no SQuAD settings, so it is refused there
-
-A recipe sets no window length: --max-len stays a flag (default 384, BERT's and ALBERT's
-max_seq_length). ELECTRA and RoBERTa read 512-token windows, and their line says so.
+for SQuAD (`SQUAD_ROWS`, each with its values and source), and on SQuAD 2.0 data (a training
+file with questions that have no answer) the family's 2.0 row where it published one
+(`SQUAD2_ROWS`: BERT's and ALBERT's; the others gave one row for both, and the line says so).
+`albert`, `roberta` and `distilbert` are question answering's alone: their SQuAD settings are
+the only fine-tuning ones minibert takes from those families; `grid` has none (Turc et al.
+published no SQuAD settings). A recipe sets no window length: --max-len stays a flag (default
+384, BERT's and ALBERT's max_seq_length); ELECTRA's and RoBERTa's 512 are said in their line.
 
 Every recipe fine-tunes with dropout 0.1, as all three sources did (ALBERT's SQuAD row aside: its
-release fine-tuned with none), whatever the checkpoint was pretrained with: this project pretrains without dropout (docs/training.md), and a task's few
-thousand rows overfit a model that keeps none.
+release fine-tuned with none), whatever the checkpoint was pretrained with: this project pretrains
+without dropout (docs/training.md), and a task's few thousand rows overfit a model that keeps none.
 
 A recipe that leaves the lr open (`grid`) chooses it on the training rows alone, never on dev:
 each candidate is trained on the other 90% of the training rows and scored on a held-out 10%
@@ -180,14 +164,14 @@ class Recipe:
     windows: int | None = None  # question answering: the release's window length, which --max-len sets
     warmup: float = WARMUP
 
-    def values(self, task: str | None = None, tagging: bool = False) -> dict:
+    def values(self, task: str | None = None, pooled: bool = True) -> dict:
         """The flags this recipe sets for a task: `task` a GLUE name (RTE and STS-B take the long
-        epochs) or None (any other: the usual epochs); lr None when it is to be chosen. A tagging
-        task reads every token's own vector, so it is given no pooling."""
+        epochs) or None (any other: the usual epochs); lr None when it is to be chosen. A head that
+        reads every token's own vector (not `pooled`: tagging, question answering) is given no pooling."""
         values = {"lr": self.lr, "layer_decay": self.layer_decay, "weight_decay": self.weight_decay, "dropout": self.dropout,
                   "batch_size": self.batch_size, "epochs": self.long_epochs if task in LONG_TASKS else self.epochs,
                   "warmup": self.warmup}
-        return values if tagging else {**values, "pooling": self.pooling.name}
+        return {**values, "pooling": self.pooling.name} if pooled else values
 
     def describe(self) -> dict:
         """The recipe as glue.json and eval.json record it."""

@@ -15,21 +15,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import tagged, tasks
 from ..operations import distributed
 from ..operations.distributed import Distributed
 from ..operations.precision import Precision, auto_line
 from .checkpoint import check_out
-from .glue_sweep import run_glue
-from .glue_tasks import write_training_text
-from .job import TaskFiles, finetune, load_backbone, reads_words, refuse_sentence_flags
-from .question_answering import asks_questions, finetune_qa, refuse_for_questions, squad_version
+from .glue.sweep import run_glue
+from .glue.tasks import write_training_text
+from .job import TaskFiles, finetune, load_backbone
+from .kinds import KINDS, kind_of
+from .kinds.sentence_files import Columns
 from .recipes import checkpoint_pooling, recipe_for
+from .run_tools.steps import check_unfinished, rank_0_prints
 from .settings import FinetuneSettings
-from .training import check_unfinished, rank_0_prints
 
 TABLE = ("accuracy", "f1", "mcc", "pearson", "spearman")  # the score columns of the --tasks table
-FORMATS = sorted({*tasks.FORMATS, *tagged.FORMATS, ".json"})  # what a task folder's train.* and dev.* may be (.json: SQuAD's)
+FORMATS = sorted({suffix for kind in KINDS.values() for suffix in kind.formats})  # what a task folder's train.* and dev.* may be
 
 
 def run(settings: FinetuneSettings) -> list[dict] | dict:
@@ -56,29 +56,23 @@ def run_tasks(settings: FinetuneSettings, dist: Distributed) -> list[dict] | dic
         return run_glue(settings, device, amp, dist)
     settings = settings.replace(init=settings.init[0])  # one checkpoint (checked): a run records it as a path
     jobs = task_files(settings)
-    questions = [asks_questions(settings.task, job.train) for job in jobs]
-    tagging = [not qa and reads_words(settings.task, job.train) for job, qa in zip(jobs, questions)]
-    for job, tags, qa in zip(jobs, tagging, questions):  # what would stop a later job is refused before anything is trained
-        if tags:
-            refuse_sentence_flags(settings, job)
-        if qa:
-            refuse_for_questions(settings, job)
+    kinds = [kind_of(settings.task, job.train) for job in jobs]
+    for job, kind in zip(jobs, kinds):  # what would stop a later job is refused before anything is trained
+        kind.refuse(settings, job)
         if not settings.resume:
             check_out(job.out, settings.overwrite)
             check_unfinished(job.out, settings.overwrite)
     backbone = load_backbone(settings.init)
-    config = backbone[0].config  # a recipe by kind of task: question answering takes its SQuAD row, 2.0's on SQuAD 2.0 data
-    squads = [squad_version(job.train) if qa else None for job, qa in zip(jobs, questions)]
-    recipes = {squad: recipe_for(settings.recipe, config, checkpoint_pooling(settings.init), squad=squad)
-               for squad in sorted(set(squads), key=lambda version: version or "")}
+    config = backbone[0].config  # a recipe's row by the kind of task: question answering takes its SQuAD row, 2.0's on SQuAD 2.0 data
+    rows = [kind.recipe_row(job.train) for job, kind in zip(jobs, kinds)]
+    recipes = {row: recipe_for(settings.recipe, config, checkpoint_pooling(settings.init), squad=row)
+               for row in sorted(set(rows), key=lambda row: row or "")}
     for recipe in recipes.values():
         print(recipe.line(settings.recipe_overrides(), glue=False), flush=True)
-    per_token = [tags or qa for tags, qa in zip(tagging, questions)]  # heads that read every token's own vector: no pooling
-    if not all(per_token):
+    if any(kind.pooled for kind in kinds):  # a head that reads one pooled vector: which, and why
         print(recipes[None].pooling_line(settings.pooling), flush=True)
-    reports = [(finetune_qa if qa else finetune)(settings.with_recipe(recipes[squad], recipes[squad].values(tagging=reads)), job,
-                                                 backbone, device, amp)
-               for job, reads, qa, squad in zip(jobs, per_token, questions, squads)]
+    reports = [finetune(settings.with_recipe(recipes[row], recipes[row].values(pooled=kind.pooled)), job, backbone, device, amp)
+               for job, kind, row in zip(jobs, kinds, rows)]
     if settings.tasks:
         print(table([job.name for job in jobs], reports), flush=True)
     return reports
@@ -87,7 +81,7 @@ def run_tasks(settings: FinetuneSettings, dist: Distributed) -> list[dict] | dic
 def task_files(settings: FinetuneSettings) -> list[TaskFiles]:
     """The files and output folder of each task: --train/--dev into --out, or each --tasks folder into OUT/<its name>."""
     out = Path(settings.out)
-    read = dict(columns=tasks.Columns(tuple(settings.text_columns)) if settings.text_columns else None,
+    read = dict(columns=Columns(tuple(settings.text_columns)) if settings.text_columns else None,
                 max_train=settings.max_train_examples)
     if not settings.tasks:
         return [TaskFiles(out.name or str(out), Path(settings.train), Path(settings.dev), out, **read)]

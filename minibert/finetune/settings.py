@@ -1,7 +1,7 @@
 """FinetuneSettings: everything a fine-tune is configured by, one field per flag of `python train.py finetune`.
 
     FinetuneSettings   the flags, with their defaults, help texts and checks: one frozen dataclass
-    TASKS              the kinds of task (--task)
+    TASKS              the kinds of task (--task): kinds/'s table
 
 One dataclass, as pretraining's `Settings`, so that the command line (cli.py builds its parser
 from these fields), `minibert.finetune(...)`'s keywords (api.py), the runs of a sweep (each a
@@ -18,14 +18,13 @@ from dataclasses import dataclass, field
 
 from ..heads import POOLINGS
 from ..training.settings import DEVICES, PRECISIONS, flag, option
-from .glue_tasks import GLUE_TASKS
-from .answering import QA_MAX_LEN, Decoding
-from .inference import DEFAULT_MAX_LEN
+from .glue.tasks import GLUE_TASKS
+from .kinds import KINDS
+from .kinds.kind import DEFAULT_ALPHA, DEFAULT_MAX_LEN, DEFAULT_TEMPERATURE
+from .kinds.spans import QA_MAX_LEN, Decoding
 from .recipes import BATCH_SIZE, DEFAULT_RECIPE, DROPOUT, RECIPE_FLAGS, RECIPES, WARMUP, Recipe
 
-HEADLINE = {"classification": "accuracy", "regression": "pearson", "tokens": "accuracy", "qa": "f1"}  # the score printed for each kind of task
-TASKS = tuple(HEADLINE)
-DEFAULT_ALPHA, DEFAULT_TEMPERATURE = 0.5, 2.0  # --teacher: soft targets and labels weighed evenly, softened at T = 2 (soft_targets.py)
+TASKS = tuple(KINDS)  # --task's kinds (kinds/)
 DISTILLATION, RUN_TOOLS = "distillation from a fine-tuned teacher", "evaluation while training, and the run tools pretraining has"
 QA = Decoding()  # question answering's defaults
 QUESTIONS = "question answering (SQuAD's JSON, or JSONL with question, context and answers)"
@@ -192,7 +191,7 @@ class FinetuneSettings:
         """The settings of a run as eval.json records them under `args` (and a checkpoint, to
         check a --resume against): every flag but those that only say how to treat OUT, and a
         --glue sweep's own values in its runs; as JSON reads them back, so that a sweep compares
-        a run's record with the settings it would run now (glue_sweep.py:finished_run)."""
+        a run's record with the settings it would run now (glue/sweep.py:finished_run)."""
         values = {item.name: getattr(self, item.name) for item in dataclasses.fields(self) if item.name not in NOT_RECORDED
                   and (self.glue or item.name not in SWEEP_RUN)}
         return json.loads(json.dumps(values, default=str))

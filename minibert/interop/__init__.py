@@ -1,4 +1,4 @@
-"""Interop: minibert's models and tokenizers in and out of other libraries' layouts.
+"""Machinery: minibert's models and tokenizers in and out of other libraries' layouts (interop).
 
     huggingface/    Hugging Face checkpoints of the five families (and RoFormer) read and
                     written: one name-map table per family, the export's own read-back check

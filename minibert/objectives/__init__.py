@@ -1,4 +1,4 @@
-"""Pretraining objectives, one idea per file, each an `Objective` (below): a small module called as
+"""The chapter's pretraining objectives, one idea per file, each an `Objective` (below): a small module called as
 
     loss, metrics = objective(model, batch, output)
 

@@ -33,18 +33,20 @@ from torch import nn
 from ..config import ModelConfig
 from ..data.masking import IGNORE_INDEX
 from ..heads import MaskedLM, ReplacedTokenDetector, detection_loss
-from ..training.settings import GENERATOR_HEADS, RTD_TOKENS
 from .mlm import mlm_metrics
 
+GENERATOR_HEADS = ("scaled", "64-wide")  # the generator's attention heads (generator_config), --generator-heads
+RTD_TOKENS = ("all", "masked")  # which tokens the detection loss reads: all (ELECTRA), or "ELECTRA 15%"'s, --rtd-tokens
 
 
-def generator_config(config: ModelConfig, fraction: float, heads: str = "scaled") -> ModelConfig:
+
+def generator_config(config: ModelConfig, fraction: float, heads: str) -> ModelConfig:
     """The discriminator's config scaled to `fraction` of its width (hidden, heads, FFN);
     same depth, the same `embedding_size` E (the tables are shared), written out where the
     discriminator's is None (E = its H). E may exceed the generator's width: its projection
     then maps E down to H, as in ELECTRA-base (E = 768, H = 256).
 
-    `heads`, how many attention heads (GENERATOR_HEADS, training/settings.py): "scaled" is
+    `heads`, how many attention heads (GENERATOR_HEADS): "scaled" is
     round(heads · fraction), at least 1; "64-wide" is ELECTRA's rule, max(1, width // 64) heads
     (google-research/electra run_pretraining.py:get_generator_config). They agree at ELECTRA's
     published sizes (heads of 64 dimensions in both models) and at the default run's, where
@@ -61,8 +63,7 @@ def generator_config(config: ModelConfig, fraction: float, heads: str = "scaled"
     )
 
 
-def build_generator(discriminator: ReplacedTokenDetector, fraction: float, generator: MaskedLM | None = None,
-                    heads: str = "scaled") -> MaskedLM:
+def build_generator(discriminator: ReplacedTokenDetector, fraction: float, generator: MaskedLM | None, heads: str) -> MaskedLM:
     """A small MaskedLM whose embeddings ARE the discriminator's (one module, shared);
     `generator`: a pretrained one to use instead (its own embedding tables are dropped)."""
     generator = generator or MaskedLM(generator_config(discriminator.config, fraction, heads))
@@ -93,7 +94,7 @@ class ReplacedTokenDetection(nn.Module):
     reads_pooler = False
 
     def __init__(self, discriminator: ReplacedTokenDetector, generator_fraction: float, mlm_weight: float,
-                 rtd_weight: float, generator: MaskedLM | None, tokens: str, generator_heads: str = "scaled"):
+                 rtd_weight: float, generator: MaskedLM | None, tokens: str, generator_heads: str):
         super().__init__()
         if tokens not in RTD_TOKENS:
             raise ValueError(f"tokens must be one of {', '.join(RTD_TOKENS)}; got {tokens!r}")

@@ -24,7 +24,7 @@ from safetensors.torch import load_file, save_file
 
 from .files import hash_file, publish_dir, read_json_object, remove_leftovers, write_atomic
 from .old_files import upgrade_training_state
-from ..runs.errors import TrainingError, warn
+from .errors import TrainingError, warn
 from .state import decode, encode
 
 STATE, TENSORS, MANIFEST, LATEST = "state.json", "tensors.safetensors", "manifest.json", "latest"

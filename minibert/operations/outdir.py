@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 from .checkpoint import Checkpoints
-from ..runs.errors import TrainingError, warn
+from .errors import TrainingError, warn
 
 # What a training run writes into OUT. A run that starts afresh removes the leftovers of one
 # that never reached a checkpoint (the first three); --overwrite removes all of them.

@@ -9,7 +9,7 @@ that run's band (report.py: the mean of several seeds, and the spread they allow
 behind it — so a learner sees at a glance where a run stands against the recipe it came from.
 
 `python train.py` draws OUT/curves.png at every checkpoint and at the end (`RunPicture`), from
-the log alone: drawing adds no work to a training step. It needs matplotlib (tools/pictures.py);
+the log alone: drawing adds no work to a training step. It needs matplotlib (runs/pictures.py);
 without it a run says once how to get the picture and carries on.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..operations.files import read_json_object
 from ..operations.outdir import RUN_FILE
-from ..tools.pictures import INSTALL, MissingMatplotlib, picture_path, pyplot, save_figure
+from .pictures import INSTALL, MissingMatplotlib, picture_path, pyplot, save_figure
 from ..variants import get_variant
 from .metrics import MetricsLog
 from .report import Band, band_for, default_bands

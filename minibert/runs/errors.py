@@ -8,20 +8,9 @@ exits with status 2; `--debug` shows the traceback instead.
 
 from __future__ import annotations
 
-import sys
-
+from ..operations.errors import TrainingError
 from ..training.loop import NonFiniteLoss  # the loop's own (a run that diverged), reported here in one line
 
 USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, FileExistsError, PermissionError)
 EXIT_USER_ERROR = 2
-
-
-class TrainingError(RuntimeError):
-    """A run that cannot go on (locked, nothing intact to resume, the disk full), with the way out."""
-
-
-RUN_ERRORS = (TrainingError, NonFiniteLoss)  # a run that cannot go on, the loop's included
-
-
-def warn(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr, flush=True)
+RUN_ERRORS = (TrainingError, NonFiniteLoss)  # a run that cannot go on (operations/errors.py), the loop's included

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..operations.checkpoint import Checkpoints
 from ..operations.state import load_trainable_state
-from .errors import TrainingError
+from ..operations.errors import TrainingError
 from ..training.loop import Progress
 
 

@@ -1,7 +1,7 @@
 """What a run will cost, said before it starts: `python train.py ... --plan`.
 
     total training FLOPs   --steps × the FLOPs of one step of --batch-size sequences of --seq-len
-                           tokens, --mask-prob of them masked (tools/flops.py: its matmuls counted
+                           tokens, --mask-prob of them masked (runs/flops.py: its matmuls counted
                            one by one, the whole last layer credited)
     wall time on a GPU     FLOPs / (the device's dense bf16 peak × --plan-utilisation)
     wall time on a CPU     --steps × one step of this run's model timed here (`time_step`: a few
@@ -39,7 +39,7 @@ from ..data.masking import IGNORE_INDEX
 from ..objectives.rtd import generator_config
 from ..operations.checkpoint import STEP_DIR, Checkpoints
 from ..pretrained import from_pretrained
-from ..tools.flops import BatchShape, training_flops
+from .flops import BatchShape, training_flops
 from ..training.settings import Settings
 from ..variants import SENTENCE_TASKS, Variant, build_pretrainer, run_architecture, run_objectives
 
@@ -54,7 +54,7 @@ def step_flops(variant: Variant, settings: Settings, config: ModelConfig, teache
     predicted = 1.0 if teacher is not None and settings.kd_all_tokens else settings.mask_prob
     shape = BatchShape.uniform(settings.batch_size, settings.seq_len, predicted)
     if "rtd" in run_objectives(variant, settings):
-        return training_flops(config, shape, "rtd", settings.generator_fraction)
+        return training_flops(config, shape, "rtd", generator_config(config, settings.generator_fraction, settings.generator_heads))
     flops = training_flops(config, shape)
     if teacher is not None:  # distillation: the teacher's forward too (a third of a training step)
         flops += training_flops(teacher, shape) / 3
@@ -308,7 +308,7 @@ def describe_plan(variant: Variant, settings: Settings, overrides: dict, *, time
     lines = [f"plan: {variant.name}, {config.num_layers} layers of width {config.hidden_size}, {steps:,} steps of "
              f"{settings.batch_size} × {settings.seq_len} tokens = {steps * settings.batch_size * settings.seq_len:.2e} tokens"
              f"{assumed}{continued}",
-             f"  training FLOPs: {total:.2e} ({per_step:.2e} a step; minibert.tools.flops)"]
+             f"  training FLOPs: {total:.2e} ({per_step:.2e} a step; minibert.runs.flops)"]
     if settings.budget is not None:
         lines[0] += f" (--budget {settings.budget} decides when it ends, not --steps)"
     if peak is None and timed is not None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..variants import Variant, with_layout
-from .errors import warn
+from ..operations.errors import warn
 from ..training.settings import OPERATIONAL, flag
 
 DEFAULT_CURVES = Path(__file__).with_name("default_curves.json")

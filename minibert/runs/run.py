@@ -38,7 +38,7 @@ from ..variants import Variant, build_pretrainer, get_variant, run_architecture,
 from ..operations import distributed
 from ..operations.checkpoint import Checkpoints
 from ..operations.distributed import Distributed
-from .errors import TrainingError, warn
+from ..operations.errors import TrainingError, warn
 from .init_from import Start, load_start
 from ..training.loop import Progress, train
 from ..training.optimizer import build_optimizer

@@ -1,4 +1,4 @@
-"""Tokenizers: text -> ids, one interface for every vocabulary a BERT-family model may have.
+"""The chapter's tokenizers: text -> ids, one interface for every vocabulary a BERT-family model may have.
 
 Read in this order:
 

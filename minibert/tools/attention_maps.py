@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from ..pretrained import from_pretrained
-from .pictures import picture_path, pyplot, save_figure
+from ..runs.pictures import picture_path, pyplot, save_figure
 from ..tokenizers import load_tokenizer
 
 

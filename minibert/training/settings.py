@@ -27,11 +27,10 @@ from ..data.dataset import MASKINGS
 from ..data.examples import LAYOUTS
 from ..data.masking import MASK_COUNTS, check_count_options, check_replace_probs
 from ..data.static_masks import STATIC_DUPE_FACTOR
+from ..objectives.rtd import GENERATOR_HEADS, RTD_TOKENS
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # operations/precision.py: what each name runs
-GENERATOR_HEADS = ("scaled", "64-wide")  # the generator's attention heads (objectives/rtd.py:generator_config)
-RTD_TOKENS = ("all", "masked")  # which tokens ELECTRA's detection loss reads (objectives/rtd.py): all, or "ELECTRA 15%"'s
 # Settings that say how a run is carried out, not what it computes: they may change between a run
 # and its --resume, and they are no difference from a variant's default run. skip_nonfinite is one:
 # it acts only on a NaN/Inf step, and --resume --skip-nonfinite is the way on from one.

@@ -26,6 +26,7 @@ from ...operations.tensor_files import CONFIG_FILE, SAFETENSORS_FILE, TensorFile
 from ...pretrained import HEAD_NAMES, TRANSLATIONS, CheckpointPlan, MissingHead, Translation, from_pretrained, save_pretrained
 from ...tokenizers import SentencePieceTokenizer
 from ..tokenizers.json_export import CONFIG_FILE as TOKENIZER_CONFIG_FILE, hugging_face_files
+from .classifiers import reference_classifier
 from .custom_code import MODEL_TYPE as CUSTOM_CODE, custom_plan, save_custom_code
 from .families import EXPORT_ORDER, FAMILIES, ROFORMER
 from .family import TASK_HEADS, Family
@@ -146,4 +147,4 @@ def export_family(config: ModelConfig, head: str | None, family: str | None) -> 
     raise ValueError(f"no Hugging Face family holds this model exactly: {'; '.join(reasons)}; {ELSEWHERE}")
 
 
-TRANSLATIONS["hf"] = Translation(read_plan=reference_plan, save=save_hf)
+TRANSLATIONS["hf"] = Translation(read_plan=reference_plan, save=save_hf, read_classifier=reference_classifier)

@@ -69,12 +69,12 @@ CODE = {  # per panel, the functions it may name, in the order the page lists th
     "attention": ["minibert.tools.attention_maps:attention_probabilities"],
     "run": ["minibert.runs.curves:read_log", "minibert.runs.curves:run_band"],
     # a question-answering model (questions.py)
-    "qa_windows": ["minibert.finetune.windows:question_windows", "minibert.finetune.windows:cut"],
-    "qa_logits": ["minibert.finetune.answering:window_logits", "minibert.heads:SpanExtractor.forward"],
-    "qa_nbest": ["minibert.finetune.answering:decode_windows", "minibert.finetune.span_decoding:decode_spans",
-                 "minibert.finetune.span_decoding:token_max_context", "minibert.finetune.span_decoding:best_pairs",
-                 "minibert.finetune.span_decoding:assemble", "minibert.finetune.answering:chosen"],
-    "qa_null": ["minibert.finetune.span_decoding:null_scores", "minibert.finetune.span_decoding:assemble"],
+    "qa_windows": ["minibert.finetune.kinds.windows:question_windows", "minibert.finetune.kinds.windows:cut"],
+    "qa_logits": ["minibert.finetune.kinds.spans:window_logits", "minibert.heads:SpanExtractor.forward"],
+    "qa_nbest": ["minibert.finetune.kinds.spans:decode_windows", "minibert.finetune.kinds.span_decoding:decode_spans",
+                 "minibert.finetune.kinds.span_decoding:token_max_context", "minibert.finetune.kinds.span_decoding:best_pairs",
+                 "minibert.finetune.kinds.span_decoding:assemble", "minibert.finetune.kinds.spans:chosen"],
+    "qa_null": ["minibert.finetune.kinds.span_decoding:null_scores", "minibert.finetune.kinds.span_decoding:assemble"],
 }
 
 

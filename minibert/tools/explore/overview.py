@@ -98,7 +98,7 @@ def source(name: str) -> dict:
         target = getattr(target, part)
     target = inspect.unwrap(target)  # a decorated function (torch.no_grad) is shown as written, not its wrapper
     lines, first = inspect.getsourcelines(target)
-    package_root = Path(importlib.import_module("minibert").__file__).parent.parent
+    package_root = Path(__file__).resolve().parents[3]  # the folder that holds minibert/ (this file is minibert/tools/explore/)
     path = Path(inspect.getsourcefile(target)).resolve().relative_to(package_root.resolve())
     return {"name": name, "file": path.as_posix(), "line": first, "source": "".join(lines)}
 

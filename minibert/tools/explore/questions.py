@@ -1,13 +1,13 @@
 """The explorer's answer for a question-answering model: one question about one passage, read
 and answered as `python -m minibert predict` answers it, with the numbers in between.
 
-Every number comes from the fine-tune's own code (finetune/answering.py and what it calls):
+Every number comes from the fine-tune's own code (finetune/kinds/spans.py and what it calls):
 
-    the windows      windows.py's question_windows, with the model's reading (SpanExtractor.reading:
+    the windows      windows.py's question_windows, with the model's reading (its checkpoint's:
                      --max-len, --max-query-len, --doc-stride)
-    the logits       answering.py's window_logits: one start and one end logit per position
-    the decoding     answering.py's decode_windows (span_decoding.py's decode_spans) on those very
-                     logits, and its chosen answer (answering.py's chosen, as predict reports it)
+    the logits       spans.py's window_logits: one start and one end logit per position
+    the decoding     spans.py's decode_windows (span_decoding.py's decode_spans) on those very
+                     logits, and its chosen answer (spans.py's chosen, as predict reports it)
 
 The page's probabilities are each window's softmax over its own positions, as the span head's
 loss reads them (heads.py: span_loss): the start of the answer is one position of the window,
@@ -21,9 +21,9 @@ from pathlib import Path
 
 import torch
 
-from ...finetune.answering import Decoding, chosen, decode_windows, qa_max_len, window_logits
-from ...finetune.squad import QAExample, SquadData
-from ...finetune.windows import Window, question_windows
+from ...finetune.kinds.spans import Decoding, chosen, decode_windows, qa_max_len, window_logits
+from ...finetune.kinds.squad import QAExample, SquadData
+from ...finetune.kinds.windows import Window, question_windows
 from .answers import CODE
 from .session import Session
 
@@ -35,7 +35,7 @@ QUESTION_ID = "explore"
 def reading_limits(session: Session) -> dict:
     """What the page says beside its boxes: how the model reads a question and a passage, in tokens."""
     decoding = Decoding.of(session.reading)
-    return {"max_len": qa_max_len(session.reading.get("max_len"), session.model), "max_query_len": decoding.max_query_len,
+    return {"max_len": qa_max_len(session.reading.get("max_len"), session.model.config), "max_query_len": decoding.max_query_len,
             "doc_stride": decoding.doc_stride, "n_best": decoding.n_best, "max_answer_len": decoding.max_answer_len,
             "null_threshold": decoding.null_threshold, "with_null": bool(session.reading.get("with_null")),
             "max_passage_tokens": MAX_PASSAGE_TOKENS}

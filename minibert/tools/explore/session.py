@@ -12,8 +12,8 @@ every setting, so the explorer rebuilds what the run itself built, with the run'
     the masking        the run's Masking, which draws the masks of a text the learner types
 
 A Hugging Face folder has no run: only its model and tokenizer, masked as BERT did (15%, 80/10/10).
-A question-answering model (`python train.py finetune` on SQuAD) is its SpanExtractor, which keeps
-how its fine-tune read questions (`reading`), and an example to ask it: the first question of the
+A question-answering model (`python train.py finetune` on SQuAD) is its SpanExtractor, how its
+fine-tune read questions (its checkpoint's `reading`), and an example to ask it: the first question of the
 fine-tune's dev file where eval.json names one that is still there, else one of the explorer's own.
 Every answer to a text reads this object under `lock`: one model, many request threads.
 """
@@ -35,7 +35,7 @@ from ...operations.checkpoint import Checkpoints
 from ...operations.outdir import GENERATOR_DIR
 from ...operations.state import load_trainable_state
 from ...finetune.checkpoint import HEADS, load_classifier
-from ...finetune.squad import read_squad
+from ...finetune.kinds.squad import read_squad
 from ...operations.tensor_files import CONFIG_FILE, read_json
 from ...pretrained import FORMAT_KEY, MissingHead, checkpoint_directory, from_pretrained
 from ...runs.run import asked_vocab_size, data_settings, load_teacher
@@ -47,7 +47,7 @@ from ...variants import Variant, build_pretrainer, get_variant
 from ...operations.outdir import LAUNCHED_FROM, RUN_FILE
 
 # A Hugging Face folder was pretrained as BERT's paper says: 15% of the tokens, 80/10/10.
-PAPER_MASKING = dict(mask_prob=0.15, replace_probs=(0.8, 0.1, 0.1), max_span=1, whole_word=False)
+PAPER_MASKING = dict(mask_prob=0.15, replace_probs=(0.8, 0.1, 0.1), max_span=1, whole_word=False, count="bernoulli", smoothing=0.0)
 
 
 @dataclass
@@ -63,7 +63,7 @@ class Session:
     weights: str = "the kept model"  # where the weights came from, in words
     data: PretrainingData | None = None
     notes: list[str] = field(default_factory=list)  # what the page cannot show, and why
-    reading: dict | None = None  # a question-answering model's SpanExtractor.reading (None: a pretrained model)
+    reading: dict | None = None  # how a question-answering model reads (its Classifier's; None: a pretrained model)
     example: tuple[str, str] | None = None  # a question and its passage, for a question-answering model's page
     mask_states: dict = field(default_factory=dict)  # a static run's masking generator at chunk starts (static_mask_states)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -147,7 +147,7 @@ def answering_session(directory: Path) -> Session:
     """A fine-tuned question-answering model, as `python -m minibert predict` loads it."""
     found = load_classifier(directory)
     session = Session(directory, found.tokenizer, found.model, "span", None, weights="the fine-tuned model",
-                      reading=dict(found.model.reading), example=(EXAMPLE_QUESTION, EXAMPLE_PASSAGE))
+                      reading=dict(found.reading), example=(EXAMPLE_QUESTION, EXAMPLE_PASSAGE))
     dev = fine_tune_dev(directory)
     if dev is not None:
         session.example = dev
@@ -179,7 +179,7 @@ def kept_model(directory: Path, heads: tuple[str | None, ...]) -> tuple[nn.Modul
 
 def run_masking(settings: Settings) -> dict:
     return dict(mask_prob=settings.mask_prob, replace_probs=tuple(settings.replace_probs), max_span=settings.max_span,
-                whole_word=settings.whole_word)
+                whole_word=settings.whole_word, count="bernoulli", smoothing=0.0)  # a typed text: token by token, one sequence
 
 
 def run_path(path: str, directory: Path, launched_from: str | None) -> Path:

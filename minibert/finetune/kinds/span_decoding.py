@@ -38,7 +38,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 import torch
 
-from ..operations.files import write_json
+from ...operations.files import write_json
 from .squad import QAExample
 
 NOT_PASSAGE = (-1, -1)  # the offsets of a token that is not in the context (question, specials, padding)

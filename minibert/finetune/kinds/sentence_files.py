@@ -10,7 +10,7 @@ so one reader serves them all. A file holds named columns (TSV/CSV header, JSONL
 Any other column must be one a reader may pass over (PASSED_OVER: ids, genres, STS-B's
 bookkeeping): an unread column that might be text (QNLI's `question` beside its `sentence`) is
 an error, not a text silently dropped. `Columns` names the columns outright instead: the
-`--text-columns A [B]` flag, or glue_tasks.py's table for GLUE's own files (MRPC's `#1 String`, CoLA's
+`--text-columns A [B]` flag, or glue/tasks.py's table for GLUE's own files (MRPC's `#1 String`, CoLA's
 file without a header line). TSV is split on tabs with no quote processing: GLUE's files are
 not CSV-quoted, and RTE has sentences that begin with a quote character.
 
@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 import torch
 
-from ..corpus.documents import json_objects
+from ...corpus.documents import json_objects
 
 FORMATS = (".tsv", ".csv", ".jsonl")
 TEXT_COLUMNS = (("sentence1", "sentence2"), ("sentence",), ("text",))  # the first set a file has wins

@@ -4,7 +4,7 @@
     the batches    every epoch a new order of the training rows (the --seed's); each global batch
                    split into processes × --grad-accum micro-batches
     the loop       schedule, clipping, NaN policy, precision, metrics.jsonl, and the dev
-                   evaluations of selection.py
+                   evaluations of evaluations.py
     checkpoints    OUT/checkpoints (operations/checkpoint.py) at each evaluation (without
                    --eval-every: each epoch): runs/resume.py's training state (weights, optimizer,
                    every random generator, the data position) and the evaluations so far;
@@ -26,21 +26,21 @@ from pathlib import Path
 
 import torch.distributed
 
-from ..operations.checkpoint import Checkpoints
-from ..operations.distributed import Distributed
-from ..operations.outdir import OutputDir
-from ..operations.state import rng_state
-from ..runs.errors import warn
-from ..runs.levers import use_levers
-from ..runs.metrics import MetricsLog
-from ..runs.resume import restore, training_state
-from ..runs.run import disk_full_is_one_line
-from ..training.loop import Progress, train
-from ..training.optimizer import build_optimizer
-from .layer_decay import layer_lr_scales
-from .selection import Evaluations
-from ..training.settings import LoopSettings, flag
-from .settings import FinetuneSettings
+from ...operations.checkpoint import Checkpoints
+from ...operations.distributed import Distributed
+from ...operations.outdir import OutputDir
+from ...operations.state import rng_state
+from ...operations.errors import warn
+from ...runs.levers import use_levers
+from ...runs.metrics import MetricsLog
+from ...runs.resume import restore, training_state
+from ...runs.run import disk_full_is_one_line
+from ...training.loop import Progress, train
+from ...training.optimizer import build_optimizer
+from ...training.settings import LoopSettings, flag
+from ..layer_decay import layer_lr_scales
+from ..settings import FinetuneSettings
+from .evaluations import Evaluations
 
 METRICS_FILE = "metrics.jsonl"
 CHECKPOINTS = "checkpoints"

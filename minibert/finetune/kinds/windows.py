@@ -9,10 +9,13 @@ overlap), not google-research's run_squad, whose doc_stride is the step between 
 
 Each window keeps, for every position, the characters of the passage it came from (None for
 the question, the specials and padding): the tokenizer's offsets (`tokenize_with_offsets`).
-They map a gold answer's characters to its first and last token when training, and a
-predicted span back to the passage's own text when answering (span_decoding.py). A window
-that does not hold the whole answer, or a SQuAD 2.0 question without one, points both
-positions at [CLS] (0), as BERT trains it.
+They map a gold answer's characters to its first and last token when training
+(`answer_tokens`), and a predicted span back to the passage's own text when answering
+(span_decoding.py). A window that does not hold the whole answer, or a SQuAD 2.0 question
+without one, points both positions at [CLS] (0), as BERT trains it. The model can only ever
+answer whole tokens, so `aligned` asks whether the tokens covering a gold answer spell it as
+SQuAD's scoring reads it: an answer that cuts a token ("1990" of "1990s") is not, and counting
+them says how well a tokenizer's offsets serve the task.
 """
 
 from __future__ import annotations
@@ -21,9 +24,11 @@ from typing import NamedTuple, Sequence
 
 import torch
 
-from ..tokenizers.base import Tokenizer
-from .answer_spans import answer_tokens, aligned
+from ...tokenizers.base import Tokenizer
 from .squad import QAExample
+from .squad_scores import normalize_answer
+
+Span = tuple[int, int]
 
 NO_ANSWER = 0  # [CLS]: where a window without the answer points its start and end
 
@@ -114,3 +119,22 @@ def window_inputs(windows: Sequence[Window], rows: Sequence[int], tokenizer: Tok
         inputs["start_positions"] = torch.tensor([w.start for w in chosen])
         inputs["end_positions"] = torch.tensor([w.end for w in chosen])
     return inputs
+
+
+def answer_tokens(spans: Sequence[Span], char_start: int, char_end: int) -> tuple[int, int] | None:
+    """(first, last) token covering the characters char_start..char_end-1: the first token whose
+    span ends after char_start, the last whose span starts before char_end. Tokens with an empty
+    span (a lone word-boundary mark) stand for no character, so they never begin or end an
+    answer. None when no token covers any of the characters."""
+    covering = [n for n, (start, end) in enumerate(spans) if start < end and end > char_start and start < char_end]
+    return (covering[0], covering[-1]) if covering else None
+
+
+def aligned(context: str, spans: Sequence[Span], answer_text: str, answer_start: int) -> bool:
+    """True when the tokens covering the answer spell it: their text in `context` equals
+    `answer_text` after SQuAD's normalization, so predicting exactly those tokens scores as exact."""
+    found = answer_tokens(spans, answer_start, answer_start + len(answer_text))
+    if found is None:
+        return False
+    first, last = found
+    return normalize_answer(context[spans[first][0]:spans[last][1]]) == normalize_answer(answer_text)

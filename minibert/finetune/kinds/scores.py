@@ -14,16 +14,7 @@ from typing import Sequence
 
 import torch
 
-from .tasks import LabelMap
-
-
-def dev_scores(task: str, predicted: list, gold: list, labels: LabelMap | None) -> dict:
-    """The scores of one kind of task (a name in settings.TASKS)."""
-    if task == "regression":
-        return regression_metrics(predicted, gold)
-    if task == "tokens":
-        return tagging_metrics(predicted, gold, labels)
-    return classification_metrics(predicted, gold, labels)
+from .sentence_files import LabelMap
 
 
 def classification_metrics(predicted: list[int], gold: list[int], labels: LabelMap) -> dict:

@@ -1,4 +1,4 @@
-"""`finetune --glue`: GLUE as the papers run it, every task (glue_tasks.py) with its own metrics,
+"""`finetune --glue`: GLUE as the papers run it, every task (tasks.py) with its own metrics,
 several seeds, the lr chosen where the recipe leaves it open, and the two averages.
 
     python train.py finetune --init DIR --glue GLUE_DIR --seeds 0 1 2 --out OUT
@@ -36,20 +36,21 @@ import statistics
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
-from ..operations.distributed import Distributed
-from ..operations.files import read_record, write_atomic, write_json
-from ..operations.old_files import upgrade
-from ..operations.tensor_files import SAFETENSORS_FILE
-from .checkpoint import check_out, load_classifier
-from .glue_tasks import GLUE_TASKS, MISMATCHED, GlueTask, present_tasks, task_names, write_submission
-from .inference import check_max_len, predict_with_scores
-from .job import TaskFiles, finetune, load_backbone, prediction_rows
-from .recipes import HELD_OUT, Recipe, checkpoint_pooling, choose, recipe_for
-from .scores import dev_scores
-from ..training.settings import flag
-from .settings import FinetuneSettings
-from .tasks import read_task
-from .training import OPERATIONAL, check_unfinished
+from ...operations.distributed import Distributed
+from ...operations.files import read_record, write_json
+from ...operations.old_files import upgrade
+from ...operations.tensor_files import SAFETENSORS_FILE
+from ...training.settings import flag
+from ..checkpoint import check_out, load_classifier
+from ..job import TaskFiles, finetune, load_backbone
+from ..kinds.kind import check_max_len, write_table
+from ..kinds.scores import classification_metrics
+from ..kinds.sentence_files import read_task
+from ..kinds.sentences import header, prediction_rows, predict
+from ..recipes import HELD_OUT, Recipe, checkpoint_pooling, choose, recipe_for
+from ..run_tools.steps import OPERATIONAL, check_unfinished
+from ..settings import FinetuneSettings
+from .tasks import GLUE_TASKS, MISMATCHED, GlueTask, present_tasks, task_names, write_submission
 from .twin import across, gains, gains_table, init_seed, spread, untrained_twin
 
 UNTRAINED = "untrained"  # the twin's OUT, inside the checkpoint's
@@ -222,7 +223,7 @@ def choice_folder(side: Side, task: GlueTask, lr: float) -> Path:
     return side.out / task.name / CHOOSE / f"lr-{lr:g}"
 
 
-# flags that choose runs or where they go, or how one is carried out (training.py's OPERATIONAL), not what it computes
+# flags that choose runs or where they go, or how one is carried out (run_tools/steps.py's OPERATIONAL), not what it computes
 SWEEP_ONLY = (*OPERATIONAL, "glue_tasks", "seeds", "out", "against_untrained")
 
 
@@ -270,12 +271,13 @@ def score_mismatched(task: GlueTask, glue_dir: Path, files: TaskFiles, report: d
     classifier = load_classifier(out)
     dev = read_task(glue_dir / task.name / task.mismatched, columns=task.columns)
     gold = classifier.labels.encode(dev)
-    predicted, scores = predict_with_scores(classifier.model.to(device), classifier.tokenizer, dev, settings.batch_size,
-                                            check_max_len(settings.max_len, classifier.model.config), device, amp)
-    report = {**report, MISMATCHED: dev_scores(report["task"], predicted, gold, classifier.labels)["accuracy"]}
+    predicted, scores = predict(classifier.model.to(device), classifier.tokenizer, dev, settings.batch_size,
+                                check_max_len(settings.max_len, classifier.model.config), device, amp)
+    report = {**report, MISMATCHED: classification_metrics(predicted, gold, classifier.labels)["accuracy"]}
     if dist.is_main:
         write_json(out / "eval.json", report)
-        write_atomic(out / "predictions_mismatched.tsv", prediction_rows(dev, predicted, gold, classifier.labels, scores))
+        write_table(out / "predictions_mismatched.tsv", header(True, classifier.labels),
+                    prediction_rows(predicted, gold, classifier.labels, scores))
     print(f"{files.name}: dev accuracy on {task.mismatched} {report[MISMATCHED]:.4f}", flush=True)
     return report
 

@@ -22,10 +22,10 @@ import math
 import statistics
 from pathlib import Path
 
-from ..model import Encoder
-from ..operations.outdir import RUN_FILE
-from ..operations.state import seed_everything
-from ..tokenizers.base import Tokenizer
+from ...model import Encoder
+from ...operations.outdir import RUN_FILE
+from ...operations.state import seed_everything
+from ...tokenizers.base import Tokenizer
 
 # t(0.975, df) for df = 1..30 (two-sided 95%); beyond 30, the Cornish-Fisher expansion around the normal's 1.959964
 T975 = (12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624, 2.306004, 2.262157, 2.228139,

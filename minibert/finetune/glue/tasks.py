@@ -9,7 +9,7 @@ the table below names them, with the label set and GLUE's metrics (Wang et al., 
 
     python train.py finetune --glue GLUE_DIR --write-training-text FILE.txt   # a pretraining corpus: train text only
 
-glue_sweep.py fine-tunes on these tasks (`finetune --glue`); this file reads GLUE's files
+sweep.py fine-tunes on these tasks (`finetune --glue`); this file reads GLUE's files
 (`present_tasks`, `training_text`) and writes the server's (`write_submission`, predicting with
 the models the sweep kept).
 """
@@ -19,10 +19,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
-from ..operations.files import write_atomic
-from .checkpoint import load_classifier
-from .inference import check_max_len, predict
-from .tasks import Columns, read_task
+from ...operations.files import write_atomic
+from ..checkpoint import load_classifier
+from ..kinds.kind import check_max_len
+from ..kinds.sentence_files import Columns, read_task
+from ..kinds.sentences import predict
 
 NLI = ["entailment", "not_entailment"]
 DIAGNOSTIC = Path("diagnostic") / "diagnostic.tsv"  # GLUE's AX set, where the download script puts it
@@ -49,7 +50,7 @@ class GlueTask(NamedTuple):
 
     @property
     def selected_by(self) -> str:
-        """The metric that picks the model kept among evaluations while training (selection.py): ELECTRA's."""
+        """The metric that picks the model kept among evaluations while training (run_tools/evaluations.py): ELECTRA's."""
         return self.electra or self.metrics[0]
 
 
@@ -120,8 +121,8 @@ def write_submission(found: list[GlueTask], results: dict, glue_dir: Path, out: 
         classifier = load_classifier(model)
         for path, name, columns in present:
             data = read_task(path, labelled=False, columns=columns._replace(names=None))  # test files have a header
-            predicted = predict(classifier.model.to(device), classifier.tokenizer, data, results[task.name]["recipe"]["batch_size"],
-                                check_max_len(args.max_len, classifier.model.config), device, amp)
+            predicted, _ = predict(classifier.model.to(device), classifier.tokenizer, data, results[task.name]["recipe"]["batch_size"],
+                                   check_max_len(args.max_len, classifier.model.config), device, amp)
             show = (lambda p: f"{p:.3f}") if classifier.labels is None else (lambda p: str(classifier.labels.names[p]))
             write_atomic(out / SUBMISSION / f"{name}.tsv", "index\tprediction\n" + "".join(f"{i}\t{show(p)}\n" for i, p in enumerate(predicted)))
             written[f"{name}.tsv"] = str(model)

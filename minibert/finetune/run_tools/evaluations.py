@@ -7,8 +7,8 @@
     at the end: the kept weights go back into the model that is saved (transformers'
     load_best_model_at_end); eval.json lists every evaluation and names the step kept
 
-The metric is the task's own: GLUE's for its task (glue_tasks.py: MCC for CoLA, Spearman for
-STS-B, accuracy elsewhere), the headline of its kind otherwise (settings.py: HEADLINE). Without
+The metric is the task's own: GLUE's for its task (glue/tasks.py: MCC for CoLA, Spearman for
+STS-B, accuracy elsewhere), the headline of its kind otherwise (kinds/: `Kind.headline`). Without
 --eval-every the one evaluation is at the end and the model kept is the last, BERT's recipe:
 keeping the best of several evaluations chooses on dev, and the dev score then reads high.
 """
@@ -21,14 +21,14 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from ..training.loop import Progress
+from ...training.loop import Progress
 
 
 class Evaluations:
     """The dev evaluations of one fine-tune, the best of them, and how long since it was bettered.
 
     `score()` returns (the dev scores, the dev predictions) of the model at that step; under
-    torchrun each process predicts a share of dev (training.py:in_shards), every process scores
+    torchrun each process predicts a share of dev (steps.py:in_shards), every process scores
     the gathered predictions, and rank 0's stop decides for all of them.
     """
 

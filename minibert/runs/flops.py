@@ -40,7 +40,6 @@ import torch
 
 from ..config import ModelConfig
 from ..heads import IGNORE_INDEX
-from ..objectives.rtd import generator_config
 
 OBJECTIVES = ("mlm", "rtd")
 
@@ -98,12 +97,12 @@ def replaced_token_head_flops(config: ModelConfig, shape: BatchShape) -> float:
     return shape.tokens * 2 * (H * H + H)
 
 
-def training_flops(config: ModelConfig, shape: BatchShape, objective: str = "mlm", generator_fraction: float = 0.5,
+def training_flops(config: ModelConfig, shape: BatchShape, objective: str = "mlm", generator: ModelConfig | None = None,
                    sparse_last_layer: bool = False) -> float:
     """FLOPs of one training step (forward + backward) of `objective` on a batch.
 
     mlm: the encoder and the MLM head at the masked positions. rtd (ELECTRA, `config` is the
-    discriminator's): the generator at `generator_fraction` of the width — encoder and MLM head
+    discriminator's): the `generator` (objectives/rtd.py:generator_config) — encoder and MLM head
     — AND the discriminator's encoder and per-token head. Sampling the replacements needs no
     backward, but the generator's own MLM loss trains it, so it counts in full, as the ELECTRA
     paper counts it. `sparse_last_layer`: see the module docstring (the MLM models only; the
@@ -113,7 +112,8 @@ def training_flops(config: ModelConfig, shape: BatchShape, objective: str = "mlm
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}; got {objective!r}")
     if objective == "mlm":
         return 3 * (encoder_flops(config, shape, sparse_last_layer) + masked_lm_head_flops(config, shape))
-    generator = generator_config(config, generator_fraction)
+    if generator is None:
+        raise ValueError("rtd's FLOPs count its generator: pass generator=generator_config(config, fraction, heads)")
     generator_forward = encoder_flops(generator, shape, sparse_last_layer) + masked_lm_head_flops(generator, shape)
     discriminator_forward = encoder_flops(config, shape) + replaced_token_head_flops(config, shape)
     return 3 * (generator_forward + discriminator_forward)

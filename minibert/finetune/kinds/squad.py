@@ -27,9 +27,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..corpus.documents import json_objects
-from ..operations.files import write_atomic
-from .tasks import task_file
+from ...corpus.documents import json_objects
+from ...operations.files import write_atomic
+from .sentence_files import task_file
 
 FORMATS = (".json", ".jsonl")
 RECORD = '{"id", "context", "question", "answers": {"text": [...], "answer_start": [...]}}'
