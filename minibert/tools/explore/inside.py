@@ -35,7 +35,7 @@ STAGES = {  # each stage of a layer: the function that computes it, and a piece 
     "rotary": ("minibert.attention:SelfAttention.heads", "rotate("),
     "scores": ("minibert.attention:attention_probs", "q @ k.transpose"),
     "mask": ("minibert.attention:attention_probs", "masked_fill("),
-    "softmax": ("minibert.attention:attention_probs", "softmax("),
+    "softmax": ("minibert.attention:attention_probs", ".softmax(dim=-1)"),
     "mix_sdpa": ("minibert.attention:attend", "scaled_dot_product_attention("),
     "mix_naive": ("minibert.attention:attend", "@ v"),
     "heads": ("minibert.attention:SelfAttention.forward", "context = attend("),

@@ -39,8 +39,15 @@ STATIC_DRAWS = 3  # the run's own text, drawn (or its copies stepped through) th
 MAX_BODY_BYTES = 1 << 20  # a POSTed text is read up to this size: the explorer reads at most 100,000 characters of it
 
 
+SCRIPTS_MARK = "/*EXPLORE-SCRIPTS*/"  # where page.html takes its scripts, in this order: page.js, the core, last
+SCRIPTS = ("strip.js", "guesses.js", "inside.js", "attention.js", "overview.js", "questions.js", "page.js")
+
+
 def page_template() -> str:
-    return resources.files(__package__).joinpath("page.html").read_text(encoding="utf-8")
+    """page.html with its scripts inside: one file, served or written, that loads nothing else."""
+    files = resources.files(__package__)
+    scripts = "\n".join(files.joinpath(name).read_text(encoding="utf-8") for name in SCRIPTS)
+    return files.joinpath("page.html").read_text(encoding="utf-8").replace(SCRIPTS_MARK, scripts)
 
 
 def embedded(answers: dict) -> str:
