@@ -145,7 +145,7 @@ class Masking:
         rank = keys.argsort(dim=1, descending=True, stable=True).argsort(dim=1)  # each position's place in the draw
         return can_mask & (rank < counts[:, None]).view_as(can_mask)
 
-    def choose_spans(self, input_ids: torch.Tensor, can_mask: torch.Tensor, generator: torch.Generator) -> "DrawnSpans":
+    def choose_spans(self, input_ids: torch.Tensor, can_mask: torch.Tensor, generator: torch.Generator) -> DrawnSpans:
         """The masked positions as spans of 1..max_span units covering `mask_prob` of the maskable
         tokens on average, `.chosen` [B, T] bool, with the spans that chose them (`DrawnSpans`):
         ALBERT's n-gram masking (ALBERT §4.1 and its data script create_pretraining_data.py,
@@ -206,20 +206,13 @@ class Masking:
 
 
 class DrawnSpans(NamedTuple):
-    """What `Masking.choose_spans` returns: the masked positions and the spans that chose them.
+    """What `Masking.choose_spans` returns: the masked positions and the spans that chose them."""
 
-    chosen        [B, T] bool, the masked positions (all `choose` keeps)
-    span          [B, units] each unit's span length in units, 0 where no span begins
-    unit          [B, T] which unit each token belongs to
-    unit_segment  [B, units] each unit's segment (-1 past the last unit)
-    can_mask      [B, T] bool, the maskable tokens
-    """
-
-    chosen: torch.Tensor
-    span: torch.Tensor
-    unit: torch.Tensor
-    unit_segment: torch.Tensor
-    can_mask: torch.Tensor
+    chosen: torch.Tensor  # [B, T] bool, the masked positions (all `choose` keeps)
+    span: torch.Tensor  # [B, units] each unit's span length in units, 0 where none begins
+    unit: torch.Tensor  # [B, T] which unit each token belongs to
+    unit_segment: torch.Tensor  # [B, units] each unit's segment (-1 past the last unit)
+    can_mask: torch.Tensor  # [B, T] bool, the maskable tokens
 
     def listed(self) -> list[list[tuple[int, int]]]:
         """The spans one by one, per row: the (first, last) maskable token of each, its units cut

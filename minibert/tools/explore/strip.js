@@ -117,14 +117,18 @@ function markPicked() {
   for (const chip of document.querySelectorAll("#strip .tok")) chip.classList.toggle("picked", Number(chip.dataset.position) === state.position);
 }
 
+// the key to what this draw shows, and only that
 function legend(b, electra) {
-  const parts = ["▣ shown as [MASK] (orange)", "⇄ a random token (pink, dashed)", "= left as it was, still predicted (green, dotted)",
-                 "▁ or Ġ begins a word; ## or no mark continues one"];
+  const fates = new Set(b.tokens.map(t => t.fate)), parts = [];
+  if (fates.has("mask") || fates.has("yours")) parts.push("▣ shown as [MASK] (orange)");
+  if (fates.has("random")) parts.push("⇄ a random token (pink, dashed)");
+  if (fates.has("kept")) parts.push("= left as it was, still predicted (green, dotted)");
+  parts.push("▁ or Ġ begins a word; ## or no mark continues one");
   if (b.tokens.some(t => BYTE_PIECE.test(t.original.piece)))
     parts.push("<0xF0> a byte piece: a character the vocabulary lacks, spelt as its UTF-8 bytes");
-  const pair = b.tokens.filter(t => t.special).length > 2 || b.tokens.some(t => t.segment);
-  if (b.segment_types >= 2) parts.push("double underline: segment B (seg 1); A with [CLS] is seg 0");
-  else if (pair) parts.push(`this model has ${b.segment_types ? "one segment type" : "no segment embeddings"}: it tells B from A by [SEP] alone`);
+  if (b.sentence ? b.sentence.pair : b.tokens.some(t => t.segment) || b.tokens.filter(t => t.special).length > 2)
+    parts.push(b.segment_types >= 2 ? "double underline: segment B (seg 1); A, with [CLS], is seg 0"
+               : `this model has ${b.segment_types ? "one segment type" : "no segment embeddings"}: it tells B from A by [SEP] alone`);
   if (b.spans) parts.push("a bracket under each n-gram span drawn; overlapping spans take a second row");
   if (electra) parts.push("sample: the generator's token and its P; call: the discriminator's");
   return el("p", {class: "muted legend", id: "legend"}, ...parts.flatMap((p, i) => [i ? " · " : "", el("span", {text: p})]));
