@@ -595,7 +595,7 @@ def chapter_functions():
     import importlib
     import inspect
 
-    modules = {name.split(":")[0] for panel in ("batch", "mlm", "electra", "distil", "attention") for name in CODE[panel]}
+    modules = {name.split(":")[0] for panel in ("batch", "mlm", "electra", "distil", "attention", "inside") for name in CODE[panel]}
     for module_name in sorted(modules):
         module = importlib.import_module(module_name)
         owners = [module] + [c for c in vars(module).values() if inspect.isclass(c) and c.__module__ == module_name]
@@ -830,6 +830,7 @@ def test_each_stage_names_the_line_that_computes_it(sessions):
     lines = [s["code"] for s in inside["stages"] if "values" in s] + list(stages_of(inside)["attention"]["code"].values())
     assert len(lines) >= 14
     for line in lines:
+        assert line["found"], line  # STAGES names a piece of the line: it must still be in the code
         found = source(line["name"])
         assert found["source"].splitlines()[line["line"] - found["line"]].strip() == line["text"]
         assert (REPO / line["file"]).read_text().splitlines()[line["line"] - 1].strip() == line["text"]
