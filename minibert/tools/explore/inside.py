@@ -120,23 +120,28 @@ def inside_panel(session: Session, example: Example, step: Step, position: int, 
                                "up": feed_forward.fn.up, "down": feed_forward.fn.down,
                                "projection": encoder.embedding_projection}, inputs({**example.batch, "input_ids": ids}))
     a, f = layer // len(encoder.attention), layer // len(encoder.feed_forward)  # a module shared by n depths: its call at this one
-    read = lambda name, call: calls[name][call][0][0][0, position]  # noqa: E731 - what a call read, at the token
-    returned = lambda name, call: calls[name][call][1][0, position]  # noqa: E731 - what it returned, at the token
-    pre = config.norm == "pre"
+
+    def read(name: str, call: int) -> torch.Tensor:  # what a module's call read, at the token
+        return calls[name][call][0][0][0, position]
+
+    def returned(name: str, call: int) -> torch.Tensor:  # what it returned, at the token
+        return calls[name][call][1][0, position]
+
+    def sublayer(name: str, call: int, branch: list[dict], suffix: str = "") -> list[dict]:
+        """A sublayer's stages in the order its norm puts them: pre-LN normalizes, runs the branch,
+        adds the residual; post-LN runs the branch, adds the residual, normalizes."""
+        norm = f"{name}.norm"
+        if config.norm == "pre":
+            around = [stage("norm_before", returned(norm, call))], [stage("residual", returned(name, call))]
+        else:
+            around = [], [stage("residual", read(norm, call)), stage("norm_after", returned(norm, call))]
+        return [{**s, "id": s["id"] + suffix} for s in around[0]] + branch + [{**s, "id": s["id"] + suffix} for s in around[1]]
+
     stages = [stage("input", read("attention", a))]
-    if pre:
-        stages.append(stage("norm_before", returned("attention.norm", a)))
-    stages.append(attention_stage(attention.fn, calls["attention.fn"][a], read("out", a), position))
-    stages += [stage("heads", read("out", a)), stage("projected", returned("out", a))]
-    stages += ([stage("residual", returned("attention", a))] if pre else
-               [stage("residual", read("attention.norm", a)), stage("norm_after", returned("attention.norm", a))])
-    if pre:
-        stages.append({**stage("norm_before", returned("feed_forward.norm", f)), "id": "norm_before_ffn"})
-    stages += [stage("up", returned("up", f), "feed_forward"), stage("act", read("down", f), "feed_forward"),
-               stage("down", returned("down", f), "feed_forward")]
-    stages += ([{**stage("residual", returned("feed_forward", f)), "id": "residual_ffn"}] if pre else
-               [{**stage("residual", read("feed_forward.norm", f)), "id": "residual_ffn"},
-                {**stage("norm_after", returned("feed_forward.norm", f)), "id": "norm_after_ffn"}])
+    stages += sublayer("attention", a, [attention_stage(attention.fn, calls["attention.fn"][a], read("out", a), position),
+                                        stage("heads", read("out", a)), stage("projected", returned("out", a))])
+    stages += sublayer("feed_forward", f, [stage("up", returned("up", f), "feed_forward"), stage("act", read("down", f), "feed_forward"),
+                                           stage("down", returned("down", f), "feed_forward")], "_ffn")
     projection = None
     if layer == 0 and isinstance(encoder.embedding_projection, nn.Linear):  # ALBERT's E -> H, before the first layer
         projection = {"embedding": rounded(read("projection", 0)), **stage("projection", returned("projection", 0))}

@@ -61,19 +61,19 @@ def run_objectives(session: Session, example: Example) -> Step:
     if not objectives:
         return Step()
     running = Pretrainer(pretrainer.model, objectives).eval()
-    total, metrics, seen, returned = run(running, batch, example.seed, watch_model=session.head == "rtd")
+    total, metrics, seen, returned = call_pretrainer(running, batch, example.seed, watch_model=session.head == "rtd")
     if not scored:  # your [MASK]s: only the sentence task's verdict compares with anything
         return Step({name: value for name, value in metrics.items() if task and name.startswith(task)}, seen)
     loss = loss_terms(running, returned, total)
     if pair and example.typed:  # no label to know: the loss as it would be under the other one too
-        other, _, _, returned = run(running, {**batch, "sentence_label": 1 - batch["sentence_label"]}, example.seed)
+        other, _, _, returned = call_pretrainer(running, {**batch, "sentence_label": 1 - batch["sentence_label"]}, example.seed)
         term = next(t for t in loss["terms"] if t["objective"] == task)
         term["other_label_value"] = finite(returned[task][1][f"{task}_loss"])
         loss["other_label_total"] = finite(other)
     return Step(metrics, seen, loss)
 
 
-def run(pretrainer: Pretrainer, batch: dict, seed: int, watch_model: bool = False) -> tuple[float, dict, dict, dict]:
+def call_pretrainer(pretrainer: Pretrainer, batch: dict, seed: int, watch_model: bool = False) -> tuple[float, dict, dict, dict]:
     """One call of `pretrainer` on `batch`, the global generator (ELECTRA's sampling) seeded by
     `seed` and put back after: (the total, the metrics, what the kept model read and said where
     `watch_model`, what each objective returned: its weighted loss and its metrics)."""
