@@ -3,10 +3,11 @@
     python bench/explore_screenshot.py [--checkpoint checkpoints/albert] [--out docs/explore.png]
 
 Starts `python -m minibert explore` on the default ALBERT run as a learner would, opens the page
-in headless Chromium (apt-get install chromium chromium-driver; pip install selenium), points at
-the first token the masking chose, and keeps the top of the page: the text box, the token strip
-(each token read, seen, guessed and judged), the step's loss summed, and the masked-LM head with
-the pointed token's row lit.
+in headless Chromium (apt-get install chromium chromium-driver; pip install selenium), and scrolls
+to the inside-a-layer panel, which follows the first token the masking chose: the picture keeps the
+token strip (each token read, seen, guessed and judged), which stays in view at the top, above the
+panel's stages from the layer's input through attention to the feed-forward, each with the run's
+own numbers and the line of code that computed it.
 Without the default run it pretrains a tiny ALBERT in a temporary folder and says so, as the
 picture is then of an untrained model's page.
 """
@@ -20,8 +21,8 @@ from pathlib import Path
 
 from explore_page import REPO, headless_chromium, start_explorer, stop, wait_until_answered
 
-WIDTH, HEIGHT = 1280, 1160  # the picture's width; its height where the masked-LM head has few rows
-MLM_ROWS = 4  # the picture ends below this many of the masked-LM head's rows
+WIDTH, HEIGHT = 1280, 1600  # the picture's width; its height at most
+LAST_STAGE = "norm_after"  # the picture ends below this stage of the inside-a-layer panel (the attention sublayer's last)
 TINY_ALBERT = ["--variant", "albert", "--steps", "40", "--hidden-size", "64", "--num-layers", "2", "--num-heads", "2",
                "--intermediate-size", "128", "--embedding-size", "32", "--eval-every", "40", "--save-every", "40"]
 
@@ -37,23 +38,22 @@ def tiny_albert(out: Path) -> Path:
 
 
 def screenshot(checkpoint: Path, out: Path) -> Path:
-    """The top of the explorer's page on `checkpoint`, as a PNG; a console error stops it."""
+    """The token strip above the inside-a-layer panel of the explorer's page on `checkpoint`, as a
+    PNG; a console error stops it."""
     process, url = start_explorer(checkpoint)
     driver = headless_chromium(WIDTH, HEIGHT)
     try:
         driver.get(url)
         wait_until_answered(driver)
-        from selenium.webdriver.common.action_chains import ActionChains
-
-        chosen = driver.find_element("css selector", f"#strip [data-fate]:not([data-fate=''])")
-        ActionChains(driver).move_to_element(chosen).perform()  # the token lit in every panel
         errors = [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
         if errors:
             sys.exit(f"the page logged errors: {errors}")
-        height = driver.execute_script(f"const row = document.querySelector('#panel-mlm tr:nth-child({MLM_ROWS + 1})');"
-                                       "return row && Math.ceil(row.getBoundingClientRect().bottom + window.scrollY) + 1")
-        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",  # the viewport ends below a whole row
-                               {"width": WIDTH, "height": height or HEIGHT, "deviceScaleFactor": 1, "mobile": False})
+        driver.execute_script("document.getElementById('panel-inside').scrollIntoView()")  # below the strip, which stays at the top
+        height = driver.execute_script(f"const stage = document.querySelector('#panel-inside [data-stage={LAST_STAGE}]');"
+                                       "return stage && Math.ceil(stage.getBoundingClientRect().bottom) + 2")
+        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",  # the viewport ends below a whole stage
+                               {"width": WIDTH, "height": min(height or HEIGHT, HEIGHT), "deviceScaleFactor": 1, "mobile": False})
+        driver.execute_script("document.getElementById('panel-inside').scrollIntoView()")
         out.parent.mkdir(parents=True, exist_ok=True)
         driver.save_screenshot(str(out))
     finally:

@@ -5,8 +5,10 @@
 For each run: start-up, from starting `python -m minibert explore RUN` to its server answering
 the page (GET /), and to the page's first answer (the overview and the run's own text, which the
 page asks for on load); then each interaction's answer time, the median of REPEATS: a typed text
-with a [MASK], and Draw again on the run's own text (a new draw each time). Answers are timed at
-the server (HTTP) and, where Chromium is installed, in the page (the click to the drawn answer).
+with a [MASK], Draw again on the run's own text (a new draw each time), and another token followed
+inside a layer (a click in the strip: /api/inside, each time the next token, at the next layer).
+Answers are timed at the server (HTTP) and, where Chromium is installed, in the page (the click to
+the drawn answer).
 The aims it prints each figure beside are AIMS (seconds): start-up, and one answer.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import json
 import shutil
 import statistics
 import time
@@ -47,11 +50,23 @@ def get(url: str, path: str) -> float:
     return time.perf_counter() - start
 
 
+def layers(url: str) -> int:
+    """How many layers the served model has (its model panel's count)."""
+    address = urlsplit(url)
+    connection = http.client.HTTPConnection(address.hostname, address.port, timeout=60)
+    connection.request("GET", "/api/overview")
+    count = json.loads(connection.getresponse().read())["model"]["layers"]
+    connection.close()
+    return count
+
+
 def server_times(url: str) -> dict[str, float]:
     """The median answer of each interaction, asked of the server as the page asks it."""
+    depth = layers(url)
     typed = [get(url, f"/api/explore?draw=0&text={quote(TEXTS[i % len(TEXTS)])}") for i in range(REPEATS)]
     drawn = [get(url, f"/api/explore?draw={draw}") for draw in range(1, REPEATS + 1)]
-    return {"typed text": statistics.median(typed), "Draw again": statistics.median(drawn)}
+    inside = [get(url, f"/api/inside?draw=0&position={1 + i}&layer={i % depth}") for i in range(REPEATS)]
+    return {"typed text": statistics.median(typed), "Draw again": statistics.median(drawn), "a token inside": statistics.median(inside)}
 
 
 def page_times(driver, url: str) -> dict[str, float]:
@@ -66,13 +81,14 @@ def page_times(driver, url: str) -> dict[str, float]:
             box.clear()
             box.send_keys(text)
         start = time.perf_counter()
-        driver.find_element("id", button).click()
+        driver.find_element("css selector", button).click()
         wait_until_answered(driver)
         return time.perf_counter() - start
 
-    drawn = [timed("draw-again") for _ in range(REPEATS)]
-    typed = [timed("run", TEXTS[i % len(TEXTS)]) for i in range(REPEATS)]
-    return {"typed text": statistics.median(typed), "Draw again": statistics.median(drawn)}
+    drawn = [timed("#draw-again") for _ in range(REPEATS)]
+    inside = [timed(f"#strip [data-position='{1 + i}']") for i in range(REPEATS)]
+    typed = [timed("#run", TEXTS[i % len(TEXTS)]) for i in range(REPEATS)]
+    return {"typed text": statistics.median(typed), "Draw again": statistics.median(drawn), "a token inside": statistics.median(inside)}
 
 
 def measure(run: Path, driver) -> None:

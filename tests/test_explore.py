@@ -22,7 +22,10 @@ from minibert import detect_replaced, fill_mask
 from minibert.__main__ import main
 from minibert.runs.run import dupe_factor
 from minibert.tools.explore import make_server, open_session
-from minibert.tools.explore.answers import CODE, LOSS_TERMS, explore, prepare
+from minibert.tools.explore.answers import explore, explore_inside
+from minibert.tools.explore.code_ran import CODE
+from minibert.tools.explore.example import prepare, typed_example
+from minibert.tools.explore.step import LOSS_TERMS
 from minibert.tools.explore.overview import overview, source
 from minibert.tools.explore.questions import ask
 from tiny_run import REPO
@@ -415,10 +418,10 @@ def called_functions(monkeypatch) -> list[str]:
     """Wrap every function the panels may name where the code calls it from, and collect the calls."""
     import importlib
 
-    from minibert.tools.explore import answers
+    from minibert.tools.explore import example, guesses, inside, step
 
     called = []
-    for name in {n for panel in ("batch", "mlm", "electra", "distil", "attention") for n in CODE[panel]}:
+    for name in {n for panel in ("batch", "mlm", "electra", "distil", "attention", "inside") for n in CODE[panel]}:
         module_name, qualified = name.split(":")
         owner = importlib.import_module(module_name)
         *path, attribute = qualified.split(".")
@@ -431,8 +434,9 @@ def called_functions(monkeypatch) -> list[str]:
             return _original(*args, **kwargs)
 
         monkeypatch.setattr(owner, attribute, wrapper)
-        if not path and hasattr(answers, attribute):
-            monkeypatch.setattr(answers, attribute, wrapper)
+        for user in (example, guesses, inside, step):  # where the explorer imported it by name
+            if not path and hasattr(user, attribute):
+                monkeypatch.setattr(user, attribute, wrapper)
     return called
 
 
@@ -507,7 +511,6 @@ def test_the_loss_terms_add_up_to_what_the_objectives_compute(family, sessions):
     sample drawn from the same seed); the masked-LM term is the mean of the per-position losses the
     MLM panel computes through probe.py, and its accuracy the share of right top guesses."""
     from minibert.objectives.sentence import SENTENCE_TASKS
-    from minibert.tools.explore.answers import typed_example
 
     session = sessions[family]
     for text, draw in ((None, 0), (PAIR, 1), (PLAIN_TEXT, 1)):
@@ -523,8 +526,8 @@ def test_the_loss_terms_add_up_to_what_the_objectives_compute(family, sessions):
                       if name not in SENTENCE_TASKS or "sentence_label" in example.batch}
         assert [t["objective"] for t in loss["terms"]] == [n for n in objectives for _ in LOSS_TERMS[n]]
         batch, model = example.batch, session.pretrainer.model
-        torch.manual_seed(draw)
-        with torch.no_grad():
+        with torch.random.fork_rng(devices=[]), torch.no_grad():  # ELECTRA samples with the example's seed
+            torch.manual_seed(example.seed)
             output = model.encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
             total = sum(float(o(model, batch, output)[0]) for o in objectives.values())
         assert loss["total"] == pytest.approx(total, rel=1e-4)
@@ -538,16 +541,15 @@ def test_the_loss_terms_add_up_to_what_the_objectives_compute(family, sessions):
 def test_electras_tally_and_generator_are_the_objectives(sessions):
     """The summary line's counts agree with the objective's own recall and precision on the same batch
     and sample; the generator's probability for its sample is the one its top 5 gives that token."""
-    from minibert.tools.explore.answers import typed_example
-
     session = sessions["electra"]
     for text, draw in ((None, 0), (PAIR, 1)):
         answer = explore(session, text, draw)
         electra, tally = answer["electra"], answer["electra"]["tally"]
         if text is not None:
-            batch, model = typed_example(session, text, draw).batch, session.pretrainer.model
-            torch.manual_seed(draw)
-            with torch.no_grad():
+            example, model = typed_example(session, text, draw), session.pretrainer.model
+            batch = example.batch
+            with torch.random.fork_rng(devices=[]), torch.no_grad():
+                torch.manual_seed(example.seed)
                 metrics = session.pretrainer.objectives["rtd"](model, batch)[1]
             assert tally["caught"] / max(1, tally["replaced"]) == pytest.approx(float(metrics["rtd_recall"]))
             called = tally["caught"] + tally["false_alarms"]
@@ -562,3 +564,278 @@ def test_electras_tally_and_generator_are_the_objectives(sessions):
             assert top == sorted(top, reverse=True) and sum(top) <= 1 + 1e-6 and 0 < t["generator"]["p_sample"] <= top[0] + 1e-7
             if t["shown"]["id"] in [c["id"] for c in t["generator"]["top"]]:
                 assert t["generator"]["p_sample"] == pytest.approx(next(c["prob"] for c in t["generator"]["top"] if c["id"] == t["shown"]["id"]))
+
+
+# --- the explorer reads what the chapter's functions return, never their local variables -----------
+
+def with_locals_renamed(function):
+    """`function` compiled again from its source with every local variable renamed (its arguments
+    kept), at the same file and lines, in its module's namespace."""
+    import ast
+    import inspect
+    import textwrap
+
+    lines, first = inspect.getsourcelines(function)
+    tree = ast.parse(textwrap.dedent("".join(lines)))
+    ast.increment_lineno(tree, first - 1)
+    definition = tree.body[0]
+    arguments = {a.arg for a in ast.walk(definition.args) if isinstance(a, ast.arg)}
+    stored = {n.id for n in ast.walk(definition) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} - arguments
+    for node in ast.walk(definition):
+        if isinstance(node, ast.Name) and node.id in stored:
+            node.id += "_renamed"
+    namespace = dict(function.__globals__)
+    exec(compile(tree, inspect.getsourcefile(function), "exec"), namespace)
+    return namespace[function.__name__]
+
+
+def chapter_functions():
+    """(owner, name, function) of every plain function and method defined in the modules whose
+    functions the pretraining panels name (no decorator, no closure): the code the explorer shows."""
+    import importlib
+    import inspect
+
+    modules = {name.split(":")[0] for panel in ("batch", "mlm", "electra", "distil", "attention", "inside") for name in CODE[panel]}
+    for module_name in sorted(modules):
+        module = importlib.import_module(module_name)
+        owners = [module] + [c for c in vars(module).values() if inspect.isclass(c) and c.__module__ == module_name]
+        for owner in owners:
+            for name, function in list(vars(owner).items()):
+                if (inspect.isfunction(function) and function.__code__.co_filename == module.__file__ and not function.__closure__
+                        and not inspect.getsource(function).lstrip().startswith("@")):
+                    yield owner, name, function
+
+
+def without_code(answer):
+    """An answer without the lists of the code that ran (which name functions by their code objects)."""
+    if isinstance(answer, dict):
+        return {k: without_code(v) for k, v in answer.items() if k != "code"}
+    return [without_code(v) for v in answer] if isinstance(answer, list) else answer
+
+
+@pytest.mark.parametrize("family", ["bert", "albert", "electra"])
+def test_renaming_the_chapters_local_variables_changes_no_answer(family, sessions, monkeypatch):
+    """The page shows what the project's functions return (and the documented hooks), never their
+    local variables: with every local of every function in the modules the panels name renamed,
+    each answer is what it was (ALBERT's spans included)."""
+    session = sessions[family]
+    texts = ((None, 0), (None, 1), ("The cat eats the fish near the river. [SEP] The dog sleeps in the sun.", 1))
+    before = [without_code(explore(session, text, draw)) for text, draw in texts]
+    renamed = 0
+    for owner, name, function in chapter_functions():
+        monkeypatch.setattr(owner, name, with_locals_renamed(function))
+        renamed += 1
+    assert renamed > 50
+    after = [without_code(explore(session, text, draw)) for text, draw in texts]
+    assert after == before
+
+
+# --- masks that follow the text; the sentence task, ELECTRA and the loss on what a learner types ---
+
+THREE_TEXTS = ("The quick fox jumps over the lazy dog near the river bank today.",
+               "A small bird sings in the green garden every single morning now.",
+               "My old car needs new tires before the long winter trip north.")
+
+
+@pytest.mark.parametrize("family", ["bert", "electra", "distilbert"])
+def test_masks_follow_the_text_and_the_draw(family, sessions):
+    """Three texts at one draw get three masks; the same text and draw, the same mask and answer."""
+    session = sessions[family]
+    for draw in (0, 1):
+        masked = [tuple(t["position"] for t in explore(session, text, draw)["batch"]["tokens"] if t["fate"]) for text in THREE_TEXTS]
+        assert len(set(masked)) == 3, (draw, masked)
+    assert without_code(explore(session, THREE_TEXTS[0], 1)) == without_code(explore(session, THREE_TEXTS[0], 1))
+
+
+def test_electras_samples_follow_the_text(sessions):
+    """The generator's samples are drawn with a seed from the text and the draw: unrelated sentences
+    at draw 0 do not get one sample in the first masked place."""
+    texts = [f"The {a} {b} sees the {c} near the {d}." for a, b, c, d in
+             zip("red big old new sad odd shy wet".split(), "cat dog cow fox pig hen owl ram".split(),
+                 "hill road barn lake tree gate wall pond".split(), "farm town sea wood park mill dam bay".split())]
+    first = []
+    for text in texts:
+        tokens = explore(sessions["electra"], text, 0)["electra"]["tokens"]
+        first.append(next(t["shown"]["id"] for t in tokens if t.get("sampled")))
+    assert len(set(first)) >= 4, first
+
+
+@pytest.mark.parametrize("family", ["bert", "albert"])
+def test_a_pair_with_your_own_masks_gets_the_heads_verdict(family, sessions):
+    """The sentence task judges a pair whether or not its tokens are masked: with your [MASK]s its
+    verdict is the head's own (the objective's logits on the pair), and no loss is summed."""
+    from minibert.objectives.sentence import SENTENCE_TASKS
+
+    session = sessions[family]
+    text = "The cat sat on the [MASK]. [SEP] It was [mask] and warm."
+    batch = explore(session, text, 0)["batch"]
+    task = next(name for name in SENTENCE_TASKS if name in session.pretrainer.objectives)
+    example = typed_example(session, text, 0)
+    model = session.pretrainer.model
+    with torch.no_grad():
+        output = model.encoder(example.batch["input_ids"], example.batch["attention_mask"], example.batch["token_type_ids"])
+        logits = session.pretrainer.objectives[task].head(output.sentence_vector())[0]
+    assert batch["masking"] == "yours" and batch["loss"] is None
+    assert batch["sentence"]["verdict"] == int(logits.argmax())
+    assert batch["sentence"]["verdict_probability"] == pytest.approx(float(logits.softmax(-1).max()), rel=1e-5)
+
+
+def test_electras_generator_fills_your_own_masks(sessions, family_runs):
+    """On your [MASK]s ELECTRA's generator samples a token into each, and the discriminator judges the
+    filled text (detect's probabilities on it); with nothing known of what was hidden, no tally or loss."""
+    session = sessions["electra"]
+    answer = explore(session, "The small [MASK] eats the [mask] dog.", 0)["electra"]
+    assert answer["played"] and answer["yours"] and "tally" not in answer and "losses" not in answer
+    sampled = [t for t in answer["tokens"] if t["sampled"]]
+    assert len(sampled) == 2 and all(t["shown"]["id"] != session.tokenizer.mask_id and len(t["generator"]["top"]) == 5 for t in sampled)
+    assert all("replaced" not in t for t in answer["tokens"])
+    filled = torch.tensor([[t["shown"]["id"] for t in answer["tokens"]]])
+    expected = session.model(filled, torch.ones_like(filled), torch.zeros_like(filled)).logits.sigmoid()[0]
+    torch.testing.assert_close(torch.tensor([t["p_replaced"] for t in answer["tokens"]]), expected, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("family", ["bert", "albert"])
+def test_a_typed_pairs_loss_is_given_under_both_labels(family, sessions):
+    """The page cannot know a typed pair's label: the sentence term and the total come under both,
+    each what the run's pretrainer returns for the pair with that label."""
+    session = sessions[family]
+    loss = explore(session, PAIR, 1)["batch"]["loss"]
+    example = typed_example(session, PAIR, 1)
+    totals = []
+    for label in (0, 1):
+        with torch.no_grad():
+            totals.append(float(session.pretrainer({**example.batch, "sentence_label": torch.tensor([label])})[0]))
+    term = next(t for t in loss["terms"] if t["objective"] in ("nsp", "sop"))
+    assert (loss["total"], loss["other_label_total"]) == pytest.approx(totals, rel=1e-5)
+    assert loss["other_label_total"] - loss["total"] == pytest.approx(term["weight"] * (term["other_label_value"] - term["value"]), rel=1e-4)
+    assert "other_label_total" not in explore(session, None, 0)["batch"]["loss"]  # the run's own pair has its label
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "albert", "electra", "distilbert"])
+def test_typed_special_tokens_are_read_alike_and_named(family, sessions):
+    """[CLS], [PAD], [UNK] and a second [SEP], typed in any case, are each read as that special token
+    (as a tokenizer reads its special tokens' spellings), and the answer names them; masking never
+    chooses one; the draw's count of chosen tokens is of the others."""
+    session = sessions[family]
+    tokenizer = session.tokenizer
+    batch = explore(session, "The [cls] cat [PAD] eats [UNK] fish. [SEP] The dog [SEP] sleeps.", 0)["batch"]
+    ids = [t["original"]["id"] for t in batch["tokens"]]
+    for special in (tokenizer.cls_id, tokenizer.pad_id, tokenizer.unk_id):
+        assert ids.count(special) == 1 + (special == tokenizer.cls_id), (special, ids)
+    assert ids.count(tokenizer.sep_id) == 3 and batch["specials"] == ["[CLS]", "[PAD]", "[UNK]", "[SEP]"]
+    special = [t for t in batch["tokens"] if t["special"]]
+    assert not any(t["fate"] for t in special)
+    assert batch["chosen"] == sum(bool(t["fate"]) for t in batch["tokens"]) and batch["maskable"] == len(batch["tokens"]) - len(special)
+
+
+def test_distilberts_losses_add_to_the_total_and_the_student_has_one_segment_type(sessions):
+    distil = explore(sessions["distilbert"], PLAIN_TEXT, 1)
+    losses = distil["distil"]["losses"]
+    assert losses["total"] == pytest.approx(sum(losses[k] * losses[k + "_weight"] for k in ("soft", "mlm", "cosine")), rel=1e-5)
+    assert distil["distil"]["vocabulary"] == sessions["distilbert"].tokenizer.vocab_size
+    assert distil["batch"]["segment_types"] == 0 and {t["segment"] for t in explore(sessions["distilbert"], PAIR, 0)["batch"]["tokens"]} == {0}
+
+
+# --- one token through one layer, with the model's own numbers -------------------------------------
+
+def hidden_states(session, ids: list[int], segments: list[int]) -> tuple:
+    """The encoder's own layer outputs for one sequence, by a call of its own."""
+    ids, segments = torch.tensor([ids]), torch.tensor([segments])
+    with torch.no_grad():
+        return session.encoder(ids, torch.ones_like(ids), segments, output_hidden_states=True).hidden_states
+
+
+def read_ids(session, answer) -> list[int]:
+    """The ids the kept model read: ELECTRA's discriminator the generator's samples, the others the masked text."""
+    if answer["electra"] is not None:
+        return [t.get("shown", t["original"])["id"] for t in answer["electra"]["tokens"]]
+    return [t["shown"]["id"] for t in answer["batch"]["tokens"]]
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "albert", "electra", "distilbert"])
+def test_inside_a_layer_ends_at_the_layers_hidden_state(family, sessions):
+    """Followed through any layer at any token, the panel starts at the layer's input and ends at its
+    output, each the encoder's own hidden state (computed here by a call of its own), to 1e-5."""
+    session = sessions[family]
+    answer = explore(session, PAIR, 1)
+    ids, segments = read_ids(session, answer), [t["segment"] for t in answer["batch"]["tokens"]]
+    states = hidden_states(session, ids, segments)
+    assert answer["inside"]["position"] == next(t["position"] for t in answer["batch"]["tokens"] if t["fate"])
+    for layer in range(session.encoder.config.num_layers):
+        for position in (0, answer["inside"]["position"], len(ids) - 1):
+            inside = explore_inside(session, PAIR, 1, position, layer)
+            assert inside["tokens"] == [session.tokenizer.piece(i) for i in ids]
+            torch.testing.assert_close(torch.tensor(inside["output"]), states[layer + 1][0, position], rtol=0, atol=1e-5)
+            torch.testing.assert_close(torch.tensor(inside["stages"][0]["values"]), states[layer][0, position], rtol=0, atol=1e-5)
+
+
+def stages_of(inside: dict) -> dict:
+    return {s["id"]: s for s in inside["stages"]}
+
+
+def test_inside_a_layers_stages_chain_as_the_sublayers_compute(sessions):
+    """Each stage is what the one before it gives through the module the code line names (computed
+    here with torch's functions and the layer's weights): the probabilities are the softmax of the
+    scores, each head's scores its query against the keys, the heads side by side go through `out`,
+    the residual adds, the LayerNorm normalizes, the feed-forward goes up, through its activation, down."""
+    import torch.nn.functional as F
+
+    session = sessions["albert"]
+    inside = explore_inside(session, PAIR, 1, 3, 1)
+    attention, feed_forward = session.encoder.layer(1)
+    s = {k: torch.tensor(v["values"]) for k, v in stages_of(inside).items() if "values" in v}
+    heads = stages_of(inside)["attention"]["heads"]
+    for head in heads:
+        torch.testing.assert_close(torch.tensor(head["scores"]).softmax(-1), torch.tensor(head["probs"]), rtol=0, atol=2e-6)
+    assert stages_of(inside)["attention"]["rotary"] and inside["shared"] == {"attention": True, "feed_forward": True}
+    own = next(h for h in heads)  # a token's own key: its score is its query · its key / √d
+    assert own["scores"][3] == pytest.approx(sum(q * k for q, k in zip(own["q"], own["k"])) / len(own["q"]) ** 0.5, abs=1e-4)
+    torch.testing.assert_close(torch.cat([torch.tensor(h["mix"]) for h in heads]), s["heads"], rtol=0, atol=1e-6)
+    with torch.no_grad():
+        torch.testing.assert_close(attention.fn.out(s["heads"]), s["projected"], rtol=0, atol=1e-5)
+        torch.testing.assert_close(s["input"] + s["projected"], s["residual"], rtol=0, atol=1e-5)
+        torch.testing.assert_close(F.layer_norm(s["residual"], s["residual"].shape, attention.norm.weight, attention.norm.bias,
+                                                attention.norm.eps), s["norm_after"], rtol=0, atol=1e-5)
+        torch.testing.assert_close(feed_forward.fn.up(s["norm_after"]), s["up"], rtol=0, atol=1e-5)
+        torch.testing.assert_close(F.gelu(s["up"], approximate="tanh"), s["act"], rtol=0, atol=1e-5)
+        torch.testing.assert_close(feed_forward.fn.down(s["act"]), s["down"], rtol=0, atol=1e-5)
+        torch.testing.assert_close(s["norm_after"] + s["down"], s["residual_ffn"], rtol=0, atol=1e-5)
+    layer0 = explore_inside(session, PAIR, 1, 3, 0)  # ALBERT's E -> H projection, before the first layer
+    projection = layer0["projection"]
+    assert len(projection["embedding"]) == session.encoder.config.embedding_size and projection["values"] == layer0["stages"][0]["values"]
+
+
+def test_inside_a_pre_ln_layer_normalizes_first(family_runs, sessions, tmp_path):
+    """Under pre-LN each sublayer's LayerNorm comes before its branch and the residual ends it, in the
+    panel as in the model: the output is still the layer's hidden state."""
+    from minibert import MaskedLM, save_pretrained
+
+    bert = sessions["bert"]
+    torch.manual_seed(0)
+    folder = save_pretrained(MaskedLM(bert.encoder.config.replace(norm="pre", initializer_range=0.5)), tmp_path / "pre",
+                             tokenizer=bert.tokenizer)
+    session = open_session(folder)
+    answer = explore(session, PLAIN_TEXT, 0, position=2, layer=1)
+    assert [s["id"] for s in answer["inside"]["stages"]] == ["input", "norm_before", "attention", "heads", "projected", "residual",
+                                                            "norm_before_ffn", "up", "act", "down", "residual_ffn"]
+    states = hidden_states(session, read_ids(session, answer), [t["segment"] for t in answer["batch"]["tokens"]])
+    torch.testing.assert_close(torch.tensor(answer["inside"]["output"]), states[2][0, 2], rtol=0, atol=1e-5)
+
+
+def test_each_stage_names_the_line_that_computes_it(sessions):
+    """Every stage's code line is a line of the file it names, holding the code the stage says."""
+    from minibert.tools.explore.code_ran import source
+
+    inside = explore(sessions["albert"], None, 0)["inside"]
+    lines = [s["code"] for s in inside["stages"] if "values" in s] + list(stages_of(inside)["attention"]["code"].values())
+    assert len(lines) >= 14
+    for line in lines:
+        assert line["found"], line  # STAGES names a piece of the line: it must still be in the code
+        found = source(line["name"])
+        assert found["source"].splitlines()[line["line"] - found["line"]].strip() == line["text"]
+        assert (REPO / line["file"]).read_text().splitlines()[line["line"] - 1].strip() == line["text"]
+    assert set(inside["code"]) <= set(CODE["inside"]) and "minibert.attention:attention_probs" in inside["code"]
+    with pytest.raises(ValueError, match="layer must be a whole number from 0 to 1"):
+        explore_inside(sessions["albert"], None, 0, 1, 2)
+    with pytest.raises(ValueError, match="position must be a whole number"):
+        explore_inside(sessions["albert"], None, 0, 999, 0)

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from explore_page import CHROMEDRIVER, CHROMIUM, headless_chromium, wait_until_answered  # noqa: E402
 
 QA_PANELS = ("panel-qa-answer", "panel-qa-windows", "panel-qa-probs", "panel-qa-nbest")
-PANELS = ("panel-batch", "panel-mlm", "panel-electra", "panel-distil", "panel-model", "panel-attention", "panel-run")
+PANELS = ("panel-batch", "panel-step", "panel-mlm", "panel-electra", "panel-distil", "panel-inside", "panel-attention", "panel-model", "panel-run")
 MASKED_TEXT = "The small [MASK] eats the dog."
 PLAIN_TEXT = "The small cat eats the dog."
 
@@ -203,7 +203,9 @@ def test_out_page_renders_the_same_panels_from_a_file(browser, pages, sessions, 
     out = write_page(sessions["electra"], tmp_path / "page.html", [PLAIN_TEXT])
     console_errors(browser)
     open_page(browser, Path(out).resolve().as_uri())
-    assert panel_texts(browser) == served
+    held = browser.find_element("id", "held").text  # what the file holds, which the server's page need not say
+    assert held == "This page holds draws 0–2; the server draws any."
+    assert {k: v.replace(held + "\n", "") for k, v in panel_texts(browser).items()} == served
     act(browser, "draw-again")  # the file holds a few draws of the run's text
     assert browser.find_element("id", "masking-line").get_attribute("data-draw") == "1"
     assert console_errors(browser) == []
@@ -401,11 +403,15 @@ def test_the_summed_loss_line_adds_up_on_the_page(browser, pages):
     open_page(browser, pages["bert"])
     act(browser, "run", "The cat eats the fish near the river. [SEP] The dog sleeps in the sun all day long.")
     line = browser.find_element("id", "loss-sum")
-    terms = [(float(t.get_attribute("data-weight")), float(t.get_attribute("data-value"))) for t in line.find_elements("css selector", ".term")]
-    assert [t.get_attribute("data-objective") for t in line.find_elements("css selector", ".term")] == ["mlm", "nsp"]
-    assert sum(w * v for w, v in terms) == pytest.approx(float(line.get_attribute("data-total")), rel=1e-5)
-    assert line.text.endswith(f"= {float(line.get_attribute('data-total')):.3f} (each term its objective's own loss, times the weight the run gave it).")
-    assert "Accuracy at the masked positions" in browser.find_element("id", "mlm-accuracy").text
+    terms = line.find_elements("css selector", ".term")
+    assert [t.get_attribute("data-objective") for t in terms] == ["mlm", "nsp"]
+    for value, total in (("data-value", "data-total"), ("data-other-value", "data-other-total")):  # a typed pair: under both labels
+        weighted = [float(t.get_attribute("data-weight")) * float(t.get_attribute(value) or t.get_attribute("data-value")) for t in terms]
+        assert sum(weighted) == pytest.approx(float(line.get_attribute(total)), rel=1e-5)
+    totals = [float(line.get_attribute(name)) for name in ("data-total", "data-other-total")]
+    assert line.text.endswith(f"= {totals[0]:.3f} or {totals[1]:.3f}: the page cannot know which label your pair has.")
+    assert "if B followed A" in terms[1].text and "if not" in terms[1].text
+    assert "top guesses are the original token" in browser.find_element("id", "mlm-accuracy").text
 
 
 @pytest.fixture(scope="module")
@@ -440,7 +446,7 @@ def test_attention_pictures_fit_1400_px_for_64_tokens_and_switch(browser, wide_p
             "return document.documentElement.clientWidth") <= 1400
         heatmap = browser.find_element("id", "heatmap")
         assert heatmap.size["width"] == heatmap.size["height"] >= 64 * 4
-        assert len(browser.find_elements("css selector", ".multiples canvas")) == 2  # the default runs' 2 heads
+        assert len(browser.find_elements("css selector", "#every-head canvas")) == 4  # the default runs' 2 layers × 2 heads
         browser.find_element("css selector", "[data-pick=head]:nth-of-type(2)").click()
         browser.find_element("css selector", "[data-pick=layer]:nth-of-type(2)").click()
         heatmap = browser.find_element("id", "heatmap")
@@ -462,3 +468,179 @@ def test_a_written_page_lists_the_texts_it_holds(browser, sessions, tmp_path):
     buttons[1].click()
     wait_until_answered(browser)
     assert "your text" in browser.find_element("id", "panel-batch").text
+
+
+# --- masks that follow the text; inside a layer; attention that reads; a page that fits ---------------
+
+THREE_TEXTS = ("The quick fox jumps over the lazy dog near the river bank today.",
+               "A small bird sings in the green garden every single morning now.",
+               "My old car needs new tires before the long winter trip north.")
+
+
+def test_three_typed_texts_get_three_masks_at_one_draw(browser, pages):
+    open_page(browser, pages["bert"])
+    masked = []
+    for text in THREE_TEXTS:
+        act(browser, "run", text)
+        masked.append(tuple(c.get_attribute("data-position") for c in browser.find_elements("css selector", "#strip .tok[data-fate]:not([data-fate=''])")))
+        assert browser.find_element("id", "masking-line").get_attribute("data-draw") == "0"
+    assert len(set(masked)) == 3, masked
+
+
+def hidden_state(session, answer, layer: int, position: int) -> torch.Tensor:
+    """The encoder's own output of `layer` at `position`, for the ids its model read in `answer`."""
+    tokens = answer["electra"]["tokens"] if answer["electra"] else answer["batch"]["tokens"]
+    ids = torch.tensor([[t.get("shown", t["original"])["id"] for t in tokens]])
+    segments = torch.tensor([[t["segment"] for t in answer["batch"]["tokens"]]])
+    with torch.no_grad():
+        return session.encoder(ids, torch.ones_like(ids), segments, output_hidden_states=True).hidden_states[layer + 1][0, position]
+
+
+def inside_output(driver) -> tuple[torch.Tensor, int, int]:
+    row = driver.find_element("id", "inside-output")
+    return (torch.tensor(json.loads(row.get_attribute("data-values"))), int(row.get_attribute("data-layer")),
+            int(row.get_attribute("data-position")))
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "albert", "electra", "distilbert"])
+def test_inside_a_layer_ends_at_the_layers_hidden_state_in_the_page(family, browser, pages, sessions):
+    """The panel's last stage is the layer's output: the encoder's own hidden state at the token, at
+    the first masked token on load, then at another layer and at a token clicked in the strip."""
+    console_errors(browser)
+    open_page(browser, pages[family])
+    answer = explore(sessions[family], None, 0)
+    last = sessions[family].encoder.config.num_layers - 1  # DistilBERT's tiny student has one layer
+    output, layer, position = inside_output(browser)
+    assert (layer, position) == (0, answer["inside"]["position"])
+    torch.testing.assert_close(output, hidden_state(sessions[family], answer, 0, position), rtol=0, atol=1e-5)
+    browser.execute_script("window.exploreReady = false")
+    browser.find_element("css selector", f"#panel-inside [data-pick=layer]:nth-of-type({last + 1})").click()
+    wait_until_answered(browser)
+    output, layer, position = inside_output(browser)
+    assert layer == last
+    torch.testing.assert_close(output, hidden_state(sessions[family], answer, last, position), rtol=0, atol=1e-5)
+    browser.execute_script("window.exploreReady = false")
+    browser.find_element("css selector", "#strip [data-position='3']").click()
+    wait_until_answered(browser)
+    output, layer, position = inside_output(browser)
+    assert (layer, position) == (last, 3) and "picked" in browser.find_element("css selector", "#strip [data-position='3']").get_attribute("class")
+    torch.testing.assert_close(output, hidden_state(sessions[family], answer, last, 3), rtol=0, atol=1e-5)
+    stages = attribute(browser, "#panel-inside [data-stage]", "data-stage")
+    assert stages[:2] == ["input", "attention-q"] and len(browser.find_elements("css selector", "#panel-inside button.line")) >= 12
+    assert console_errors(browser) == []
+
+
+def test_the_line_view_and_the_grid_switch_layer_and_head(browser, pages, sessions):
+    """Pressing a small picture of the layer × head grid opens it in the heatmap and the line view (and
+    the inside-a-layer panel); the chosen token's lines carry its row of weights."""
+    console_errors(browser)  # what earlier tests logged
+    open_page(browser, pages["albert"])
+    answer = explore(sessions["albert"], None, 0)
+    browser.execute_script("window.exploreReady = false")
+    browser.find_element("css selector", "#every-head [data-layer='1'][data-head='1']").click()
+    wait_until_answered(browser)
+    for view in ("heatmap", "lines"):
+        shown = browser.find_element("id", view)
+        assert (shown.get_attribute("data-layer"), shown.get_attribute("data-head")) == ("1", "1"), view
+    assert browser.find_element("css selector", "#every-head [aria-pressed=true]").get_attribute("data-layer") == "1"
+    assert [b.text for b in browser.find_elements("css selector", "#panel-inside [data-pick=head][aria-pressed=true]")] == ["1"]
+    assert inside_output(browser)[1] == 1
+    position = answer["inside"]["position"]
+    row = answer["attention"]["weights"][1][1][position]
+    lit = {int(line.get_attribute("data-key")): float(line.get_attribute("data-weight")) for line in browser.find_elements("css selector", "#lines line[data-key]")}
+    assert lit == {k: w for k, w in enumerate(row) if w >= 0.005}
+    browser.find_element("css selector", "#panel-attention [data-pick=head]:nth-of-type(1)").click()
+    assert browser.find_element("id", "lines").get_attribute("data-head") == "0"
+    assert float(browser.find_element("id", "colour-scale").get_attribute("data-top")) == max(max(r) for r in answer["attention"]["weights"][1][0])
+    assert console_errors(browser) == []
+
+
+@pytest.mark.parametrize("family", ["64 positions", "electra", "distilbert"])
+def test_no_sideways_scroll_at_700_px(family, browser, pages, request):
+    """A pair of 64 tokens (the default runs' length) on a page 700 px wide: every picture and table
+    fits or scrolls in its own box, and the page does not scroll sideways."""
+    browser.set_window_size(700, 900)
+    try:
+        if family == "64 positions":  # a folder without a run: the page asks for a text
+            from selenium.webdriver.support.ui import WebDriverWait
+
+            browser.get(request.getfixturevalue("wide_page"))
+            WebDriverWait(browser, 30).until(lambda d: d.execute_script("return window.exploreReady === true"))
+        else:
+            open_page(browser, pages[family])
+        browser.execute_script("document.getElementById('text').value = arguments[0]", "The cat eats the fish near the river. " * 8 +
+                               "[SEP] The dog sleeps in the warm sun all day long, as dogs do. " * 4)
+        act(browser, "run")
+        width = browser.execute_script("return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+        assert width[0] <= width[1] <= 700, width
+    finally:
+        browser.set_window_size(1280, 1000)
+
+
+def test_the_strip_stays_in_view_while_the_panels_below_scroll(browser, pages):
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    open_page(browser, pages["distilbert"])
+    browser.execute_script("document.querySelector('#panel-distil .card').scrollIntoView()")
+    chip = browser.find_element("css selector", "#strip .tok[data-fate]:not([data-fate=''])")
+    assert browser.execute_script("const r = arguments[0].getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight", chip)
+    ActionChains(browser).move_to_element(chip).perform()
+    card = browser.find_element("css selector", f"#panel-distil .card[data-link='{chip.get_attribute('data-position')}']")
+    assert "linked" in card.get_attribute("class")
+
+
+def test_a_written_page_draws_only_what_it_holds(browser, sessions, tmp_path):
+    """A --text entry holds one draw: Draw again is off and the page says so; the run's static copies
+    step to the last held one, and do not wrap round to the first."""
+    console_errors(browser)  # what earlier tests logged
+    out = write_page(sessions["bert"], tmp_path / "page.html", [PLAIN_TEXT])
+    open_page(browser, Path(out).resolve().as_uri())
+    copies = len(sessions["bert"].copy_rows())
+    assert browser.find_element("id", "held").text == f"This page holds copies 1–3 of {copies}; python -m minibert explore shows every copy."
+    for copy in ("1", "2"):
+        act(browser, "draw-again")
+        assert browser.find_element("id", "masking-line").get_attribute("data-copy") == copy
+    assert not browser.find_element("id", "draw-again").is_enabled()
+    browser.execute_script("window.exploreReady = false")
+    browser.find_elements("css selector", "#holds button")[1].click()
+    wait_until_answered(browser)
+    assert browser.find_element("id", "held").text == "This page holds draw 0 only; the server draws any."
+    assert not browser.find_element("id", "draw-again").is_enabled()
+    browser.execute_script("window.exploreReady = false")
+    browser.find_element("css selector", "#strip [data-position='1']").click()  # the file holds one token's inside
+    wait_until_answered(browser)
+    assert "python -m minibert explore follows any token" in browser.find_element("id", "inside-absent").text
+    assert console_errors(browser) == []
+
+
+def test_the_page_says_what_it_shows(browser, pages):
+    """The draw's own count of chosen tokens beside the rule's average; byte pieces and a student's lack
+    of segment types in the legend; the typed special tokens named; the heatmap's cells named in words;
+    DistilBERT's loss totalled and its cards' other tokens counted; ELECTRA's generator filling your
+    [MASK]s in the strip; ALBERT's head judging a pair with your [MASK]s."""
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    console_errors(browser)  # what earlier tests logged
+    open_page(browser, pages["distilbert"])
+    act(browser, "run", "😀 The [cls] cat sees the dog. [SEP] The cow eats [unk] grass.")
+    line = browser.find_element("id", "masking-line")
+    chosen, maskable = line.get_attribute("data-chosen"), line.get_attribute("data-maskable")
+    assert f"chose {chosen} of the {maskable} tokens" in line.text and "on average" in line.text
+    legend = browser.find_element("id", "legend").text
+    assert "a byte piece" in legend and "no segment embeddings: it tells B from A by [SEP] alone" in legend
+    assert browser.find_element("id", "specials").get_attribute("data-specials") == "[CLS] [UNK]"
+    losses = browser.find_element("id", "distil-losses")
+    assert losses.text.endswith(f"= {float(losses.get_attribute('data-total')):.3f}")
+    assert browser.find_element("css selector", "#panel-distil [data-rest=others] td").text == "the other 311"
+    heatmap = browser.find_element("id", "heatmap")
+    ActionChains(browser).move_to_element_with_offset(heatmap, -heatmap.size["width"] // 2 + 2, -heatmap.size["height"] // 2 + 2).perform()
+    assert heatmap.get_attribute("title").startswith("query “[CLS]” (0) → key “[CLS]” (0): weight ")
+    open_page(browser, pages["electra"])
+    act(browser, "run", MASKED_TEXT)
+    chip = browser.find_element("css selector", "#strip [data-fate=yours]")
+    assert chip.find_element("css selector", ".guess").text.split()[-1] in ("replaced", "original")
+    assert "generator filled your [MASK]s" in browser.find_element("id", "electra-yours").text
+    open_page(browser, pages["albert"])
+    act(browser, "run", "The cat sat on the [MASK]. [SEP] It was [mask] and warm.")
+    assert browser.find_element("id", "sentence").get_attribute("data-verdict") in ("0", "1")
+    assert console_errors(browser) == []

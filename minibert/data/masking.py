@@ -28,7 +28,7 @@ Every random draw comes from the `generator` passed in, so the same seed gives t
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -117,7 +117,7 @@ class Masking:
         masking: `choose_spans`.
         """
         if self.max_span > 1 or self.word_starts is not None:
-            return self.choose_spans(input_ids, can_mask, generator)
+            return self.choose_spans(input_ids, can_mask, generator).chosen
         if self.count != "bernoulli":
             return self.choose_count(input_ids, can_mask, generator)
         return can_mask & (torch.rand(can_mask.shape, generator=generator) < self.mask_prob)
@@ -146,10 +146,11 @@ class Masking:
         rank = keys.argsort(dim=1, descending=True, stable=True).argsort(dim=1)  # each position's place in the draw
         return can_mask & (rank < counts[:, None]).view_as(can_mask)
 
-    def choose_spans(self, input_ids: torch.Tensor, can_mask: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    def choose_spans(self, input_ids: torch.Tensor, can_mask: torch.Tensor, generator: torch.Generator) -> DrawnSpans:
         """The masked positions as spans of 1..max_span units covering `mask_prob` of the maskable
-        tokens on average [B, T] bool: ALBERT's n-gram masking (ALBERT §4.1 and its data script
-        create_pretraining_data.py, spans of up to 3 words), and whole-word masking (max_span = 1).
+        tokens on average, `.chosen` [B, T] bool, with the spans that chose them (`DrawnSpans`):
+        ALBERT's n-gram masking (ALBERT §4.1 and its data script create_pretraining_data.py,
+        spans of up to 3 words), and whole-word masking (max_span = 1).
 
         A unit is a token, or a word when `word_starts` is set; each special token is a unit
         of its own. Every unit begins a span with probability `begin_prob`, its length drawn
@@ -166,7 +167,9 @@ class Masking:
         The code does it for the whole batch at once: each unit's span length (0: none begins)
         scattered onto a [B, units] grid, then a unit is covered when a span begins k units
         before it, in its segment, and is longer than k, for k < max_span. `begin_prob` comes
-        from `begin_probability`, a bisection done once.
+        from `begin_probability`, a bisection done once. The mask alone cannot say where one span
+        ends and the next begins (two may abut or overlap), so the spans come back beside it:
+        `choose` keeps the mask, and the explorer, which brackets each span, the rest.
         """
         starts = can_mask.new_ones(input_ids.shape) if self.word_starts is None else self.word_starts[input_ids] | ~can_mask
         starts |= F.pad(~can_mask[:, :-1], (1, 0), value=True)  # the first token, and the one after a special one, begin units too
@@ -180,7 +183,7 @@ class Masking:
         covered = torch.zeros_like(span, dtype=torch.bool)  # [B, units]
         for k in range(self.max_span):  # covered: a span begins k units before, is longer than k, in the same segment
             covered[:, k:] |= (span[:, :units - k] > k) & (unit_segment[:, :units - k] == unit_segment[:, k:])
-        return can_mask & covered.gather(1, unit)  # [B, units] -> [B, T]
+        return DrawnSpans(can_mask & covered.gather(1, unit), span, unit, unit_segment, can_mask)  # [B, units] -> [B, T]
 
     def replace(self, input_ids: torch.Tensor, masked: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """BERT's 80/10/10 rule: a masked position shows [MASK] (80%), a random token (10%), or its own (10%).
@@ -203,23 +206,28 @@ class Masking:
         return torch.where(masked & (draw >= p_mask) & (draw < p_mask + p_random), random_ids, shown)
 
 
-def drawn_spans(span: torch.Tensor, unit: torch.Tensor, unit_segment: torch.Tensor,
-                can_mask: torch.Tensor) -> list[list[tuple[int, int]]]:
-    """choose_spans' spans one by one, per row: the (first, last) maskable token of each,
-    its units cut where its segment ends, as `covered` cuts them. The mask alone cannot say
-    where one span ends and the next begins (two may abut or overlap); the explorer, which
-    brackets each span drawn, reads these arguments off choose_spans' frame as it returns
-    (tools/explore/answers.py:spans_recorded), so training's path carries no hook."""
-    rows = []
-    for b in range(len(span)):
-        spans = []
-        for u in span[b].nonzero()[:, 0].tolist():
-            n = int(span[b, u])
-            last = u + int((unit_segment[b, u:u + n] == unit_segment[b, u]).sum()) - 1
-            tokens = (can_mask[b] & (unit[b] >= u) & (unit[b] <= last)).nonzero()[:, 0]
-            spans.append((int(tokens[0]), int(tokens[-1])))
-        rows.append(spans)
-    return rows
+class DrawnSpans(NamedTuple):
+    """What `Masking.choose_spans` returns: the masked positions and the spans that chose them."""
+
+    chosen: torch.Tensor  # [B, T] bool, the masked positions (all `choose` keeps)
+    span: torch.Tensor  # [B, units] each unit's span length in units, 0 where none begins
+    unit: torch.Tensor  # [B, T] which unit each token belongs to
+    unit_segment: torch.Tensor  # [B, units] each unit's segment (-1 past the last unit)
+    can_mask: torch.Tensor  # [B, T] bool, the maskable tokens
+
+    def listed(self) -> list[list[tuple[int, int]]]:
+        """The spans one by one, per row: the (first, last) maskable token of each, its units cut
+        where its segment ends, as `covered` cuts them."""
+        rows = []
+        for b in range(len(self.span)):
+            spans = []
+            for u in self.span[b].nonzero()[:, 0].tolist():
+                n = int(self.span[b, u])
+                last = u + int((self.unit_segment[b, u:u + n] == self.unit_segment[b, u]).sum()) - 1
+                tokens = (self.can_mask[b] & (self.unit[b] >= u) & (self.unit[b] <= last)).nonzero()[:, 0]
+                spans.append((int(tokens[0]), int(tokens[-1])))
+            rows.append(spans)
+        return rows
 
 
 def begin_probability(mask_prob: float, span_probs: torch.Tensor) -> float:

@@ -9,15 +9,11 @@ Encoder.layer), so a shared layer is counted once and applied N times.
 
 from __future__ import annotations
 
-import importlib
-import inspect
-from pathlib import Path
-
 from torch import nn
 
 from ...runs.curves import BASELINES, panels, read_log, run_band
 from ..info import describe
-from .answers import CODE
+from .code_ran import CODE, source
 from .questions import reading_limits
 from .session import Session
 
@@ -85,22 +81,6 @@ def run_panel(session: Session) -> dict | None:
     baselines = [{"name": name, "words": BASELINES.get(name, name.removeprefix("baseline_").replace("_", " ")), "value": value}
                  for record in log for name, value in record.items() if name.startswith("baseline_")]
     return {"settings": session.settings.to_dict(), "curves": curves, "baselines": baselines, "code": CODE["run"]}
-
-
-def source(name: str) -> dict:
-    """The source of one function the panels name ("module:Qualified.name"), from the installed
-    package, with the file and first line it starts at."""
-    if name not in {ref for refs in CODE.values() for ref in refs}:
-        raise ValueError(f"{name!r} is not one of the functions the panels name")
-    module_name, qualified = name.split(":")
-    target = importlib.import_module(module_name)
-    for part in qualified.split("."):
-        target = getattr(target, part)
-    target = inspect.unwrap(target)  # a decorated function (torch.no_grad) is shown as written, not its wrapper
-    lines, first = inspect.getsourcelines(target)
-    package_root = Path(__file__).resolve().parents[3]  # the folder that holds minibert/ (this file is minibert/tools/explore/)
-    path = Path(inspect.getsourcefile(target)).resolve().relative_to(package_root.resolve())
-    return {"name": name, "file": path.as_posix(), "line": first, "source": "".join(lines)}
 
 
 def all_sources() -> dict[str, dict]:

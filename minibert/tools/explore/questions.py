@@ -24,7 +24,7 @@ import torch
 from ...finetune.kinds.spans import Decoding, chosen, decode_windows, qa_max_len, window_logits
 from ...finetune.kinds.squad import QAExample, SquadData
 from ...finetune.kinds.windows import Window, question_windows
-from .answers import CODE
+from .code_ran import CODE
 from .session import Session
 
 MAX_PASSAGE_TOKENS = 2000  # a passage of a few pages, cut into a handful of windows: the page stays quick to answer

@@ -9,9 +9,10 @@ The server is Python's own (http.server.ThreadingHTTPServer): it serves the page
 answers, nothing else, to 127.0.0.1 only. A request whose Host header is not this server's
 loopback address or localhost, with its port, is refused (403), so a web page elsewhere cannot reach it through
 a name that resolves to 127.0.0.1 (DNS rebinding). A bad text is a message in the page; the
-server keeps answering. A typed text comes as a POST (JSON {"text", "draw"}), so that a long
-text or one of many-byte characters is not cut by the length of an address; a GET with ?text=
-is answered too.
+server keeps answering. A typed text comes as a POST (JSON {"text", "draw"}, and the token and
+layer the inside-a-layer panel follows, "position" and "layer"), so that a long text or one of
+many-byte characters is not cut by the length of an address; a GET with ?text= is answered too.
+/api/inside answers that panel alone, for another token or layer of the same text and draw.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from ...operations.files import write_atomic
-from .answers import PAIR_SEPARATOR, explore, prepare
+from .answers import explore, explore_inside
+from .example import PAIR_SEPARATOR, prepare
 from .questions import MAX_PASSAGE_TOKENS, ask, reading_limits
 from .overview import all_sources, overview, source
 from .session import Session
@@ -37,8 +39,15 @@ STATIC_DRAWS = 3  # the run's own text, drawn (or its copies stepped through) th
 MAX_BODY_BYTES = 1 << 20  # a POSTed text is read up to this size: the explorer reads at most 100,000 characters of it
 
 
+SCRIPTS_MARK = "/*EXPLORE-SCRIPTS*/"  # where page.html takes its scripts, in this order: page.js, the core, last
+SCRIPTS = ("strip.js", "guesses.js", "inside.js", "attention.js", "overview.js", "questions.js", "page.js")
+
+
 def page_template() -> str:
-    return resources.files(__package__).joinpath("page.html").read_text(encoding="utf-8")
+    """page.html with its scripts inside: one file, served or written, that loads nothing else."""
+    files = resources.files(__package__)
+    scripts = "\n".join(files.joinpath(name).read_text(encoding="utf-8") for name in SCRIPTS)
+    return files.joinpath("page.html").read_text(encoding="utf-8").replace(SCRIPTS_MARK, scripts)
 
 
 def embedded(answers: dict) -> str:
@@ -57,15 +66,23 @@ def write_page(session: Session, out: str | Path, texts: list[str] = ()) -> Path
         raise ValueError(f"--out {out} is a folder; give the file to write, e.g. {out / 'explore.html'}")
     if session.reading is not None:
         return write_answers_page(session, out, texts)
-    examples = []
-    if session.data is not None:
-        examples += [{"text": None, "draw": d, "answer": explore(session, None, d)} for d in range(STATIC_DRAWS)]
-    examples += [{"text": t, "draw": 0, "answer": explore(session, t, 0)} for t in texts]
+    examples = [example(session, None, d) for d in range(STATIC_DRAWS)] if session.data is not None else []
+    examples += [example(session, t, 0) for t in texts]
     if not examples:
         raise ValueError(f"{session.directory} has no run corpus to show: pass a text (--text \"...\") for the page")
     answers = {"overview": overview(session), "examples": examples, "texts": texts_held(examples), "sources": all_sources()}
     write_atomic(out, page_template().replace(ANSWERS_MARK, embedded(answers)))
     return out
+
+
+def example(session: Session, text: str | None, draw: int) -> dict:
+    """One text and draw as a written page holds it: the answer, and the inside of every layer at
+    the token its inside-a-layer panel follows (the page switches layers; another token needs the server)."""
+    answer = explore(session, text, draw)
+    position = answer["inside"]["position"]
+    layers = [answer["inside"]] + [explore_inside(session, text, draw, position, layer)
+                                   for layer in range(1, answer["inside"]["layers"])]
+    return {"text": text, "draw": draw, "answer": answer, "layers": layers}
 
 
 def texts_held(examples: list[dict]) -> list[dict]:
@@ -92,10 +109,10 @@ def write_answers_page(session: Session, out: Path, texts: list[str]) -> Path:
 
 
 class Handler(BaseHTTPRequestHandler):
-    """GET /, /api/overview, /api/explore?text=&draw=, /api/answer?question=&passage= (a
-    question-answering model), /api/source?name=, and POST /api/explore with a JSON body
-    {"text", "draw"}; nothing else (a browser's /favicon.ico gets an empty answer, so that its
-    console shows no error)."""
+    """GET /, /api/overview, /api/explore?text=&draw=, /api/inside?text=&draw=&position=&layer=,
+    /api/answer?question=&passage= (a question-answering model), /api/source?name=, and POST
+    /api/explore or /api/inside with a JSON body {"text", "draw", "position", "layer"}; nothing
+    else (a browser's /favicon.ico gets an empty answer, so that its console shows no error)."""
 
     session: Session  # set on the subclass `serve` makes
 
@@ -112,8 +129,9 @@ class Handler(BaseHTTPRequestHandler):
         elsewhere cannot send here without the browser asking this server first."""
         if self.foreign():
             return
-        if urlsplit(self.path).path != "/api/explore":
-            return self.reply(HTTPStatus.NOT_FOUND, {"error": f"nothing to POST to at {urlsplit(self.path).path}"})
+        path = urlsplit(self.path).path
+        if path not in ("/api/explore", "/api/inside"):
+            return self.reply(HTTPStatus.NOT_FOUND, {"error": f"nothing to POST to at {path}"})
         if self.headers.get("Content-Type", "").split(";")[0].strip() != "application/json":
             return self.reply(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, {"error": "send the text as JSON: {\"text\": ..., \"draw\": 0}"})
         length = int(self.headers.get("Content-Length") or 0)
@@ -125,7 +143,7 @@ class Handler(BaseHTTPRequestHandler):
             asked = json.loads(self.rfile.read(length).decode("utf-8"))
             if not isinstance(asked, dict) or not isinstance(asked.get("text", ""), (str, type(None))):
                 raise ValueError("send the text as JSON: {\"text\": ..., \"draw\": 0}")
-            answer = explore(self.session, asked.get("text"), asked.get("draw", 0))
+            answer = answer_to(self.session, path, asked)
         except (ValueError, UnicodeDecodeError) as error:
             return self.reply(HTTPStatus.BAD_REQUEST, {"error": message(error)})
         return self.reply(HTTPStatus.OK, answer)
@@ -146,8 +164,8 @@ class Handler(BaseHTTPRequestHandler):
                 return self.reply(HTTPStatus.OK, source(query.get("name", "")))
             if url.path == "/api/answer":
                 return self.reply(HTTPStatus.OK, ask(self.session, query.get("question"), query.get("passage")))
-            if url.path == "/api/explore":
-                return self.reply(HTTPStatus.OK, explore(self.session, query.get("text"), draw_number(query.get("draw", "0"))))
+            if url.path in ("/api/explore", "/api/inside"):
+                return self.reply(HTTPStatus.OK, answer_to(self.session, url.path, query))
         except (ValueError, KeyError) as error:
             return self.reply(HTTPStatus.BAD_REQUEST, {"error": message(error)})
         return self.reply(HTTPStatus.NOT_FOUND, {"error": f"nothing at {url.path}"})
@@ -170,10 +188,24 @@ def message(error: Exception) -> str:
     return str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
 
 
-def draw_number(text: str) -> int:
-    if not text.isdigit() or len(text) > 9:
-        raise ValueError(f"draw must be a whole number from 0, got {text!r}")
-    return int(text)
+def answer_to(session: Session, path: str, asked: dict) -> dict:
+    """/api/explore's or /api/inside's answer to what was asked, from a JSON body or a query string."""
+    text, draw = asked.get("text"), whole_number(asked.get("draw", 0), "draw")
+    if path == "/api/inside":
+        return explore_inside(session, text, draw, whole_number(asked.get("position"), "position"),
+                              whole_number(asked.get("layer", 0), "layer"))
+    position = asked.get("position")
+    return explore(session, text, draw, None if position is None else whole_number(position, "position"),
+                   whole_number(asked.get("layer", 0), "layer"))
+
+
+def whole_number(value, name: str) -> int:
+    """A whole number from JSON (an int) or a query string (its digits)."""
+    if isinstance(value, str) and value.isdigit() and len(value) <= 9:
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10**9:
+        return value
+    raise ValueError(f"{name} must be a whole number from 0, got {value!r}")
 
 
 def make_server(session: Session, port: int = 0) -> ThreadingHTTPServer:

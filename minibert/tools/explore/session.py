@@ -123,7 +123,7 @@ def static_mask_states(session: Session) -> dict:
     """The static masks' generator as it stood when each chunk holding a copy's first row began,
     drawn once through with the run's masking and seed (draw_static_masks), in serve's thread or
     at the first Draw again that needs it: each Draw again then redraws its copy's stored mask
-    from that chunk, not from the first (answers.py:prepare, stored_mask_drawn_again)."""
+    from that chunk, not from the first (example.py: prepare, stored_mask_drawn_again)."""
     train = session.data.train
     generator = torch.Generator().manual_seed(train.seed)
     states, wanted = {0: generator.get_state()}, {int(row) // EXAMPLES_PER_CHUNK for row in session.copy_rows()}
