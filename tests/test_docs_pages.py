@@ -323,3 +323,17 @@ def test_every_file_and_function_the_readme_names_exists():
     wrong = [f"{file}:{name}" for file, name in named
              if not (ROOT / "minibert" / file).is_file() or not defined(ROOT / "minibert" / file, name)]
     assert not wrong, f"README names what minibert/ does not define: {wrong}"
+
+
+def test_every_import_a_command_in_the_docs_makes_resolves():
+    """A `python -c "from minibert.x import y"` in a README or docs command (bash blocks, which
+    test_docs_code.py does not run) names a module and names that exist: a module moved leaves no
+    command behind that fails for the reader who pastes it."""
+    import importlib
+
+    found = [(page.name, module, names) for page in [README, *sorted(DOCS.glob("*.md"))]
+             for module, names in re.findall(r"\bfrom (minibert[\w.]*) import ([\w, ]+?)(?: as \w+)?;", page.read_text(encoding="utf-8"))]
+    assert found, "no command in the docs imports from minibert; the pattern has gone stale"
+    missing = [f"{page}: from {module} import {name}" for page, module, names in found for name in map(str.strip, names.split(","))
+               if not hasattr(importlib.import_module(module), name)]
+    assert not missing, f"the docs' commands import what minibert does not have: {missing}"
