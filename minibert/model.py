@@ -10,10 +10,12 @@ BERT, RoBERTa, ALBERT, DistilBERT and ELECTRA are all this encoder with differen
 `ModelConfig` values. `Encoder.forward` reads as that recipe. Its two speed tricks are one
 branch beside it, `Encoder.fast_path`: with `needed`, the last layer runs only at the positions
 a loss reads (`last_layer_at`), and a batch with at least `Encoder.UNPAD_FROM` padding runs on
-its real tokens only (kernels/unpad.py); docs/speed.md says what each saves. Every default
-pretraining step takes that branch (`Pretrainer.forward` always passes `needed`), so the
-recipe's loop is what the step computes, not the lines it runs: to step through the recipe
-itself, run with `python train.py --reference` (`ModelConfig.reference`), which turns both
+its real tokens only (kernels/unpad.py); docs/speed.md says what each saves. The default bert,
+roberta and albert steps take that branch (their losses read the masked positions, and
+`Pretrainer.forward` passes those as `needed`), as does ELECTRA's generator; DistilBERT's losses
+and ELECTRA's discriminator read every position, so they take it for a batch padded enough to
+unpad. The recipe's loop is what such a step computes, not the lines it runs: to step through the
+recipe itself, run with `python train.py --reference` (`ModelConfig.reference`), which turns both
 tricks off, with the naive attention and the plain loss: the reference path, for reading and
 debugging, tested equal to the fast one (tests/test_reference.py). Looking inside (every
 layer's states and attention probabilities) runs the recipe alone, on the padded grid.
@@ -199,9 +201,10 @@ class Encoder(nn.Module):
         """input ids [B, T] -> ModelOutput: last_hidden_state [B, T, H], pooler_output [B, H].
 
         The recipe, a step a line: the embeddings (projected E → H), the layers, the final
-        LayerNorm (pre-LN), the pooler. The speed tricks are one branch, `fast_path`, which
-        every default pretraining step takes (`--reference` keeps the step here): unpadding (`embed` packs the real tokens of a batch the encoder
-        `unpads`) and, with `needed`, the last layer at the needed positions only.
+        LayerNorm (pre-LN), the pooler. The speed tricks are one branch, `fast_path`, which a
+        step takes with `needed` or a batch padded enough to unpad (`--reference` keeps the step
+        here): unpadding (`embed` packs the real tokens of a batch the encoder `unpads`) and, with
+        `needed`, the last layer at the needed positions only.
 
         `needed` (optional, [B, T] bool): the positions whose final hidden state the caller
         will read — the positions a loss reads, e.g. the masked ones for MLM. On the fast path
@@ -240,9 +243,9 @@ class Encoder(nn.Module):
 
         Why: a loss often reads a few positions: for MLM the masked ones (the default albert
         run's 40% of the tokens), one for NSP/SOP; the last layer's output anywhere else would
-        be thrown away. Attention still reads every token (its keys and values); the output
-        projection, the feed-forward and the LayerNorms run on the needed rows alone
-        (`Sublayer.at_rows`).
+        be thrown away. Attention still runs at every token (every query, key and value, and
+        pre-LN's LayerNorm before them); its output projection, the feed-forward and every other
+        LayerNorm run on the needed rows alone (`Sublayer.at_rows`).
         """
         if self.pooler is not None:  # the pooler reads position 0: it is needed too, whatever the caller said
             needed = needed | first_position_mask(needed)
