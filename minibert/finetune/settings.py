@@ -174,14 +174,15 @@ class FinetuneSettings:
         if self.temperature is not None and not self.temperature > 0:
             raise ValueError(f"--temperature must be positive (1 = the teacher's own distribution, 2 = the default); got {self.temperature}")
 
-    def with_recipe(self, recipe: Recipe, values: dict) -> FinetuneSettings:
+    def with_recipe(self, recipe: Recipe, values: dict, **changes) -> FinetuneSettings:
         """The settings of one run: the recipe's `values` wherever the flag was not given (--steps
         stands in for its epochs), with the recipe's name and its description (eval.json records
-        both). One method, so that every fine-tune applies a recipe the same way."""
+        both), and the run's own `changes` (its checkpoint, a sweep's seed). One method, so that
+        every fine-tune applies a recipe the same way."""
         chosen = {name: value for name, value in values.items() if getattr(self, name) is None}
         if self.steps is not None:
             chosen.pop("epochs", None)
-        return self.replace(**chosen, recipe=recipe.name, recipe_description=recipe.describe())
+        return self.replace(**chosen, **changes, recipe=recipe.name, recipe_description=recipe.describe())
 
     def recipe_overrides(self) -> list[str]:
         """The flags given that override a recipe's value, as the recipe's line names them."""

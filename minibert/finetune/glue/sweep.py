@@ -41,14 +41,14 @@ from ...operations.files import read_record, write_json
 from ...operations.old_files import upgrade
 from ...operations.tensor_files import SAFETENSORS_FILE
 from ...training.settings import flag
-from ..checkpoint import check_out, load_classifier
+from ..checkpoint import load_classifier
 from ..job import TaskFiles, finetune, load_backbone
 from ..kinds.kind import check_max_len, write_table
 from ..kinds.scores import classification_metrics
 from ..kinds.sentence_files import read_task
 from ..kinds.sentences import header, prediction_rows, predict
 from ..recipes import HELD_OUT, Recipe, checkpoint_pooling, choose, recipe_for
-from ..run_tools.steps import OPERATIONAL, check_unfinished
+from ..run_tools.steps import OPERATIONAL, check_out, check_unfinished
 from ..settings import FinetuneSettings
 from .tasks import GLUE_TASKS, MISMATCHED, GlueTask, present_tasks, task_names, write_submission
 from .twin import across, gains, gains_table, init_seed, spread, untrained_twin
@@ -162,9 +162,9 @@ def sweep(settings: FinetuneSettings, found: list[GlueTask], seeds: list[int], r
         for seed in seeds:
             run_settings = task_settings(settings, seed, values, recipe, side)
             files = TaskFiles(f"{side.label}{task.name} seed {seed}", glue_dir / task.name / "train.tsv", glue_dir / task.name / task.dev,
-                              run_folder(side, task, seed), task.columns, task.labels, settings.max_train_examples,
+                              run_folder(side, task, seed), task.kind, task.columns, task.labels, settings.max_train_examples,
                               metric=task.selected_by)
-            report = read_back(settings, files, task.file_metrics, run_settings) or finetune(run_settings, files, backbone, device, amp)
+            report = run_once(settings, files, task.file_metrics, run_settings, backbone, device, amp)
             if task.mismatched and MISMATCHED not in report:  # scored once the model is saved: a run stopped before is scored now
                 report = score_mismatched(task, glue_dir, files, report, run_settings, device, amp, dist)
             scores[seed] = {metric: report[metric] for metric in task.metrics}
@@ -181,9 +181,9 @@ def choose_lr(settings: FinetuneSettings, task: GlueTask, seed: int, recipe: Rec
     for lr in recipe.lrs:
         run_settings = task_settings(settings, seed, {**values, "lr": lr}, recipe, side, held_out=HELD_OUT)
         files = TaskFiles(f"{side.label}{task.name} lr {lr:g}", glue_dir / task.name / "train.tsv", None,
-                          choice_folder(side, task, lr), task.columns, task.labels, settings.max_train_examples,
+                          choice_folder(side, task, lr), task.kind, task.columns, task.labels, settings.max_train_examples,
                           held_out=HELD_OUT, keep_model=False, metric=task.selected_by)
-        report = read_back(settings, files, task.file_metrics, run_settings, marker="eval.json") or finetune(run_settings, files, backbone, device, amp)
+        report = run_once(settings, files, task.file_metrics, run_settings, backbone, device, amp, marker="eval.json")
         scores[lr] = statistics.mean(report[metric] for metric in task.file_metrics)
     chosen = choose(scores)
     print(f"{side.label}{task.name}: lr {chosen:g} chosen on {HELD_OUT:.0%} of the training rows held out "
@@ -227,12 +227,14 @@ def choice_folder(side: Side, task: GlueTask, lr: float) -> Path:
 SWEEP_ONLY = (*OPERATIONAL, "glue_tasks", "seeds", "out", "against_untrained")
 
 
-def read_back(settings: FinetuneSettings, files: TaskFiles, metrics: tuple[str, ...], run_settings: FinetuneSettings,
-              marker: str = SAFETENSORS_FILE) -> dict | None:
-    """The eval.json of the run in `files.out` when it finished with `run_settings` (and no --overwrite), said in one line; else None."""
+def run_once(settings: FinetuneSettings, files: TaskFiles, metrics: tuple[str, ...], run_settings: FinetuneSettings, backbone,
+             device, amp, marker: str = SAFETENSORS_FILE) -> dict:
+    """The eval.json of the run in `files.out`: read back, said in one line, when it finished with
+    `run_settings` (and no --overwrite); else that of the run, fine-tuned now."""
     report = None if settings.overwrite else finished_run(files.out, metrics, run_settings, marker)
-    if report is not None:
-        print(f"{files.name}: finished earlier with these settings, read from {files.out / 'eval.json'}", flush=True)
+    if report is None:
+        return finetune(run_settings, files, backbone, device, amp)
+    print(f"{files.name}: finished earlier with these settings, read from {files.out / 'eval.json'}", flush=True)
     return report
 
 
@@ -259,8 +261,7 @@ def task_settings(settings: FinetuneSettings, seed: int, values: dict, recipe: R
     """The command's settings for one run of `side`: the recipe's `values` wherever a flag was not
     given (`with_recipe`, as every fine-tune); `held_out`: the share of the training rows a run
     that chooses the lr is scored on."""
-    return settings.with_recipe(recipe, values).replace(seed=seed, init=side.init, untrained_seed=side.untrained_seed,
-                                                        held_out=held_out)
+    return settings.with_recipe(recipe, values, seed=seed, init=side.init, untrained_seed=side.untrained_seed, held_out=held_out)
 
 
 def score_mismatched(task: GlueTask, glue_dir: Path, files: TaskFiles, report: dict, settings, device, amp,

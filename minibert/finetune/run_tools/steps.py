@@ -29,6 +29,7 @@ import torch.distributed
 from ...operations.checkpoint import Checkpoints
 from ...operations.distributed import Distributed
 from ...operations.outdir import OutputDir
+from ...operations.tensor_files import SAFETENSORS_FILE
 from ...operations.state import rng_state
 from ...operations.errors import warn
 from ...runs.levers import use_levers
@@ -111,6 +112,14 @@ def in_shards(n: int, predict, dist: Distributed) -> list:
     return results
 
 
+def check_out(out: Path, overwrite: bool) -> None:
+    """Refuse an --out that is a file, or that holds a model already (unless `overwrite`)."""
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--out {out} is a file; choose a folder")
+    if (out / SAFETENSORS_FILE).exists() and not overwrite:
+        raise FileExistsError(f"{out} already holds a checkpoint; pass --overwrite to replace it, or choose another --out")
+
+
 def check_unfinished(out: Path, overwrite: bool) -> None:
     """Refuse, before anything is trained, an OUT holding an interrupted fine-tune's checkpoints
     (unless `overwrite`): a run without --resume would otherwise only be refused there in its turn."""
@@ -126,16 +135,6 @@ def claimed(out: Path, settings: FinetuneSettings, dist: Distributed):
         dist.barrier()
         yield
         dist.barrier()
-
-
-@contextlib.contextmanager
-def rank_0_prints(dist: Distributed):
-    """Only rank 0's lines reach the screen: every process runs the same command."""
-    if dist.is_main:
-        yield
-        return
-    with open(os.devnull, "w") as silent, contextlib.redirect_stdout(silent):
-        yield
 
 
 def train_steps(objective, batches: list, streams: list[TaskBatches], loop: LoopSettings, settings: FinetuneSettings,
