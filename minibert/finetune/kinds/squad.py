@@ -94,12 +94,9 @@ def read_squad(path: str | Path, labelled: bool = True) -> SquadData:
     "answers" at all (predict)."""
     path = Path(path)
     with task_file(path, FORMATS, "question answering data") as file:
-        if path.suffix == ".jsonl":
-            examples = [record_example(path, f"{path} line {line}", record, labelled) for line, record in json_objects(path, file)]
-        else:
-            top = load_json(path, file)
-            examples = list(json_examples(path, top, labelled) if isinstance(top, dict) else
-                            (record_example(path, f"{path} line {line}", record, labelled) for line, record in top))
+        top = load_json(path, file)
+    examples = list(json_examples(path, top, labelled) if isinstance(top, dict) else
+                    (record_example(path, f"{path} line {line}", record, labelled) for line, record in top))
     if not examples:
         raise ValueError(f"{path} holds no questions; write {LAYOUT}")
     seen = set()
@@ -111,8 +108,10 @@ def read_squad(path: str | Path, labelled: bool = True) -> SquadData:
 
 
 def load_json(path: Path, file) -> dict | list[tuple[int, dict]]:
-    """The top-level object of a SQuAD .json file; or, for a .json file of JSON lines (one object
-    per line, as the .jsonl layout), its (line number, record) pairs. Broken JSON names its line and column."""
+    """The top-level object of a SQuAD .json file; or, for a .jsonl file or a .json file of JSON
+    lines, its (line number, record) pairs. Broken JSON names its line and column."""
+    if path.suffix == ".jsonl":
+        return list(json_objects(path, file))
     text = file.read()
     try:
         top = json.loads(text)
