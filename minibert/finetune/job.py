@@ -71,7 +71,7 @@ def finetune(settings: FinetuneSettings, files: TaskFiles, backbone: tuple[Encod
              amp: Precision) -> dict:
     """Train on `files.train`, evaluate on `files.dev`, write everything into `files.out`, which
     this run holds alone meanwhile (run_tools/steps.py); return eval.json's contents. `settings` are
-    the command's flags with a recipe's values (settings.py:FinetuneSettings.with_recipe)."""
+    the command's flags with a recipe's values (recipes.py:Recipe.applied)."""
     dist = processes()
     with claimed(files.out, settings, dist):
         task = files.kind.read(files, settings, backbone)

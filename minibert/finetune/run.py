@@ -25,7 +25,7 @@ from .glue.tasks import write_training_text
 from .job import TaskFiles, finetune, load_backbone
 from .kinds import KINDS, kind_of
 from .kinds.sentence_files import Columns
-from .recipes import checkpoint_pooling, recipe_for
+from .recipes import checkpoint_pooling, overridden, recipe_for
 from .run_tools.steps import check_out, check_unfinished
 from .settings import FinetuneSettings
 
@@ -63,13 +63,13 @@ def run_tasks(settings: FinetuneSettings, device: torch.device, amp: Precision) 
     backbone = load_backbone(init)
     config = backbone[0].config  # a recipe's row by the kind of task: question answering takes its SQuAD row, 2.0's on SQuAD 2.0 data
     rows = [job.kind.recipe_row(job.train) for job in jobs]
-    recipes = {row: recipe_for(settings.recipe, config, checkpoint_pooling(init), squad=row)
-               for row in sorted(set(rows), key=lambda row: row or "")}
+    pooling = checkpoint_pooling(init)
+    recipes = {row: recipe_for(settings.recipe, config, pooling, squad=row) for row in sorted(set(rows), key=lambda row: row or "")}
     for recipe in recipes.values():
-        print(recipe.line(settings.recipe_overrides(), glue=False), flush=True)
+        print(recipe.line(overridden(settings), glue=False), flush=True)
     if any(job.kind.pooled for job in jobs):  # a head that reads one pooled vector: which, and why
         print(recipes[None].pooling_line(settings.pooling), flush=True)
-    reports = [finetune(settings.with_recipe(recipes[row], recipes[row].values(pooled=job.kind.pooled), init=init), job, backbone,
+    reports = [finetune(recipes[row].applied(settings, recipes[row].values(pooled=job.kind.pooled), init=init), job, backbone,
                         device, amp) for job, row in zip(jobs, rows)]
     if settings.tasks:
         print(table([job.name for job in jobs], reports), flush=True)

@@ -47,7 +47,7 @@ from ..kinds.kind import check_max_len, write_table
 from ..kinds.scores import classification_metrics
 from ..kinds.sentence_files import read_task
 from ..kinds.sentences import header, prediction_rows, predict
-from ..recipes import HELD_OUT, Recipe, checkpoint_pooling, choose, recipe_for
+from ..recipes import HELD_OUT, Recipe, checkpoint_pooling, choose, overridden, recipe_for
 from ..run_tools.steps import OPERATIONAL, check_out, check_unfinished
 from ..settings import FinetuneSettings
 from .tasks import GLUE_TASKS, MISMATCHED, GlueTask, present_tasks, task_names, write_submission
@@ -78,7 +78,7 @@ def run_glue(settings: FinetuneSettings, device, amp, dist: Distributed) -> dict
     for name, (init, folder) in folders.items():
         backbone = load_backbone(init)
         recipe = recipe_for(settings.recipe, backbone[0].config, checkpoint_pooling(init))
-        for line in (recipe.line(settings.recipe_overrides(), glue=True), recipe.pooling_line(settings.pooling)):
+        for line in (recipe.line(overridden(settings), glue=True), recipe.pooling_line(settings.pooling)):
             if line not in said:
                 print(line, flush=True)
                 said.add(line)
@@ -259,9 +259,9 @@ def finished_run(folder: Path, metrics: tuple[str, ...], run_settings: FinetuneS
 def task_settings(settings: FinetuneSettings, seed: int, values: dict, recipe: Recipe, side: Side,
               held_out: float | None = None) -> FinetuneSettings:
     """The command's settings for one run of `side`: the recipe's `values` wherever a flag was not
-    given (`with_recipe`, as every fine-tune); `held_out`: the share of the training rows a run
+    given (`Recipe.applied`, as every fine-tune); `held_out`: the share of the training rows a run
     that chooses the lr is scored on."""
-    return settings.with_recipe(recipe, values, seed=seed, init=side.init, untrained_seed=side.untrained_seed, held_out=held_out)
+    return recipe.applied(settings, values, seed=seed, init=side.init, untrained_seed=side.untrained_seed, held_out=held_out)
 
 
 def score_mismatched(task: GlueTask, glue_dir: Path, files: TaskFiles, report: dict, settings, device, amp,
