@@ -20,7 +20,7 @@ Every recipe fine-tunes with dropout 0.1, as all three sources did (ALBERT's SQu
 release fine-tuned with none), whatever the checkpoint was pretrained with: this project pretrains
 without dropout (docs/training.md), and a task's few thousand rows overfit a model that keeps none.
 
-A recipe that leaves the lr open (`grid`) chooses it on the training rows alone, never on dev
+A recipe that leaves the lr open (`grid`) chooses it on held-out training rows, never on dev
 (glue/sweep.py:choose_lr); only --glue makes that choice (it knows each task's metrics), elsewhere
 `grid` takes --lr. A flag given overrides the recipe's value (`Recipe.applied`), and the recipe's
 line names it. The pooling (what a sentence task's head reads) follows the checkpoint's

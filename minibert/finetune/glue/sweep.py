@@ -5,11 +5,8 @@ several seeds, the lr chosen where the recipe leaves it open, and the two averag
     python train.py finetune --init DIR --glue GLUE_DIR --against-untrained --out OUT   # and the untrained twin
     python train.py finetune --init DIR1 DIR2 DIR3 --glue GLUE_DIR --against-untrained --out OUT  # pretraining seeds
 
-The recipe is --recipe's (recipes.py), as for every fine-tune: by default ELECTRA's row for
-the encoder's width (lr and layer-wise lr decay; 10 epochs for RTE and STS-B, 3 elsewhere), or
-BERT-base's lr 2e-5, or the BERT miniatures' lr grid, chosen on held-out training rows; the
-pooling is the checkpoint's. The command says in one line which recipe ran and where its
-values come from, in another what the head reads and why; any flag overrides either.
+The recipe and the pooling are every fine-tune's (recipes.py); only --glue knows RTE and STS-B
+by name, for their long epochs, and only --glue chooses the grid recipe's lr (`choose_lr`).
 
     OUT/<task>/seed-<n>/   one fine-tuning run (job.py's outputs; MNLI's eval.json adds the mismatched dev scores)
     OUT/<task>/choose-lr/  the grid recipe's runs on held-out training rows, one per lr (eval.json, no model)
@@ -175,8 +172,8 @@ def sweep(settings: FinetuneSettings, found: list[GlueTask], seeds: list[int], r
 def choose_lr(settings: FinetuneSettings, task: GlueTask, seed: int, recipe: Recipe, values: dict, backbone, side: Side,
               glue_dir: Path, device, amp) -> dict:
     """The recipe's lr for `task`, chosen on training rows alone: each candidate trained on the
-    rest of the training rows and scored on a held-out HELD_OUT of them (seed 0), the dev file
-    never opened (`TaskFiles.held_out`); the best mean of the task's metrics wins (`choose`)."""
+    rest of the training rows and scored on a held-out HELD_OUT of them (seed 0: `TaskData.held_out`),
+    the dev file never opened; the best mean of the task's metrics wins, the lower lr on ties (`choose`)."""
     scores = {}
     for lr in recipe.lrs:
         run_settings = task_settings(settings, seed, {**values, "lr": lr}, recipe, side, held_out=HELD_OUT)
