@@ -69,8 +69,8 @@ def run_glue(settings: FinetuneSettings, device, amp, dist: Distributed) -> dict
     submission files (under torchrun: the first process alone). Returns OUT/glue.json's contents."""
     glue_dir, out = Path(settings.glue), Path(settings.out)
     seeds = list(dict.fromkeys(settings.seeds if settings.seeds is not None else [settings.seed]))
+    folders = checkpoint_folders(settings.init, out)  # the flags first, then GLUE_DIR's tasks
     found = present_tasks(glue_dir, task_names(settings.glue_tasks))
-    folders = checkpoint_folders(settings.init, out)
     plans, said = {}, set()
     for name, (init, folder) in folders.items():
         backbone = load_backbone(init)

@@ -16,6 +16,7 @@ kinds whose predictions are a row each in predictions.tsv (sentences, tags).
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, NamedTuple
@@ -235,11 +236,10 @@ def outputs(model: nn.Module, batches: Iterable[dict], device, amp: Precision | 
             what: str | None = None):
     """The model's outputs on each batch of inputs, in eval mode, fp32 unless `amp` says otherwise;
     `what`: a progress bar of `total` rows with that name (tqdm)."""
-    amp = amp or Precision("fp32", torch.device(device))
     model.eval()
     with tqdm(total=total, desc=what, unit="example", dynamic_ncols=True, disable=what is None) as bar:
         for inputs in batches:
-            with amp.autocast:
+            with amp.autocast if amp else nullcontext():
                 out = model(**{name: tensor.to(device) for name, tensor in inputs.items()})
             bar.update(len(inputs["input_ids"]))
             yield out

@@ -149,7 +149,11 @@ def train_steps(objective, batches: list, streams: list[TaskBatches], loop: Loop
     checkpoints, progress, log = Checkpoints(out / CHECKPOINTS, KEEP), Progress(), MetricsLog(out / METRICS_FILE)
     if settings.resume and checkpoints.steps():
         state, path = checkpoints.load()
-        check_same_flags(state["args"], recorded, path)
+        changed = [f"--{flag(name)} {state['args'].get(name)!r} -> {value!r}" for name, value in recorded.items()
+                   if name not in OPERATIONAL and state["args"].get(name) != value]
+        if changed:  # --resume continues the run in OUT: flags that would make it another run are refused
+            raise ValueError(f"--resume continues the run checkpointed in {path.parent}, but these flags differ from it: "
+                             f"{'; '.join(changed)}; rerun with the original flags or start a new --out")
         progress = restore(state, objective, optimizer, amp, streams, dist)
         evaluations.load_state_dict(state["evaluations"])
         if dist.is_main:
@@ -177,15 +181,6 @@ def train_steps(objective, batches: list, streams: list[TaskBatches], loop: Loop
 def unused_parameters(model) -> bool:
     """Whether a parameter gets no gradient (DDP must then look for it): a pooler the head does not read."""
     return model.encoder.pooler is not None and getattr(model, "pooling", None) != "cls"
-
-
-def check_same_flags(saved: dict, now: dict, path: Path) -> None:
-    """--resume continues the run in OUT: refuse flags that would make it another run."""
-    changed = [f"--{flag(name)} {saved.get(name)!r} -> {value!r}" for name, value in now.items()
-               if name not in OPERATIONAL and saved.get(name) != value]
-    if changed:
-        raise ValueError(f"--resume continues the run checkpointed in {path.parent}, but these flags differ from it: "
-                         f"{'; '.join(changed)}; rerun with the original flags or start a new --out")
 
 
 def done(out: Path, dist: Distributed) -> None:
