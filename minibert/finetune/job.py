@@ -32,7 +32,7 @@ from torch import nn
 
 from ..config import ModelConfig
 from ..model import Encoder
-from ..operations.distributed import Distributed
+from ..operations.distributed import in_shards
 from ..operations.files import write_json
 from ..operations.precision import Precision
 from ..operations.tensor_files import CONFIG_FILE, read_json
@@ -44,7 +44,7 @@ from .checkpoint import is_classifier, load_classifier, save_classifier
 from .kinds import Kind
 from .kinds.sentence_files import Columns
 from .run_tools.evaluations import Evaluations
-from .run_tools.steps import claimed, done, in_shards, processes, task_streams, train_steps
+from .run_tools.steps import claimed, done, processes, task_streams, train_steps
 from .settings import FinetuneSettings
 from .teacher import TeacherCache, load_teacher
 

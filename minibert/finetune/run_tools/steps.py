@@ -101,17 +101,6 @@ def processes() -> Distributed:
     return Distributed(torch.distributed.get_rank(), torch.distributed.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
 
 
-def in_shards(n: int, predict, dist: Distributed) -> list:
-    """`predict(rows)` -> one result per row, for all `n` dev rows, in order, on every process:
-    under torchrun each process predicts every world_size-th row from its rank on, and the
-    shares are gathered, so dev is read once in all rather than once per process."""
-    shares = dist.gather(predict(list(range(dist.rank, n, dist.world_size))))
-    results = [None] * n
-    for rank, share in enumerate(shares):
-        results[rank::dist.world_size] = share
-    return results
-
-
 def check_out(out: Path, overwrite: bool) -> None:
     """Refuse an --out that is a file, or that holds a model already (unless `overwrite`)."""
     if out.exists() and not out.is_dir():
