@@ -4,11 +4,8 @@
 call with their FinetuneSettings. A task folder holds one train.* and one dev.* file (.tsv,
 .csv, .jsonl or .conll: GLUE's layout). With --tasks every folder is fine-tuned from the same
 checkpoint into OUT/<folder name>, and one table of dev scores is printed at the end. Every
-setting applies to every task.
-
-Every fine-tune runs one recipe (--recipe, recipes.py): by default ELECTRA's for the
-encoder's width, the pooling the checkpoint's pretraining calls for; a flag given overrides
-the recipe's value, and two lines say what ran and why.
+setting applies to every task, and two lines say which recipe ran (recipes.py) and what a
+sentence task's head reads, and why.
 """
 
 from __future__ import annotations
