@@ -201,7 +201,7 @@ def test_the_last_steps_evaluation_keeps_the_model_as_it_is_without_a_copy(monke
 
 def test_under_torchrun_each_process_predicts_its_share_of_dev_and_every_process_gets_all_of_it():
     """Dev read once in all: process r of w predicts rows r, r + w, ...; the gathered shares come back in order."""
-    from minibert.finetune.run_tools.steps import in_shards
+    from minibert.operations.distributed import in_shards
 
     asked = {}
 

@@ -5,22 +5,13 @@
     python -m minibert.finetune ...          (the same flags)
     minibert.finetune(init=DIR, train="train.tsv", dev="dev.tsv", out=OUT)   # the same, from Python
 
---init is a minibert checkpoint (its tokenizer saved beside it) or a Hugging Face
-BERT-family directory (its WordPiece vocab.txt). A task is of one of four kinds (kinds/):
-classification (class names), regression (numeric scores, one output, MSE), tokens (a tag per
-word, read at the word's first sub-token) or question answering (SQuAD: an answer span out of a
-passage). OUT receives
-
-    config.json, model.safetensors, labels.json, tokenizer   the model (load_classifier)
-    eval.json                                                dev scores (the kind's: accuracy, F1, MCC;
-                                                             Pearson, Spearman, MSE; word accuracy, entity
-                                                             F1; SQuAD's exact match and F1), every
-                                                             evaluation, the flags and the recipe
-    metrics.jsonl                                            the training loop's log, as in pretraining
-    predictions.tsv                                          sentences and tags: each dev example's (word's)
-                                                             prediction, gold label and score
-    predictions.json, nbest_predictions.json, null_odds.json question answering: SQuAD's official layouts
-                                                             (null_odds.json for SQuAD 2.0)
+--init is a minibert checkpoint (its tokenizer saved beside it) or a Hugging Face BERT-family
+directory. A task is of one of four kinds (kinds/): classification, regression, a tag per word,
+or question answering. OUT receives the model (config.json, model.safetensors, labels.json, the
+tokenizer: checkpoint.py), eval.json (the dev scores of the task's kind, every evaluation, the
+flags and the recipe), metrics.jsonl (the training loop's log, as in pretraining) and the dev
+predictions: predictions.tsv (sentences and tags), or SQuAD's predictions.json,
+nbest_predictions.json and, for SQuAD 2.0, null_odds.json (question answering).
 
     job.py           ONE fine-tune of any kind: read, the head, the training loop, the dev scores, the files
     kinds/           the four kinds of task as data, one table: their files, inputs, heads, predictions, scores

@@ -115,10 +115,3 @@ def load_classifier(directory: str | Path) -> Classifier:
         load_tensors(model, {name: (name,) for name in model.state_dict()}, tensors, ())
     return Classifier(model.eval(), load_tokenizer(directory), labels, kind.reading(marker, model))
 
-
-def check_out(out: Path, overwrite: bool) -> None:
-    """Refuse an --out that is a file, or that holds a model already (unless `overwrite`)."""
-    if out.exists() and not out.is_dir():
-        raise NotADirectoryError(f"--out {out} is a file; choose a folder")
-    if (out / SAFETENSORS_FILE).exists() and not overwrite:
-        raise FileExistsError(f"{out} already holds a checkpoint; pass --overwrite to replace it, or choose another --out")

@@ -32,7 +32,7 @@ from torch import nn
 
 from ..config import ModelConfig
 from ..model import Encoder
-from ..operations.distributed import Distributed
+from ..operations.distributed import in_shards
 from ..operations.files import write_json
 from ..operations.precision import Precision
 from ..operations.tensor_files import CONFIG_FILE, read_json
@@ -41,10 +41,10 @@ from ..tokenizers import load_tokenizer
 from ..tokenizers.base import Tokenizer
 from ..training.settings import LoopSettings
 from .checkpoint import is_classifier, load_classifier, save_classifier
-from .kinds import kind_of
+from .kinds import Kind
 from .kinds.sentence_files import Columns
 from .run_tools.evaluations import Evaluations
-from .run_tools.steps import claimed, done, in_shards, processes, task_streams, train_steps
+from .run_tools.steps import claimed, done, processes, task_streams, train_steps
 from .settings import FinetuneSettings
 from .teacher import TeacherCache, load_teacher
 
@@ -52,12 +52,13 @@ CLIP = 1.0  # gradient-norm clip, as BERT's fine-tuning code does
 
 
 class TaskFiles(NamedTuple):
-    """One task of a run: its training and dev files, and the folder its model goes to."""
+    """One task of a run: its training and dev files, the folder its model goes to, and its kind."""
 
     name: str
     train: Path
     dev: Path | None  # None with `held_out`
     out: Path
+    kind: Kind  # --task's, or the training file's (auto): a sentence task's labels then say classification or regression
     columns: Columns | None = None  # None: found by their names (sentence_files.py)
     labels: list | None = None  # the class names in id order (GLUE's); None: the training file's
     max_train: int | None = None  # train on this many examples, a random subsample (seed 0: the same rows for every --seed)
@@ -70,58 +71,52 @@ def finetune(settings: FinetuneSettings, files: TaskFiles, backbone: tuple[Encod
              amp: Precision) -> dict:
     """Train on `files.train`, evaluate on `files.dev`, write everything into `files.out`, which
     this run holds alone meanwhile (run_tools/steps.py); return eval.json's contents. `settings` are
-    the command's flags with a recipe's values (settings.py:FinetuneSettings.with_recipe)."""
+    the command's flags with a recipe's values (recipes.py:Recipe.applied)."""
     dist = processes()
     with claimed(files.out, settings, dist):
-        return finetune_into(settings, files, backbone, device, amp, dist)
+        task = files.kind.read(files, settings, backbone)
+        kind = task.kind  # a sentence task's labels say classification or regression
+        teacher_logits = None
+        if settings.teacher:  # before the seed is set: the teacher draws no random numbers, the student's run stays the same
+            settings = kind.distillation_settings(settings)
+            task, teacher_logits = kind.teach(task, load_teacher(settings.teacher), settings, device, amp, TeacherCache(files.out))
+        config = task_config(task.config, task.max_len, settings)
+        loop = task_loop(settings, len(task.train), files.out)
 
+        torch.manual_seed(settings.seed)  # the head's initialisation and dropout
+        model = kind.model(config, task, settings)
+        model.encoder.load_state_dict(backbone[0].state_dict())
+        model.to(device)
+        started = time.perf_counter()
+        objective = TaskLoss(model) if teacher_logits is None else kind.distillation(model, settings)
 
-def finetune_into(settings: FinetuneSettings, files: TaskFiles, backbone: tuple[Encoder, Tokenizer], device: torch.device,
-                  amp: Precision, dist: Distributed) -> dict:
-    kind = kind_of(settings.task, files.train)
-    kind.refuse(settings, files)
-    task = kind.read(files, settings, backbone)
-    kind = task.kind  # a sentence task's labels say classification or regression
-    teacher_logits = None
-    if settings.teacher:  # before the seed is set: the teacher draws no random numbers, the student's run stays the same
-        settings = kind.distillation_settings(settings)
-        task, teacher_logits = kind.teach(task, load_teacher(settings.teacher), settings, device, amp, TeacherCache(files.out))
-    config = task_config(task.config, task.max_len, settings)
-    loop = task_loop(settings, len(task.train), files.out)
+        def score() -> tuple[dict, list]:  # the dev scores, and the predictions the files hold
+            predicted = in_shards(len(task.dev), lambda rows: kind.predict(model, task, rows, settings.batch_size, device, amp), dist)
+            return kind.scores(task, predicted), predicted
 
-    torch.manual_seed(settings.seed)  # the head's initialisation and dropout
-    model = kind.model(config, task, settings)
-    model.encoder.load_state_dict(backbone[0].state_dict())
-    model.to(device)
-    started = time.perf_counter()
-    objective = TaskLoss(model) if teacher_logits is None else kind.distillation(model, settings)
+        evaluations = Evaluations(model, score, files.metric or kind.headline, settings.patience, dist, last_step=loop.steps)
+        streams = task_streams(len(task.train), settings.batch_size, loop.seed, settings.grad_accum, dist)
+        batches = [(with_teacher(kind, kind.inputs(task, rows), teacher_logits, rows) for rows in stream) for stream in streams]
+        recorded = settings.recorded()
+        train_loss = train_steps(objective, batches, streams, loop, settings, amp, files.out, evaluations, recorded, dist)
+        kept = evaluations.keep_best()
+        predicted = kept.pop("predicted")
 
-    def score() -> tuple[dict, list]:  # the dev scores, and the predictions the files hold
-        predicted = in_shards(len(task.dev), lambda rows: kind.predict(model, task, rows, settings.batch_size, device, amp), dist)
-        return kind.scores(task, predicted), predicted
-
-    evaluations = Evaluations(model, score, files.metric or kind.headline, settings.patience, dist, last_step=loop.steps)
-    streams = task_streams(len(task.train), settings.batch_size, loop.seed, settings.grad_accum, dist)
-    batches = [(with_teacher(kind, kind.inputs(task, rows), teacher_logits, rows) for rows in stream) for stream in streams]
-    train_loss = train_steps(objective, batches, streams, loop, settings, amp, files.out, evaluations, settings.recorded(), dist)
-    kept = evaluations.keep_best()
-    predicted = kept.pop("predicted")
-
-    report = dict(kept)
-    report.update(task=kind.name, examples=len(task.dev), **kind.report(task), steps=loop.steps, train_loss=train_loss,
-                  seconds=round(time.perf_counter() - started, 1), args=settings.recorded(), recipe=settings.recipe_description)
-    if dist.is_main:
-        if files.keep_model:
-            save_classifier(model, task.tokenizer, task.labels, files.out, task.reading)
-        files.out.mkdir(parents=True, exist_ok=True)
-        kind.write(files.out, task, predicted)
-        write_json(files.out / "eval.json", report)
-    done(files.out, dist)
-    kept_at = f" (step {report['kept_step']}, the best {report['selected_by']} of {len(report['evaluations'])} evaluations)" \
-        if len(report["evaluations"]) > 1 else ""
-    print(f"{files.name}: {kind.result(report, task, files, settings)}{kept_at}; {'model, ' if files.keep_model else ''}"
-          f"eval.json and {kind.predictions_file} in {files.out}", flush=True)
-    return report
+        report = dict(kept)
+        report.update(task=kind.name, examples=len(task.dev), **kind.report(task), steps=loop.steps, train_loss=train_loss,
+                      seconds=round(time.perf_counter() - started, 1), args=recorded, recipe=settings.recipe_description)
+        if dist.is_main:
+            if files.keep_model:
+                save_classifier(model, task.tokenizer, task.labels, files.out, task.reading)
+            files.out.mkdir(parents=True, exist_ok=True)
+            kind.write(files.out, task, predicted)
+            write_json(files.out / "eval.json", report)
+        done(files.out, dist)
+        kept_at = f" (step {report['kept_step']}, the best {report['selected_by']} of {len(report['evaluations'])} evaluations)" \
+            if len(report["evaluations"]) > 1 else ""
+        print(f"{files.name}: {kind.result(report, task, files, settings)}{kept_at}; {'model, ' if files.keep_model else ''}"
+              f"eval.json and {kind.predictions_file} in {files.out}", flush=True)
+        return report
 
 
 def task_config(pretrained: ModelConfig, max_len: int, settings: FinetuneSettings) -> ModelConfig:

@@ -1,46 +1,30 @@
 """The fine-tuning recipes (`--recipe`) every fine-tune runs with, the pooling a checkpoint's
 pretraining calls for, and the choice a recipe leaves open, made on training rows.
 
-    electra  (the default) the row of ELECTRA's fine-tuning table for the encoder's width
-             (Clark et al., 2020, appendix): Small (H = 256) lr 3e-4, Base (768) 1e-4, Large
-             (1024) 5e-5; layer-wise lr decay 0.8 (Large 0.9); no weight decay; batch 32;
-             dropout 0.1 on hidden states and attention; 3 epochs, 10 for RTE and STS-B. A
-             width takes the row of the widest size not wider than it, so minibert's default
-             runs (H = 128) take Small's.
-    bert     BERT-base's (Devlin et al., 2019, appendix A.3): lr 2e-5, batch 32, 3 epochs (10
-             for RTE and STS-B, as ELECTRA), weight decay 0.01, dropout 0.1, every layer at the
-             same lr.
+    electra  (the default) ELECTRA's fine-tuning table (Clark et al., 2020, appendix) by the
+             encoder's width: a width takes the row of the widest published size not wider than
+             it (ELECTRA_ROWS), so minibert's default runs (H = 128) take Small's
+    bert     BERT-base's (Devlin et al., 2019, appendix A.3), every layer at the same lr
     grid     the BERT miniatures' (Turc et al., 2019, "Well-Read Students Learn Better"): the lr
-             chosen per task from {3e-4, 1e-4, 5e-5, 3e-5}, 4 epochs, batch 32 (their batch grid
-             is not searched), weight decay 0.01, dropout 0.1 (BERT's fine-tuning code).
+             chosen per task from GRID_LRS, 4 epochs (their batch grid is not searched)
 
-Question answering (SQuAD) takes its own row of each recipe, the settings each family released
-for SQuAD (`SQUAD_ROWS`, each with its values and source), and on SQuAD 2.0 data (a training
-file with questions that have no answer) the family's 2.0 row where it published one
-(`SQUAD2_ROWS`: BERT's and ALBERT's; the others gave one row for both, and the line says so).
-`albert`, `roberta` and `distilbert` are question answering's alone: their SQuAD settings are
-the only fine-tuning ones minibert takes from those families; `grid` has none (Turc et al.
-published no SQuAD settings). A recipe sets no window length: --max-len stays a flag (default
-384, BERT's and ALBERT's max_seq_length); ELECTRA's and RoBERTa's 512 are said in their line.
+RTE and STS-B, whose training sets are small, take ELECTRA's 10 epochs under electra and bert;
+only --glue knows a task by its name. Question answering takes its own row of each recipe, the
+settings each family released for SQuAD (SQUAD_ROWS, each with its source), and on SQuAD 2.0 data
+(a training file with questions that have no answer) the family's 2.0 row where it published one
+(SQUAD2_ROWS; the others gave one row for both, and the line says so). `albert`, `roberta` and
+`distilbert` are question answering's alone; `grid` has none (Turc et al. published no SQuAD
+settings). A recipe sets no window length: --max-len stays a flag.
 
 Every recipe fine-tunes with dropout 0.1, as all three sources did (ALBERT's SQuAD row aside: its
 release fine-tuned with none), whatever the checkpoint was pretrained with: this project pretrains
 without dropout (docs/training.md), and a task's few thousand rows overfit a model that keeps none.
 
-A recipe that leaves the lr open (`grid`) chooses it on the training rows alone, never on dev:
-each candidate is trained on the other 90% of the training rows and scored on a held-out 10%
-(drawn by seed 0; `TaskData.held_out`), the best score wins (ties: the lower lr), and the
-chosen lr is then trained on all the training rows and scored on dev. Only --glue makes that
-choice (it knows each task's metrics); elsewhere `grid` takes --lr. Any flag given (--lr,
---epochs, --layer-decay, --pooling, ...) overrides the recipe's value.
-
-The recipe is the same for --train/--dev, --tasks and --glue; only GLUE's RTE and STS-B take
-the long epochs, since only --glue knows a task by its name.
-
-The pooling (what a sentence task's head reads) follows the checkpoint's pretraining
-(`checkpoint_pooling`): [CLS] where a sentence task (NSP, SOP) trained it and the run's
-held-out accuracy on that task shows it learned (SENTENCE_LEARNED), the mean of the last layer
-elsewhere.
+A recipe that leaves the lr open (`grid`) chooses it on held-out training rows, never on dev
+(glue/sweep.py:choose_lr); only --glue makes that choice (it knows each task's metrics), elsewhere
+`grid` takes --lr. A flag given overrides the recipe's value (`Recipe.applied`), and the recipe's
+line names it. The pooling (what a sentence task's head reads) follows the checkpoint's
+pretraining: `checkpoint_pooling` says why.
 """
 
 from __future__ import annotations
@@ -54,6 +38,7 @@ from ..objectives.sentence import SENTENCE_TASKS
 from ..operations.files import read_json_lines, read_record
 from ..operations.tensor_files import CONFIG_FILE
 from ..pretrained import FORMAT_KEY
+from ..training.settings import flag
 from ..operations.outdir import RUN_FILE
 
 LONG_TASKS = ("RTE", "STS-B")  # small training sets: more epochs (ELECTRA's 10)
@@ -129,7 +114,6 @@ ONE_ROW = {"electra": "configure_finetuning.py gives squad (2.0) and squadv1 one
                       "not minibert's, whose span head scores \"no answer\" at [CLS]",
            "roberta": "Table 10 gives one row for both versions",
            "distilbert": "the script's --version_2_with_negative changes none of its settings"}
-SQUAD_VERSIONS = ("1.1", "2.0")
 READS = {"cls": "the [CLS] vector", "mean": "the mean of the last layer"}  # each pooling, in words
 SENTENCE_LEARNED = 0.85  # the held-out NSP/SOP accuracy from which a run's [CLS] is read (checkpoint_pooling says why)
 METRICS = "metrics.jsonl"  # where a run records its held-out evaluations (eval_<task>_accuracy)
@@ -199,6 +183,16 @@ class Recipe:
                 f"batch {self.batch_size}, {epochs}{warmup}{windows}; from {self.source}"
                 + (f"; overridden by {', '.join(overridden)}" if overridden else ""))
 
+    def applied(self, settings, values: dict, **changes):
+        """`settings` (a FinetuneSettings) as one run takes them: this recipe's `values` wherever the flag
+        was not given (--steps stands in for its epochs), with the recipe's name and its description
+        (eval.json records both), and the run's own `changes` (its checkpoint, a sweep's seed). One
+        method, so that every fine-tune applies a recipe the same way."""
+        chosen = {name: value for name, value in values.items() if getattr(settings, name) is None}
+        if settings.steps is not None:
+            chosen.pop("epochs", None)
+        return settings.replace(**chosen, **changes, recipe=self.name, recipe_description=self.describe())
+
     def pooling_line(self, pooling: str | None) -> str:
         """The line that says what a sentence task's head reads, and why: the checkpoint's pooling, or --pooling's."""
         own = self.pooling
@@ -207,6 +201,11 @@ class Recipe:
                     f"{own.name}, since {own.why})")
         other = next(name for name in READS if name != own.name)
         return f"pooling {own.name}: the head reads {READS[own.name]}, since {own.why}; --pooling {other} reads {READS[other]}"
+
+
+def overridden(settings) -> list[str]:
+    """The flags given (`settings`: a FinetuneSettings) that override a recipe's value, as its line names them."""
+    return [f"--{flag(name)}" for name in (*RECIPE_FLAGS, "steps") if getattr(settings, name) is not None]
 
 
 def recipe_for(name: str, config: ModelConfig, pooling: Pooling = BERT_POOLING, squad: str | None = None) -> Recipe:
@@ -284,8 +283,18 @@ def checkpoint_pooling(init: str | Path) -> Pooling:
         return Pooling(pooling, f"the checkpoint is a fine-tuned classifier whose head read {READS[pooling]}")
     settings = read_record(Path(init) / RUN_FILE).get("settings")
     layout = settings.get("layout") if isinstance(settings, dict) else None
-    if layout in SENTENCE_TASKS:
-        return run_pooling(Path(init), layout)
+    if layout in SENTENCE_TASKS:  # [CLS] where the run's recorded held-out accuracy on its sentence task reaches SENTENCE_LEARNED
+        pretrained = f"the checkpoint was pretrained with {layout} ({RUN_FILE}: layout {layout})"
+        recorded = sentence_accuracy(Path(init), layout)
+        if recorded is None:
+            return Pooling("mean", f"{pretrained} but {METRICS} records no held-out {layout} accuracy, so nothing shows its "
+                                   f"[CLS] learned a sentence vector")
+        accuracy, step = recorded
+        where = f"held-out {layout} accuracy {accuracy:.3f} ({METRICS}, step {step})"
+        if accuracy >= SENTENCE_LEARNED:
+            return Pooling("cls", f"{pretrained} and its {where} reaches {SENTENCE_LEARNED:g}: the sentence task trained [CLS]")
+        return Pooling("mean", f"{pretrained} but its {where} is below {SENTENCE_LEARNED:g}, so its [CLS] has not learned a "
+                               f"sentence vector")
     if layout is not None:
         return Pooling("mean", f"the checkpoint was pretrained without a sentence task ({RUN_FILE}: layout {layout}), so "
                                f"its [CLS] holds nothing sentence-level")
@@ -307,22 +316,6 @@ def sentence_accuracy(run: Path, task: str) -> tuple[float, int | None] | None:
     path, key = Path(run) / METRICS, f"eval_{task}_accuracy"
     records = [record for record in read_json_lines(path) if isinstance(record.get(key), (int, float))] if path.is_file() else []
     return (float(records[-1][key]), records[-1].get("step")) if records else None
-
-
-def run_pooling(run: Path, task: str) -> Pooling:
-    """A minibert run pretrained with `task` (nsp or sop): [CLS] where its recorded held-out
-    accuracy on the task reaches SENTENCE_LEARNED, else the mean (`checkpoint_pooling` says why)."""
-    pretrained = f"the checkpoint was pretrained with {task} ({RUN_FILE}: layout {task})"
-    recorded = sentence_accuracy(run, task)
-    if recorded is None:
-        return Pooling("mean", f"{pretrained} but {METRICS} records no held-out {task} accuracy, so nothing shows its [CLS] "
-                               f"learned a sentence vector")
-    accuracy, step = recorded
-    where = f"held-out {task} accuracy {accuracy:.3f} ({METRICS}, step {step})"
-    if accuracy >= SENTENCE_LEARNED:
-        return Pooling("cls", f"{pretrained} and its {where} reaches {SENTENCE_LEARNED:g}: the sentence task trained [CLS]")
-    return Pooling("mean", f"{pretrained} but its {where} is below {SENTENCE_LEARNED:g}, so its [CLS] has not learned a "
-                           f"sentence vector")
 
 
 def choose(scores: dict[float, float]) -> float:

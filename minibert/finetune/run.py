@@ -4,28 +4,26 @@
 call with their FinetuneSettings. A task folder holds one train.* and one dev.* file (.tsv,
 .csv, .jsonl or .conll: GLUE's layout). With --tasks every folder is fine-tuned from the same
 checkpoint into OUT/<folder name>, and one table of dev scores is printed at the end. Every
-setting applies to every task.
-
-Every fine-tune runs one recipe (--recipe, recipes.py): by default ELECTRA's for the
-encoder's width, the pooling the checkpoint's pretraining calls for; a flag given overrides
-the recipe's value, and two lines say what ran and why.
+setting applies to every task, and two lines say which recipe ran (recipes.py) and what a
+sentence task's head reads, and why.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+
 from ..operations import distributed
-from ..operations.distributed import Distributed
+from ..operations.distributed import rank_0_prints
 from ..operations.precision import Precision, auto_line
-from .checkpoint import check_out
 from .glue.sweep import run_glue
 from .glue.tasks import write_training_text
 from .job import TaskFiles, finetune, load_backbone
 from .kinds import KINDS, kind_of
 from .kinds.sentence_files import Columns
-from .recipes import checkpoint_pooling, recipe_for
-from .run_tools.steps import check_unfinished, rank_0_prints
+from .recipes import checkpoint_pooling, overridden, recipe_for
+from .run_tools.steps import check_out, check_unfinished
 from .settings import FinetuneSettings
 
 TABLE = ("accuracy", "f1", "mcc", "pearson", "spearman")  # the score columns of the --tasks table
@@ -42,57 +40,55 @@ def run(settings: FinetuneSettings) -> list[dict] | dict:
     dist = distributed.setup(settings.device)  # under torchrun: join the other processes (DDP)
     try:
         with rank_0_prints(dist):
-            return run_tasks(settings, dist)
+            device = dist.device(settings.device)
+            amp = Precision.of(settings.precision, device)  # a device or format that cannot work fails now
+            if chose := auto_line(settings.precision, device):  # auto on a CPU with native bf16: said, with the reason
+                print(chose, flush=True)
+            return run_glue(settings, device, amp, dist) if settings.glue else run_tasks(settings, device, amp)
     finally:
         dist.close()
 
 
-def run_tasks(settings: FinetuneSettings, dist: Distributed) -> list[dict] | dict:
-    device = dist.device(settings.device)
-    amp = Precision.of(settings.precision, device)  # a device or format that cannot work fails now
-    if chose := auto_line(settings.precision, device):  # auto on a CPU with native bf16: said, with the reason
-        print(chose, flush=True)
-    if settings.glue:
-        return run_glue(settings, device, amp, dist)
-    settings = settings.replace(init=settings.init[0])  # one checkpoint (checked): a run records it as a path
+def run_tasks(settings: FinetuneSettings, device: torch.device, amp: Precision) -> list[dict]:
+    init = settings.init[0]  # one checkpoint (checked): a run records it as a path
     jobs = task_files(settings)
-    kinds = [kind_of(settings.task, job.train) for job in jobs]
-    for job, kind in zip(jobs, kinds):  # what would stop a later job is refused before anything is trained
-        kind.refuse(settings, job)
+    for job in jobs:  # what would stop a later job is refused before anything is trained
+        job.kind.refuse(settings, job)
         if not settings.resume:
             check_out(job.out, settings.overwrite)
             check_unfinished(job.out, settings.overwrite)
-    backbone = load_backbone(settings.init)
+    backbone = load_backbone(init)
     config = backbone[0].config  # a recipe's row by the kind of task: question answering takes its SQuAD row, 2.0's on SQuAD 2.0 data
-    rows = [kind.recipe_row(job.train) for job, kind in zip(jobs, kinds)]
-    recipes = {row: recipe_for(settings.recipe, config, checkpoint_pooling(settings.init), squad=row)
-               for row in sorted(set(rows), key=lambda row: row or "")}
+    rows = [job.kind.recipe_row(job.train) for job in jobs]
+    pooling = checkpoint_pooling(init)
+    recipes = {row: recipe_for(settings.recipe, config, pooling, squad=row) for row in sorted(set(rows), key=lambda row: row or "")}
     for recipe in recipes.values():
-        print(recipe.line(settings.recipe_overrides(), glue=False), flush=True)
-    if any(kind.pooled for kind in kinds):  # a head that reads one pooled vector: which, and why
+        print(recipe.line(overridden(settings), glue=False), flush=True)
+    if any(job.kind.pooled for job in jobs):  # a head that reads one pooled vector: which, and why
         print(recipes[None].pooling_line(settings.pooling), flush=True)
-    reports = [finetune(settings.with_recipe(recipes[row], recipes[row].values(pooled=kind.pooled)), job, backbone, device, amp)
-               for job, kind, row in zip(jobs, kinds, rows)]
+    reports = [finetune(recipes[row].applied(settings, recipes[row].values(pooled=job.kind.pooled), init=init), job, backbone,
+                        device, amp) for job, row in zip(jobs, rows)]
     if settings.tasks:
         print(table([job.name for job in jobs], reports), flush=True)
     return reports
 
 
 def task_files(settings: FinetuneSettings) -> list[TaskFiles]:
-    """The files and output folder of each task: --train/--dev into --out, or each --tasks folder into OUT/<its name>."""
+    """The files, output folder and kind of each task: --train/--dev into --out, or each --tasks folder into OUT/<its name>."""
     out = Path(settings.out)
-    read = dict(columns=Columns(tuple(settings.text_columns)) if settings.text_columns else None,
-                max_train=settings.max_train_examples)
-    if not settings.tasks:
-        return [TaskFiles(out.name or str(out), Path(settings.train), Path(settings.dev), out, **read)]
-    folders = [Path(folder) for folder in settings.tasks]
-    names = [folder.resolve().name for folder in folders]
-    repeated = sorted({name for name in names if names.count(name) > 1})
-    if repeated:
-        raise ValueError(f"--tasks names more than one folder called {', '.join(repeated)}; each task's results go to "
-                         f"OUT/<folder name>, so give every task folder its own name")
-    return [TaskFiles(name, split_file(folder, "train"), split_file(folder, "dev"), out / name, **read)
-            for name, folder in zip(names, folders)]
+    if settings.tasks:
+        folders = [Path(folder) for folder in settings.tasks]
+        names = [folder.resolve().name for folder in folders]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise ValueError(f"--tasks names more than one folder called {', '.join(repeated)}; each task's results go to "
+                             f"OUT/<folder name>, so give every task folder its own name")
+        files = [(name, split_file(folder, "train"), split_file(folder, "dev"), out / name) for name, folder in zip(names, folders)]
+    else:
+        files = [(out.name or str(out), Path(settings.train), Path(settings.dev), out)]
+    columns = Columns(tuple(settings.text_columns)) if settings.text_columns else None
+    return [TaskFiles(name, train, dev, folder, kind_of(settings.task, train), columns, max_train=settings.max_train_examples)
+            for name, train, dev, folder in files]
 
 
 def split_file(folder: Path, split: str) -> Path:

@@ -7,7 +7,7 @@ One dataclass, as pretraining's `Settings`, so that the command line (cli.py bui
 from these fields), `minibert.finetune(...)`'s keywords (api.py), the runs of a sweep (each a
 `dataclasses.replace` of the command's settings: its seed, its recipe's lr) and eval.json's
 record of a run read one list of fields. A field left None takes the recipe's value
-(recipes.py), which `with_recipe` fills in for each run.
+(recipes.py), which `Recipe.applied` fills in for each run.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from .glue.tasks import GLUE_TASKS
 from .kinds import KINDS
 from .kinds.kind import DEFAULT_ALPHA, DEFAULT_MAX_LEN, DEFAULT_TEMPERATURE
 from .kinds.spans import QA_MAX_LEN, Decoding
-from .recipes import BATCH_SIZE, DEFAULT_RECIPE, DROPOUT, RECIPE_FLAGS, RECIPES, WARMUP, Recipe
+from .recipes import BATCH_SIZE, DEFAULT_RECIPE, DROPOUT, RECIPES, WARMUP
 
 TASKS = tuple(KINDS)  # --task's kinds (kinds/)
 DISTILLATION, RUN_TOOLS = "distillation from a fine-tuned teacher", "evaluation while training, and the run tools pretraining has"
@@ -37,7 +37,7 @@ def choices_of(names) -> str:
 
 
 def per_run(why: str):
-    """A field no flag sets: a value one run of the command is given (`with_recipe`, a sweep's runs)."""
+    """A field no flag sets: a value one run of the command is given (`Recipe.applied`, a sweep's runs)."""
     return field(default=None, metadata={"per_run": why})
 
 
@@ -173,19 +173,6 @@ class FinetuneSettings:
             raise ValueError(f"--alpha weighs the teacher against the labels, between 0 and 1; got {self.alpha}")
         if self.temperature is not None and not self.temperature > 0:
             raise ValueError(f"--temperature must be positive (1 = the teacher's own distribution, 2 = the default); got {self.temperature}")
-
-    def with_recipe(self, recipe: Recipe, values: dict) -> FinetuneSettings:
-        """The settings of one run: the recipe's `values` wherever the flag was not given (--steps
-        stands in for its epochs), with the recipe's name and its description (eval.json records
-        both). One method, so that every fine-tune applies a recipe the same way."""
-        chosen = {name: value for name, value in values.items() if getattr(self, name) is None}
-        if self.steps is not None:
-            chosen.pop("epochs", None)
-        return self.replace(**chosen, recipe=recipe.name, recipe_description=recipe.describe())
-
-    def recipe_overrides(self) -> list[str]:
-        """The flags given that override a recipe's value, as the recipe's line names them."""
-        return [f"--{flag(name)}" for name in (*RECIPE_FLAGS, "steps") if getattr(self, name) is not None]
 
     def recorded(self) -> dict:
         """The settings of a run as eval.json records them under `args` (and a checkpoint, to

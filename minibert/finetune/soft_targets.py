@@ -86,18 +86,25 @@ def mix(soft: torch.Tensor, hard: torch.Tensor, labelled: torch.Tensor, alpha: f
     return (weight * soft).sum() / rows + (1 - alpha) * hard * (labelled.sum() / rows)
 
 
-class TaskDistillation(nn.Module):
+class Distillation(nn.Module):
     """A fine-tuning model and its teacher's cached outputs as the training loop sees them:
-    batch -> (loss, metrics), as job.TaskLoss is for labels alone. A batch carries the
-    teacher's logits (scores for regression) as `teacher_logits` [B, C]."""
+    batch -> (loss, metrics), as job.TaskLoss is for labels alone. A batch carries the teacher's
+    outputs as `teacher_logits`, which the model's own inputs leave out."""
 
     def __init__(self, model: nn.Module, alpha: float, temperature: float):
         super().__init__()
         self.model, self.alpha, self.temperature = model, alpha, temperature
 
+    def split(self, batch: dict) -> tuple[dict, torch.Tensor]:
+        return {name: value for name, value in batch.items() if name != "teacher_logits"}, batch["teacher_logits"]
+
+
+class TaskDistillation(Distillation):
+    """A sentence task's: the teacher's logits (scores for regression) [B, C]."""
+
     def forward(self, batch: dict) -> tuple[torch.Tensor, dict]:
-        inputs = {name: value for name, value in batch.items() if name != "teacher_logits"}
-        teacher, labels = batch["teacher_logits"], inputs["labels"]
+        inputs, teacher = self.split(batch)
+        labels = inputs["labels"]
         # Labels make the model run its training forward (a [CLS] head: the last layer at
         # position 0 only), the computation of label-only fine-tuning; its own loss is unused.
         logits = self.model(**inputs).logits  # [B, C]
@@ -110,17 +117,11 @@ class TaskDistillation(nn.Module):
         return loss, {"teacher_agreement": agree.detach()}
 
 
-class SpanDistillation(nn.Module):
-    """A span extractor and its teacher's cached start and end logits as the training loop sees
-    them: batch -> (loss, metrics). A batch carries them as `teacher_logits` [B, 2, T]."""
-
-    def __init__(self, model: nn.Module, alpha: float, temperature: float):
-        super().__init__()
-        self.model, self.alpha, self.temperature = model, alpha, temperature
+class SpanDistillation(Distillation):
+    """A span extractor's: the teacher's start and end logits [B, 2, T]."""
 
     def forward(self, batch: dict) -> tuple[torch.Tensor, dict]:
-        inputs = {name: value for name, value in batch.items() if name != "teacher_logits"}
-        teacher = batch["teacher_logits"]
+        inputs, teacher = self.split(batch)
         out = self.model(**inputs)  # with the gold positions: out.loss is the span loss of label-only fine-tuning
         loss = span_target_loss(out.start_logits, out.end_logits, teacher, inputs["attention_mask"], out.loss,
                                 self.temperature, self.alpha)

@@ -11,6 +11,7 @@ communication: the loop (loop.py) asks DDP for it on the last micro-step of a st
 
 from __future__ import annotations
 
+import contextlib
 import os
 from datetime import timedelta
 from dataclasses import dataclass, field
@@ -105,3 +106,24 @@ def setup(device_kind: str, timeout_s: float = 1800) -> Distributed:
     use_nccl = device_kind != "cpu" and torch.cuda.is_available()
     dist.init_process_group(backend="nccl" if use_nccl else "gloo", timeout=timedelta(seconds=timeout_s))
     return Distributed(rank, world_size, local_rank)
+
+
+@contextlib.contextmanager
+def rank_0_prints(dist: Distributed):
+    """Only rank 0's lines reach the screen: every process runs the same command."""
+    if dist.is_main:
+        yield
+        return
+    with open(os.devnull, "w") as silent, contextlib.redirect_stdout(silent):
+        yield
+
+
+def in_shards(n: int, predict, dist: Distributed) -> list:
+    """`predict(rows)` -> one result per row, for all `n` dev rows, in order, on every process:
+    under torchrun each process predicts every world_size-th row from its rank on, and the
+    shares are gathered, so dev is read once in all rather than once per process."""
+    shares = dist.gather(predict(list(range(dist.rank, n, dist.world_size))))
+    results = [None] * n
+    for rank, share in enumerate(shares):
+        results[rank::dist.world_size] = share
+    return results

@@ -5,11 +5,8 @@ several seeds, the lr chosen where the recipe leaves it open, and the two averag
     python train.py finetune --init DIR --glue GLUE_DIR --against-untrained --out OUT   # and the untrained twin
     python train.py finetune --init DIR1 DIR2 DIR3 --glue GLUE_DIR --against-untrained --out OUT  # pretraining seeds
 
-The recipe is --recipe's (recipes.py), as for every fine-tune: by default ELECTRA's row for
-the encoder's width (lr and layer-wise lr decay; 10 epochs for RTE and STS-B, 3 elsewhere), or
-BERT-base's lr 2e-5, or the BERT miniatures' lr grid, chosen on held-out training rows; the
-pooling is the checkpoint's. The command says in one line which recipe ran and where its
-values come from, in another what the head reads and why; any flag overrides either.
+The recipe and the pooling are every fine-tune's (recipes.py); only --glue knows RTE and STS-B
+by name, for their long epochs, and only --glue chooses the grid recipe's lr (`choose_lr`).
 
     OUT/<task>/seed-<n>/   one fine-tuning run (job.py's outputs; MNLI's eval.json adds the mismatched dev scores)
     OUT/<task>/choose-lr/  the grid recipe's runs on held-out training rows, one per lr (eval.json, no model)
@@ -41,14 +38,14 @@ from ...operations.files import read_record, write_json
 from ...operations.old_files import upgrade
 from ...operations.tensor_files import SAFETENSORS_FILE
 from ...training.settings import flag
-from ..checkpoint import check_out, load_classifier
+from ..checkpoint import load_classifier
 from ..job import TaskFiles, finetune, load_backbone
 from ..kinds.kind import check_max_len, write_table
 from ..kinds.scores import classification_metrics
 from ..kinds.sentence_files import read_task
 from ..kinds.sentences import header, prediction_rows, predict
-from ..recipes import HELD_OUT, Recipe, checkpoint_pooling, choose, recipe_for
-from ..run_tools.steps import OPERATIONAL, check_unfinished
+from ..recipes import HELD_OUT, Recipe, checkpoint_pooling, choose, overridden, recipe_for
+from ..run_tools.steps import OPERATIONAL, check_out, check_unfinished
 from ..settings import FinetuneSettings
 from .tasks import GLUE_TASKS, MISMATCHED, GlueTask, present_tasks, task_names, write_submission
 from .twin import across, gains, gains_table, init_seed, spread, untrained_twin
@@ -72,13 +69,13 @@ def run_glue(settings: FinetuneSettings, device, amp, dist: Distributed) -> dict
     submission files (under torchrun: the first process alone). Returns OUT/glue.json's contents."""
     glue_dir, out = Path(settings.glue), Path(settings.out)
     seeds = list(dict.fromkeys(settings.seeds if settings.seeds is not None else [settings.seed]))
+    folders = checkpoint_folders(settings.init, out)  # the flags first, then GLUE_DIR's tasks
     found = present_tasks(glue_dir, task_names(settings.glue_tasks))
-    folders = checkpoint_folders(settings.init, out)
     plans, said = {}, set()
     for name, (init, folder) in folders.items():
         backbone = load_backbone(init)
         recipe = recipe_for(settings.recipe, backbone[0].config, checkpoint_pooling(init))
-        for line in (recipe.line(settings.recipe_overrides(), glue=True), recipe.pooling_line(settings.pooling)):
+        for line in (recipe.line(overridden(settings), glue=True), recipe.pooling_line(settings.pooling)):
             if line not in said:
                 print(line, flush=True)
                 said.add(line)
@@ -162,9 +159,9 @@ def sweep(settings: FinetuneSettings, found: list[GlueTask], seeds: list[int], r
         for seed in seeds:
             run_settings = task_settings(settings, seed, values, recipe, side)
             files = TaskFiles(f"{side.label}{task.name} seed {seed}", glue_dir / task.name / "train.tsv", glue_dir / task.name / task.dev,
-                              run_folder(side, task, seed), task.columns, task.labels, settings.max_train_examples,
+                              run_folder(side, task, seed), task.kind, task.columns, task.labels, settings.max_train_examples,
                               metric=task.selected_by)
-            report = read_back(settings, files, task.file_metrics, run_settings) or finetune(run_settings, files, backbone, device, amp)
+            report = run_once(settings, files, task.file_metrics, run_settings, backbone, device, amp)
             if task.mismatched and MISMATCHED not in report:  # scored once the model is saved: a run stopped before is scored now
                 report = score_mismatched(task, glue_dir, files, report, run_settings, device, amp, dist)
             scores[seed] = {metric: report[metric] for metric in task.metrics}
@@ -175,15 +172,15 @@ def sweep(settings: FinetuneSettings, found: list[GlueTask], seeds: list[int], r
 def choose_lr(settings: FinetuneSettings, task: GlueTask, seed: int, recipe: Recipe, values: dict, backbone, side: Side,
               glue_dir: Path, device, amp) -> dict:
     """The recipe's lr for `task`, chosen on training rows alone: each candidate trained on the
-    rest of the training rows and scored on a held-out HELD_OUT of them (seed 0), the dev file
-    never opened (`TaskFiles.held_out`); the best mean of the task's metrics wins (`choose`)."""
+    rest of the training rows and scored on a held-out HELD_OUT of them (seed 0: `TaskData.held_out`),
+    the dev file never opened; the best mean of the task's metrics wins, the lower lr on ties (`choose`)."""
     scores = {}
     for lr in recipe.lrs:
         run_settings = task_settings(settings, seed, {**values, "lr": lr}, recipe, side, held_out=HELD_OUT)
         files = TaskFiles(f"{side.label}{task.name} lr {lr:g}", glue_dir / task.name / "train.tsv", None,
-                          choice_folder(side, task, lr), task.columns, task.labels, settings.max_train_examples,
+                          choice_folder(side, task, lr), task.kind, task.columns, task.labels, settings.max_train_examples,
                           held_out=HELD_OUT, keep_model=False, metric=task.selected_by)
-        report = read_back(settings, files, task.file_metrics, run_settings, marker="eval.json") or finetune(run_settings, files, backbone, device, amp)
+        report = run_once(settings, files, task.file_metrics, run_settings, backbone, device, amp, marker="eval.json")
         scores[lr] = statistics.mean(report[metric] for metric in task.file_metrics)
     chosen = choose(scores)
     print(f"{side.label}{task.name}: lr {chosen:g} chosen on {HELD_OUT:.0%} of the training rows held out "
@@ -227,12 +224,14 @@ def choice_folder(side: Side, task: GlueTask, lr: float) -> Path:
 SWEEP_ONLY = (*OPERATIONAL, "glue_tasks", "seeds", "out", "against_untrained")
 
 
-def read_back(settings: FinetuneSettings, files: TaskFiles, metrics: tuple[str, ...], run_settings: FinetuneSettings,
-              marker: str = SAFETENSORS_FILE) -> dict | None:
-    """The eval.json of the run in `files.out` when it finished with `run_settings` (and no --overwrite), said in one line; else None."""
+def run_once(settings: FinetuneSettings, files: TaskFiles, metrics: tuple[str, ...], run_settings: FinetuneSettings, backbone,
+             device, amp, marker: str = SAFETENSORS_FILE) -> dict:
+    """The eval.json of the run in `files.out`: read back, said in one line, when it finished with
+    `run_settings` (and no --overwrite); else that of the run, fine-tuned now."""
     report = None if settings.overwrite else finished_run(files.out, metrics, run_settings, marker)
-    if report is not None:
-        print(f"{files.name}: finished earlier with these settings, read from {files.out / 'eval.json'}", flush=True)
+    if report is None:
+        return finetune(run_settings, files, backbone, device, amp)
+    print(f"{files.name}: finished earlier with these settings, read from {files.out / 'eval.json'}", flush=True)
     return report
 
 
@@ -257,10 +256,9 @@ def finished_run(folder: Path, metrics: tuple[str, ...], run_settings: FinetuneS
 def task_settings(settings: FinetuneSettings, seed: int, values: dict, recipe: Recipe, side: Side,
               held_out: float | None = None) -> FinetuneSettings:
     """The command's settings for one run of `side`: the recipe's `values` wherever a flag was not
-    given (`with_recipe`, as every fine-tune); `held_out`: the share of the training rows a run
+    given (`Recipe.applied`, as every fine-tune); `held_out`: the share of the training rows a run
     that chooses the lr is scored on."""
-    return settings.with_recipe(recipe, values).replace(seed=seed, init=side.init, untrained_seed=side.untrained_seed,
-                                                        held_out=held_out)
+    return recipe.applied(settings, values, seed=seed, init=side.init, untrained_seed=side.untrained_seed, held_out=held_out)
 
 
 def score_mismatched(task: GlueTask, glue_dir: Path, files: TaskFiles, report: dict, settings, device, amp,

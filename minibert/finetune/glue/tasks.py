@@ -21,9 +21,9 @@ from typing import Iterator, NamedTuple
 
 from ...operations.files import write_atomic
 from ..checkpoint import load_classifier
-from ..kinds.kind import check_max_len
+from ..kinds.kind import Kind, check_max_len
 from ..kinds.sentence_files import Columns, read_task
-from ..kinds.sentences import predict
+from ..kinds.sentences import CLASSIFICATION, REGRESSION, predict
 
 NLI = ["entailment", "not_entailment"]
 DIAGNOSTIC = Path("diagnostic") / "diagnostic.tsv"  # GLUE's AX set, where the download script puts it
@@ -47,6 +47,11 @@ class GlueTask(NamedTuple):
     def file_metrics(self) -> tuple[str, ...]:
         """The metrics one scored file gives (all but MNLI's mismatched accuracy)."""
         return tuple(metric for metric in self.metrics if metric != MISMATCHED)
+
+    @property
+    def kind(self) -> Kind:
+        """GLUE's tasks are sentence tasks: STS-B regression, the others classification."""
+        return REGRESSION if self.labels is None else CLASSIFICATION
 
     @property
     def selected_by(self) -> str:

@@ -1,8 +1,4 @@
-"""What every kind of task offers the fine-tuning job: the one interface the table (kinds/__init__.py) fills four times.
-
-A fine-tune is the same job for every task (job.py): read the files, put a head on the encoder,
-train everything with pretraining's loop, score dev, keep the best, write it all. What differs
-from one kind of task to another is what a `Kind` names, and nothing else:
+"""What every kind of task offers the fine-tuning job (job.py): the one interface the table (kinds/__init__.py) fills.
 
     read      how its files are read and checked, and become the rows the model trains on
               (examples, sentences of words, a question's windows over its passage): a `Task`
@@ -13,14 +9,14 @@ from one kind of task to another is what a `Kind` names, and nothing else:
     recipe    which row of a recipe it takes (recipes.py)
     teach     what a --teacher's outputs on the training rows are, and the loss that reads them
 
-A kind is a class with one instance in the table. What `read` returns, its `Task`, every other
-method is handed back: the job keeps it and never looks inside. The defaults below are those
-of the kinds whose predictions are a row each in predictions.tsv (sentences, tags); question
-answering has its own.
+A kind is a class with one instance in the table. The `Task` that `read` returns is handed back to
+every other method: the job keeps it and never looks inside. The defaults below are those of the
+kinds whose predictions are a row each in predictions.tsv (sentences, tags).
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, NamedTuple
@@ -240,11 +236,10 @@ def outputs(model: nn.Module, batches: Iterable[dict], device, amp: Precision | 
             what: str | None = None):
     """The model's outputs on each batch of inputs, in eval mode, fp32 unless `amp` says otherwise;
     `what`: a progress bar of `total` rows with that name (tqdm)."""
-    amp = amp or Precision("fp32", torch.device(device))
     model.eval()
     with tqdm(total=total, desc=what, unit="example", dynamic_ncols=True, disable=what is None) as bar:
         for inputs in batches:
-            with amp.autocast:
+            with amp.autocast if amp else nullcontext():
                 out = model(**{name: tensor.to(device) for name, tensor in inputs.items()})
             bar.update(len(inputs["input_ids"]))
             yield out

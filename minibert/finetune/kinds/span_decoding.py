@@ -41,7 +41,6 @@ import torch
 from ...operations.files import write_json
 from .squad import QAExample
 
-NOT_PASSAGE = (-1, -1)  # the offsets of a token that is not in the context (question, specials, padding)
 NO_SPAN_SCORE = 0.0  # the best span's score where a question has none: upstream's "empty" entry's (start, end logits 0)
 
 

@@ -1,33 +1,20 @@
 """Question answering: an answer span out of a passage, as BERT reads SQuAD (Devlin et al., 2019, section 4.2).
 
-    read     squad.py: SQuAD 1.1 or 2.0's JSON, run_qa.py's records, or JSONL; every answer
-             checked against its passage
+    read     squad.py: SQuAD 1.1 or 2.0's JSON, run_qa.py's records, or JSONL, every answer checked
     rows     windows.py: the question, then the passage in windows of --max-len tokens
-             overlapping by --doc-stride; the gold start and end in each window ([CLS] where it
-             does not hold the answer); how many answers could not be aligned to tokens
     head     heads.py:SpanExtractor, BERT's: a start and an end logit per token
-    predict  span_decoding.py: the best span of each question over its windows (SQuAD 2.0: "" where
-             the no-answer score beats it by more than --null-threshold)
-    scores   squad_scores.py: the official scripts' exact match and F1 (2.0: HasAns, NoAns,
-             best_f1), and for 2.0 the --null-threshold that answering again would score best with
-    files    predictions.json (the official layout, {id: answer}), nbest_predictions.json, and for
+    predict  span_decoding.py: the best span of each question over its windows
+    scores   squad_scores.py: the official scripts' exact match and F1
+    files    predictions.json ({id: answer}, the official layout), nbest_predictions.json, and for
              SQuAD 2.0 null_odds.json
 
-The training is every fine-tune's; each family's SQuAD settings are its recipe's SQuAD row
-(recipes.py), SQuAD 2.0's own where the family published one. The families' releases differ
-beyond that: ELECTRA's SQuAD head predicts the end given the start (beam search) and adds an
-answerability classifier for 2.0, ALBERT v2's an answer-class head, RoBERTa's 2.0 an
-answerability classifier; minibert's is BERT's, for every family, and [CLS] says "no answer".
-
-With --teacher the head also learns the softened start and end distributions of a span
-extractor already fine-tuned on SQuAD (soft_targets.py:SpanDistillation), DistilBERT's second
-step of distillation. The teacher reads the student's own windows, which is why it must share
-the student's tokenizer; its logits are computed once before training and cached in OUT.
-
-A model answers new questions as its fine-tune answered dev: its checkpoint records how it read
-them (`reading`: --max-len, --max-query-len, --doc-stride, --n-best, --max-answer-len,
---null-threshold, and whether it may answer ""), and `predict --null-threshold X` answers again
-with another threshold.
+The training is every fine-tune's, with the family's SQuAD row of its recipe (recipes.py). The
+families' releases differ beyond that: ELECTRA's SQuAD head predicts the end given the start (beam
+search) and adds an answerability classifier for 2.0, ALBERT v2's an answer-class head, RoBERTa's
+2.0 an answerability classifier; minibert's is BERT's, for every family, and [CLS] says "no answer".
+With --teacher the head also learns a SQuAD-tuned span extractor's start and end distributions on
+the student's own windows (soft_targets.py:SpanDistillation). A model answers new questions as its
+fine-tune answered dev: its checkpoint records how it read them (`Decoding`, `reading`).
 """
 
 from __future__ import annotations
@@ -62,7 +49,8 @@ QA_MAX_LEN = 384  # BERT's and transformers' SQuAD windows
 
 class Decoding(NamedTuple):
     """How a question's windows are cut and its answer chosen: the fine-tune's question-answering
-    flags (settings.py takes their defaults from here), which the model's checkpoint records."""
+    flags (settings.py takes their defaults from here), which the model's checkpoint records in its
+    `reading` beside --max-len and whether it may answer "" (`predict --null-threshold` overrides one)."""
 
     max_query_len: int = 64
     doc_stride: int = 128
@@ -98,12 +86,6 @@ def qa_max_len(max_len: int | None, config) -> int:
     return QA_MAX_LEN if config.for_length(QA_MAX_LEN) is not None else config.max_length
 
 
-def squad_version(train: Path) -> str:
-    """Which SQuAD a training file is, and so which recipe row it takes: "2.0" when some of its
-    questions have no answer, else "1.1"."""
-    return "2.0" if read_squad(train).has_impossible else "1.1"
-
-
 class Spans(Kind):
     name = "qa"
     headline = "f1"
@@ -130,7 +112,8 @@ class Spans(Kind):
             raise ValueError(f"--text-columns names a sentence task's columns; {task} reads question and context, so drop it")
 
     def recipe_row(self, train: Path) -> str:
-        return squad_version(train)
+        """Which SQuAD the training file is: "2.0" when some of its questions have no answer, else "1.1"."""
+        return "2.0" if read_squad(train).has_impossible else "1.1"
 
     def read(self, files, settings, backbone) -> Questions:
         encoder, tokenizer = backbone
@@ -279,9 +262,8 @@ class Spans(Kind):
 
 def decoded(task: Questions, predicted: list) -> Decoded:
     """The dev answers, their n-best lists and (2.0) null odds, by question id."""
-    ids = [example.id for example in task.dev]
-    return Decoded({qid: part[0] for qid, part in zip(ids, predicted)}, {qid: part[1] for qid, part in zip(ids, predicted)},
-                   {qid: part[2] for qid, part in zip(ids, predicted)} if task.reading["with_null"] else {})
+    predictions, nbest, null_odds = (dict(zip([example.id for example in task.dev], part)) for part in zip(*predicted))
+    return Decoded(predictions, nbest, null_odds if task.reading["with_null"] else {})
 
 
 def answered(model: SpanExtractor, tokenizer: Tokenizer, reading: dict, examples: SquadData, batch_size: int,

@@ -93,13 +93,9 @@ def read_squad(path: str | Path, labelled: bool = True) -> SquadData:
     naming the file and the question. `labelled=False`: questions to answer, which may have no
     "answers" at all (predict)."""
     path = Path(path)
-    with task_file(path, FORMATS, "question answering data") as file:
-        if path.suffix == ".jsonl":
-            examples = [record_example(path, f"{path} line {line}", record, labelled) for line, record in json_objects(path, file)]
-        else:
-            top = load_json(path, file)
-            examples = list(json_examples(path, top, labelled) if isinstance(top, dict) else
-                            (record_example(path, f"{path} line {line}", record, labelled) for line, record in top))
+    top = load_json(path, FORMATS, "question answering data")
+    examples = list(json_examples(path, top, labelled) if isinstance(top, dict) else
+                    (record_example(path, f"{path} line {line}", record, labelled) for line, record in top))
     if not examples:
         raise ValueError(f"{path} holds no questions; write {LAYOUT}")
     seen = set()
@@ -110,10 +106,14 @@ def read_squad(path: str | Path, labelled: bool = True) -> SquadData:
     return SquadData(path, examples)
 
 
-def load_json(path: Path, file) -> dict | list[tuple[int, dict]]:
-    """The top-level object of a SQuAD .json file; or, for a .json file of JSON lines (one object
-    per line, as the .jsonl layout), its (line number, record) pairs. Broken JSON names its line and column."""
-    text = file.read()
+def load_json(path: Path, formats: tuple[str, ...], what: str) -> dict | list[tuple[int, dict]]:
+    """The top-level object of a SQuAD .json file; or, for a .jsonl file or a .json file of JSON
+    lines, its (line number, record) pairs (`formats`, `what`: as task_file checks the file). Broken
+    JSON names its line and column."""
+    with task_file(path, formats, what) as file:
+        if path.suffix == ".jsonl":
+            return list(json_objects(path, file))
+        text = file.read()
     try:
         top = json.loads(text)
     except json.JSONDecodeError as error:
@@ -215,8 +215,7 @@ def split_articles(path: str | Path, first_n: int, out_a: str | Path, out_b: str
     set and scores the other). Returns the number of questions written to each."""
     path = Path(path)
     data = read_squad(path)  # checks every question before anything is written
-    with task_file(path, (".json",), "a SQuAD file to split") as file:
-        top = load_json(path, file)
+    top = load_json(path, (".json",), "a SQuAD file to split")
     articles = top["data"] if isinstance(top, dict) else []
     if not all(isinstance(article, dict) and "paragraphs" in article for article in articles):
         raise ValueError(f"{path} holds one record per question, not SQuAD's articles; splitting by article needs "

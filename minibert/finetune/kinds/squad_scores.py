@@ -17,11 +17,7 @@ threshold), as the official script scores them for any threshold it applies of 1
 The keys are the official scripts' own: v1.1's `exact_match` and `f1`; for v2.0 data or a
 model that may answer "" also v2.0's `exact`, `total`, `HasAns_*`, `NoAns_*` and `best_*`
 (`exact_match` stays beside `exact`, so that one key reads every run's exact match).
-
-The official sweep reads the predictions as given: a question the decoder already answered ""
-counts as "" at every threshold, so it cannot see a better threshold above the one applied.
-`reanswered_threshold` sweeps each question's best span instead (the answer it would give if
-answered), which is what answering again with another --null-threshold gives.
+`reanswered_threshold` finds the threshold the official sweep cannot see (it says why).
 """
 
 from __future__ import annotations
@@ -140,7 +136,8 @@ def sweep(examples: Sequence[QAExample], predictions: dict[str, str], scores: di
 def reanswered_threshold(examples: Sequence[QAExample], spans: dict[str, str], null_odds: dict[str, float]) -> dict:
     """The --null-threshold that would score best if the questions were answered again with it, and
     those scores: the official sweep over each question's best span `spans` ("" where it has none)
-    rather than over the answers given, so a threshold above the one applied is seen too. Each
+    rather than over the answers given, where a question already answered "" counts as "" at every
+    threshold: so a threshold above the one applied is seen too. Each
     threshold is a short number strictly between the odds of the last question it answers and the
     next one's, so that answering again with it answers exactly those questions.
     {"exact", "exact_thresh", "f1", "f1_thresh"}: percentages, and thresholds on the odds."""

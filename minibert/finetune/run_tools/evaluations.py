@@ -28,7 +28,7 @@ class Evaluations:
     """The dev evaluations of one fine-tune, the best of them, and how long since it was bettered.
 
     `score()` returns (the dev scores, the dev predictions) of the model at that step; under
-    torchrun each process predicts a share of dev (steps.py:in_shards), every process scores
+    torchrun each process predicts a share of dev (operations/distributed.py:in_shards), every process scores
     the gathered predictions, and rank 0's stop decides for all of them.
     """
 

@@ -29,6 +29,7 @@ import torch.distributed
 from ...operations.checkpoint import Checkpoints
 from ...operations.distributed import Distributed
 from ...operations.outdir import OutputDir
+from ...operations.tensor_files import SAFETENSORS_FILE
 from ...operations.state import rng_state
 from ...operations.errors import warn
 from ...runs.levers import use_levers
@@ -100,15 +101,12 @@ def processes() -> Distributed:
     return Distributed(torch.distributed.get_rank(), torch.distributed.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
 
 
-def in_shards(n: int, predict, dist: Distributed) -> list:
-    """`predict(rows)` -> one result per row, for all `n` dev rows, in order, on every process:
-    under torchrun each process predicts every world_size-th row from its rank on, and the
-    shares are gathered, so dev is read once in all rather than once per process."""
-    shares = dist.gather(predict(list(range(dist.rank, n, dist.world_size))))
-    results = [None] * n
-    for rank, share in enumerate(shares):
-        results[rank::dist.world_size] = share
-    return results
+def check_out(out: Path, overwrite: bool) -> None:
+    """Refuse an --out that is a file, or that holds a model already (unless `overwrite`)."""
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--out {out} is a file; choose a folder")
+    if (out / SAFETENSORS_FILE).exists() and not overwrite:
+        raise FileExistsError(f"{out} already holds a checkpoint; pass --overwrite to replace it, or choose another --out")
 
 
 def check_unfinished(out: Path, overwrite: bool) -> None:
@@ -128,16 +126,6 @@ def claimed(out: Path, settings: FinetuneSettings, dist: Distributed):
         dist.barrier()
 
 
-@contextlib.contextmanager
-def rank_0_prints(dist: Distributed):
-    """Only rank 0's lines reach the screen: every process runs the same command."""
-    if dist.is_main:
-        yield
-        return
-    with open(os.devnull, "w") as silent, contextlib.redirect_stdout(silent):
-        yield
-
-
 def train_steps(objective, batches: list, streams: list[TaskBatches], loop: LoopSettings, settings: FinetuneSettings,
                amp, out: Path, evaluations: Evaluations, recorded: dict, dist: Distributed) -> float:
     """The loop's steps on `batches` (one iterator per stream of `streams`, which it reads),
@@ -150,7 +138,11 @@ def train_steps(objective, batches: list, streams: list[TaskBatches], loop: Loop
     checkpoints, progress, log = Checkpoints(out / CHECKPOINTS, KEEP), Progress(), MetricsLog(out / METRICS_FILE)
     if settings.resume and checkpoints.steps():
         state, path = checkpoints.load()
-        check_same_flags(state["args"], recorded, path)
+        changed = [f"--{flag(name)} {state['args'].get(name)!r} -> {value!r}" for name, value in recorded.items()
+                   if name not in OPERATIONAL and state["args"].get(name) != value]
+        if changed:  # --resume continues the run in OUT: flags that would make it another run are refused
+            raise ValueError(f"--resume continues the run checkpointed in {path.parent}, but these flags differ from it: "
+                             f"{'; '.join(changed)}; rerun with the original flags or start a new --out")
         progress = restore(state, objective, optimizer, amp, streams, dist)
         evaluations.load_state_dict(state["evaluations"])
         if dist.is_main:
@@ -178,15 +170,6 @@ def train_steps(objective, batches: list, streams: list[TaskBatches], loop: Loop
 def unused_parameters(model) -> bool:
     """Whether a parameter gets no gradient (DDP must then look for it): a pooler the head does not read."""
     return model.encoder.pooler is not None and getattr(model, "pooling", None) != "cls"
-
-
-def check_same_flags(saved: dict, now: dict, path: Path) -> None:
-    """--resume continues the run in OUT: refuse flags that would make it another run."""
-    changed = [f"--{flag(name)} {saved.get(name)!r} -> {value!r}" for name, value in now.items()
-               if name not in OPERATIONAL and saved.get(name) != value]
-    if changed:
-        raise ValueError(f"--resume continues the run checkpointed in {path.parent}, but these flags differ from it: "
-                         f"{'; '.join(changed)}; rerun with the original flags or start a new --out")
 
 
 def done(out: Path, dist: Distributed) -> None:
