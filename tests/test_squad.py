@@ -261,10 +261,9 @@ def test_null_answer_from_the_lowest_cls_score():
     assert decode_spans(example(True), *two_windows(starts, ends, null=(4.0, 5.0)), allow_null=True, null_threshold=3.0).predictions["e"] == "delta"
 
 
-def test_decoding_accepts_lists_and_torch():
+def test_decoding_accepts_numpy_and_torch():
     owner, offsets, starts, ends = two_windows({(1, "delta"): 5.0}, {(1, "epsilon"): 5.0})
-    lists = [[tuple(span) if span[0] >= 0 else None for span in window.tolist()] for window in offsets]
-    decoded = decode_spans(example(), owner, lists, [torch.tensor(row) for row in starts], torch.tensor(ends))
+    decoded = decode_spans(example(), torch.tensor(owner), torch.tensor(offsets), starts, torch.tensor(ends))
     assert decoded.predictions["e"] == "delta epsilon"
 
 

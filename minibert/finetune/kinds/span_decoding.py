@@ -59,8 +59,8 @@ def decode_spans(examples: Sequence[QAExample], window_example, offsets, start_l
 
     window_example  [W] the index in `examples` of each window's question
     offsets         [W, L, 2] each token's (start, end) characters in the context, -1 for
-                    tokens outside it; or per window a list of (start, end) or None
-    start_logits, end_logits  [W, L] (numpy or torch; or per window a 1-D array)
+                    tokens outside it
+    start_logits, end_logits  [W, L] (numpy or torch)
     """
     starts, ends = logit_matrix(start_logits), logit_matrix(end_logits)
     windows, length = starts.shape
@@ -86,13 +86,7 @@ def decode_spans(examples: Sequence[QAExample], window_example, offsets, start_l
 
 
 def logit_matrix(logits) -> torch.Tensor:
-    """[W, L] float32 logits; windows of different lengths are padded (their padding is never a passage token)."""
-    if isinstance(logits, (list, tuple)) and logits and np.ndim(logits[0]) == 1:
-        rows = [torch.as_tensor(row).detach().float().cpu().reshape(-1) for row in logits]
-        matrix = torch.zeros(len(rows), max(len(row) for row in rows))
-        for i, row in enumerate(rows):
-            matrix[i, :len(row)] = row
-        return matrix
+    """[W, L] float32 logits."""
     matrix = torch.as_tensor(logits).detach().float().cpu() if torch.is_tensor(logits) else torch.from_numpy(np.asarray(logits, dtype=np.float32))
     if matrix.dim() != 2:
         raise ValueError(f"logits must be one row per window, [windows, length]; got shape {tuple(matrix.shape)}")
@@ -100,21 +94,10 @@ def logit_matrix(logits) -> torch.Tensor:
 
 
 def offsets_array(offsets, length: int) -> np.ndarray:
-    """[W, length, 2] int64 character offsets, -1 for tokens outside the context. Per-window
-    lists (None or (-1, -1) for a non-passage token) are converted here, one loop per token:
-    give an array where speed matters."""
-    if isinstance(offsets, np.ndarray) or torch.is_tensor(offsets):
-        spans = np.asarray(offsets, dtype=np.int64)
-        if spans.ndim != 3 or spans.shape[2] != 2 or spans.shape[1] > length:
-            raise ValueError(f"offsets must be [windows, length, 2], at most {length} long; got shape {spans.shape}")
-    else:
-        spans = np.full((len(offsets), length, 2), -1, dtype=np.int64)
-        for w, window in enumerate(offsets):
-            if len(window) > length:
-                raise ValueError(f"window {w} has {len(window)} offsets but {length} logits; give one per token")
-            for t, span in enumerate(window):
-                if span is not None:
-                    spans[w, t] = span
+    """[W, length, 2] int64 character offsets, -1 for tokens outside the context."""
+    spans = np.asarray(offsets, dtype=np.int64)
+    if spans.ndim != 3 or spans.shape[2] != 2 or spans.shape[1] > length:
+        raise ValueError(f"offsets must be [windows, length, 2], at most {length} long; got shape {spans.shape}")
     if spans.shape[1] < length:  # offsets stop where the padding begins
         spans = np.concatenate([spans, np.full((spans.shape[0], length - spans.shape[1], 2), -1, dtype=np.int64)], axis=1)
     spans = spans.copy()
