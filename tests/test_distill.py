@@ -187,7 +187,7 @@ def test_alpha_one_at_temperature_one_follows_the_teacher_on_held_out_rows(stude
     def no_teacher(*args, **kwargs):
         raise AssertionError("the teacher ran again although its outputs were cached")
     monkeypatch.setattr(sentences, "logits_of", no_teacher)
-    monkeypatch.setattr(sentences, "predict", lambda *args, **kwargs: ([0] * 40, [1.0] * 40))  # the student's own dev pass is not the point
+    monkeypatch.setattr(sentences.SentenceKind, "predictions", lambda *args, **kwargs: ([0] * 40, [1.0] * 40))  # the student's own dev pass is not the point
     assert run(student_dir, toy["train"], toy["dev"], out, "--teacher", str(teacher_dir), "--alpha", "1",
                "--temperature", "1", "--transfer", str(toy["transfer"])) == 0
 

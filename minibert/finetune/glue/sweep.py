@@ -40,10 +40,9 @@ from ...operations.tensor_files import SAFETENSORS_FILE
 from ...training.settings import flag
 from ..checkpoint import load_classifier
 from ..job import TaskFiles, finetune, load_backbone
-from ..kinds.kind import check_max_len, write_table
+from ..kinds.kind import write_table
 from ..kinds.scores import classification_metrics
 from ..kinds.sentence_files import read_task
-from ..kinds.sentences import header, prediction_rows, predict
 from ..recipes import HELD_OUT, Recipe, checkpoint_pooling, choose, overridden, recipe_for
 from ..run_tools.steps import OPERATIONAL, check_out, check_unfinished
 from ..settings import FinetuneSettings
@@ -267,15 +266,14 @@ def score_mismatched(task: GlueTask, glue_dir: Path, files: TaskFiles, report: d
     `accuracy_mismatched`, its predictions go to predictions_mismatched.tsv (the first process writes both)."""
     out = files.out
     classifier = load_classifier(out)
+    classifier.model.to(device)
     dev = read_task(glue_dir / task.name / task.mismatched, columns=task.columns)
     gold = classifier.labels.encode(dev)
-    predicted, scores = predict(classifier.model.to(device), classifier.tokenizer, dev, settings.batch_size,
-                                check_max_len(settings.max_len, classifier.model.config), device, amp)
+    predicted, scores = classifier.kind.predicted(classifier, dev, settings.batch_size, settings.max_len, amp)
     report = {**report, MISMATCHED: classification_metrics(predicted, gold, classifier.labels)["accuracy"]}
     if dist.is_main:
         write_json(out / "eval.json", report)
-        write_table(out / "predictions_mismatched.tsv", header(True, classifier.labels),
-                    prediction_rows(predicted, gold, classifier.labels, scores))
+        write_table(out / "predictions_mismatched.tsv", *classifier.kind.table(dev, predicted, gold, classifier.labels, scores))
     print(f"{files.name}: dev accuracy on {task.mismatched} {report[MISMATCHED]:.4f}", flush=True)
     return report
 

@@ -21,9 +21,9 @@ from typing import Iterator, NamedTuple
 
 from ...operations.files import write_atomic
 from ..checkpoint import load_classifier
-from ..kinds.kind import Kind, check_max_len
+from ..kinds.kind import Kind
 from ..kinds.sentence_files import Columns, read_task
-from ..kinds.sentences import CLASSIFICATION, REGRESSION, predict
+from ..kinds.sentences import CLASSIFICATION, REGRESSION
 
 NLI = ["entailment", "not_entailment"]
 DIAGNOSTIC = Path("diagnostic") / "diagnostic.tsv"  # GLUE's AX set, where the download script puts it
@@ -124,10 +124,10 @@ def write_submission(found: list[GlueTask], results: dict, glue_dir: Path, out: 
                   flush=True)
             continue
         classifier = load_classifier(model)
+        classifier.model.to(device)
         for path, name, columns in present:
             data = read_task(path, labelled=False, columns=columns._replace(names=None))  # test files have a header
-            predicted, _ = predict(classifier.model.to(device), classifier.tokenizer, data, results[task.name]["recipe"]["batch_size"],
-                                   check_max_len(args.max_len, classifier.model.config), device, amp)
+            predicted, _ = classifier.kind.predicted(classifier, data, results[task.name]["recipe"]["batch_size"], args.max_len, amp)
             show = (lambda p: f"{p:.3f}") if classifier.labels is None else (lambda p: str(classifier.labels.names[p]))
             write_atomic(out / SUBMISSION / f"{name}.tsv", "index\tprediction\n" + "".join(f"{i}\t{show(p)}\n" for i, p in enumerate(predicted)))
             written[f"{name}.tsv"] = str(model)

@@ -168,14 +168,19 @@ class Kind:
         """How the model reads new data, as its fine-tune did (None: nothing beyond --max-len)."""
         return None
 
-    def predict_rows(self, classifier, rows: list, batch_size: int, max_len: int | None, amp: Precision) -> list:
-        """`Classifier.predict`: a prediction per Python row, cut at `max_len` tokens (None: 128 or the model's limit)."""
-        check_batch_size(batch_size)
-        data = self.listed(rows)
+    def predicted(self, classifier, data, batch_size: int, max_len: int | None, amp: Precision | None,
+                  what: str | None = None) -> tuple[list, list]:
+        """`predictions` by a fine-tuned model (checkpoint.py:Classifier) on the device it is on, each row
+        cut at `max_len` tokens (None: 128 or the model's limit)."""
         model = classifier.model
         max_len = check_max_len(max_len, model.config)
-        device = next(model.parameters()).device
-        found = self.predictions(model, classifier.tokenizer, data, batch_size, max_len, device, amp) if len(data) else ([], [])
+        return self.predictions(model, classifier.tokenizer, data, batch_size, max_len, next(model.parameters()).device, amp, what)
+
+    def predict_rows(self, classifier, rows: list, batch_size: int, max_len: int | None, amp: Precision) -> list:
+        """`Classifier.predict`: a prediction per Python row."""
+        check_batch_size(batch_size)
+        data = self.listed(rows)
+        found = self.predicted(classifier, data, batch_size, max_len, amp) if len(data) else ([], [])
         return self.named(data, *found, classifier.labels)
 
     def listed(self, rows: list):
@@ -192,10 +197,8 @@ class Kind:
         --max-len the model was fine-tuned with; the line that says so (`null_threshold`: None, or a
         threshold `check_null_threshold` let through)."""
         data = self.read_new(Path(file), text_columns)
-        max_len = check_max_len(fine_tuned_max_len(folder) if max_len is None else max_len, classifier.model.config)
-        model = classifier.model
-        predicted, sure = self.predictions(model, classifier.tokenizer, data, batch_size, max_len, next(model.parameters()).device,
-                                           amp, what="predict")
+        max_len = fine_tuned_max_len(folder) if max_len is None else max_len
+        predicted, sure = self.predicted(classifier, data, batch_size, max_len, amp, what="predict")
         write_table(out, *self.table(data, predicted, None, classifier.labels, sure))
         return f"{len(data)} {self.rows_word} of {data.path} predicted into {out}"
 

@@ -48,33 +48,6 @@ def logits_of(model, tokenizer: Tokenizer, data: TaskData, batch_size: int, max_
     return (out.logits for out in outputs(model, batches, device, amp, len(data), what))
 
 
-def predict(model: SequenceClassifier, tokenizer: Tokenizer, data: TaskData, batch_size: int, max_len: int, device, amp=None,
-            what: str | None = None) -> tuple[list, list]:
-    """Every example's predicted class id (regression: its score) and how sure the model is: the
-    predicted class's probability (regression: the score itself). `what`: a progress bar so named."""
-    predicted, sure = [], []
-    for logits in logits_of(model, tokenizer, data, batch_size, max_len, device, amp, what):
-        if model.num_labels == 1:  # regression: the output is the score
-            values = logits.float().squeeze(-1).tolist()
-            predicted, sure = predicted + values, sure + values
-        else:
-            ids = logits.argmax(-1)
-            predicted += ids.tolist()
-            sure += logits.float().softmax(-1).gather(-1, ids.unsqueeze(-1)).squeeze(-1).tolist()  # the class's probability
-    return predicted, sure
-
-
-def prediction_rows(predicted: list, gold: list | None, labels: LabelMap | None, scores: list) -> list[list[str]]:
-    """predictions.tsv's rows: index, prediction, the gold label (dev) and for classes the predicted one's probability."""
-    show = (lambda score: f"{score:.6g}") if labels is None else (lambda label_id: f"{labels.names[label_id]}")
-    return [[str(i), show(p), *([show(gold[i])] if gold is not None else []), *([f"{s:.6g}"] if labels is not None else [])]
-            for i, (p, s) in enumerate(zip(predicted, scores))]
-
-
-def header(gold: bool, labels: LabelMap | None) -> list[str]:
-    return ["index", "prediction", *(["label"] if gold else []), *(["score"] if labels is not None else [])]
-
-
 class SentenceKind(Kind):
     """Classification (`regression` False) or regression: one of the two sentence kinds of the table."""
 
@@ -123,14 +96,30 @@ class SentenceKind(Kind):
         return inputs
 
     def predictions(self, model, tokenizer, data, batch_size, max_len, device, amp=None, what=None) -> tuple[list, list]:
-        return predict(model, tokenizer, data, batch_size, max_len, device, amp, what)
+        """Every example's predicted class id (regression: its score) and how sure the model is: the
+        predicted class's probability (regression: the score itself)."""
+        predicted, sure = [], []
+        for logits in logits_of(model, tokenizer, data, batch_size, max_len, device, amp, what):
+            if model.num_labels == 1:  # regression: the output is the score
+                values = logits.float().squeeze(-1).tolist()
+                predicted, sure = predicted + values, sure + values
+            else:
+                ids = logits.argmax(-1)
+                predicted += ids.tolist()
+                sure += logits.float().softmax(-1).gather(-1, ids.unsqueeze(-1)).squeeze(-1).tolist()  # the class's probability
+        return predicted, sure
 
     def scores(self, task: Task, predicted: list) -> dict:
         ids = [p for p, _ in predicted]
         return regression_metrics(ids, task.dev_targets) if self.regression else classification_metrics(ids, task.dev_targets, task.labels)
 
     def table(self, data, predicted, gold, labels, sure) -> tuple[list[str], list[list[str]]]:
-        return header(gold is not None, labels), prediction_rows(predicted, gold, labels, sure)
+        """Index, prediction, the gold label (dev) and for classes the predicted one's probability."""
+        show = (lambda score: f"{score:.6g}") if labels is None else (lambda label_id: f"{labels.names[label_id]}")
+        header = ["index", "prediction", *(["label"] if gold is not None else []), *(["score"] if labels is not None else [])]
+        rows = [[str(i), show(p), *([show(gold[i])] if gold is not None else []), *([f"{s:.6g}"] if labels is not None else [])]
+                for i, (p, s) in enumerate(zip(predicted, sure))]
+        return header, rows
 
     # --- a teacher ---------------------------------------------------------------------------------
 
@@ -186,25 +175,21 @@ class SentenceKind(Kind):
         return {"pooling": model.pooling}
 
     def listed(self, rows: list) -> TaskData:
-        return listed_rows(rows)
+        """Texts, or (a, b) pairs of texts."""
+        if not isinstance(rows, list):
+            raise ValueError(f"predict takes a list of rows, got {type(rows).__name__}; wrap one text as [text]")
+        where, lines = Path("<rows>"), list(range(1, len(rows) + 1))
+        if all(isinstance(text, str) for text in rows):
+            return TaskData(where, list(rows), None, [""] * len(rows), lines)
+        if all(isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(t, str) for t in pair) for pair in rows):
+            return TaskData(where, [a for a, _ in rows], [b for _, b in rows], [""] * len(rows), lines)
+        raise ValueError("a sentence classifier takes a list of texts, or a list of (a, b) pairs of texts; not a mix")
 
     def named(self, data, predicted, sure, labels) -> list[Prediction]:
         return [Prediction(None if labels is None else labels.names[p], score) for p, score in zip(predicted, sure)]
 
     def read_new(self, file: Path, text_columns: list[str] | None) -> TaskData:
         return read_texts(file, Columns(tuple(text_columns)) if text_columns else None)
-
-
-def listed_rows(rows: list) -> TaskData:
-    """Python rows as the file readers give them: texts, or (a, b) pairs of texts."""
-    if not isinstance(rows, list):
-        raise ValueError(f"predict takes a list of rows, got {type(rows).__name__}; wrap one text as [text]")
-    where, lines = Path("<rows>"), list(range(1, len(rows) + 1))
-    if all(isinstance(text, str) for text in rows):
-        return TaskData(where, list(rows), None, [""] * len(rows), lines)
-    if all(isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(t, str) for t in pair) for pair in rows):
-        return TaskData(where, [a for a, _ in rows], [b for _, b in rows], [""] * len(rows), lines)
-    raise ValueError("a sentence classifier takes a list of texts, or a list of (a, b) pairs of texts; not a mix")
 
 
 def label_order(teacher, labels: LabelMap | None) -> list[int] | None:

@@ -137,32 +137,6 @@ def word_inputs(tokenizer: Tokenizer, data: TaggedData, rows: list[int], max_len
     return inputs, starts
 
 
-def predict(model: TokenClassifier, tokenizer: Tokenizer, data: TaggedData, batch_size: int, max_len: int, device, amp=None,
-            what: str | None = None) -> tuple[list[list[int]], list[list[float]]]:
-    """Every sentence's tag ids, one per word within `max_len`, and each tag's probability."""
-    batches = [word_inputs(tokenizer, data, rows, max_len) for rows in in_batches(len(data), batch_size)]
-    predicted, sure = [], []
-    for (_, starts), out in zip(batches, outputs(model, (inputs for inputs, _ in batches), device, amp, len(data), what)):
-        ids = out.logits.argmax(-1)  # [B, T]
-        chosen = out.logits.float().softmax(-1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)  # the tag's probability
-        predicted += [ids[i, first].tolist() for i, first in enumerate(starts)]  # [B, T] -> the tag at each word's first sub-token
-        sure += [chosen[i, first].tolist() for i, first in enumerate(starts)]
-    return predicted, sure
-
-
-def tag_rows(data: TaggedData, predicted: list, gold: list | None, labels: LabelMap, sure: list) -> list[list[str]]:
-    """predictions.tsv's rows, one per word: sentence, word, prediction, the gold tag (dev), the
-    tag's probability; "-" for a word past --max-len, which has no prediction."""
-    columns = [(predicted, lambda tag: str(labels.names[tag])), *([(gold, lambda tag: str(labels.names[tag]))] if gold else []),
-               (sure, lambda probability: f"{probability:.6g}")]
-    return [[str(i), word, *(write(values[i][j]) if j < len(values[i]) else "-" for values, write in columns)]
-            for i, words in enumerate(data.words) for j, word in enumerate(words)]
-
-
-def header(gold: bool) -> list[str]:
-    return ["sentence", "word", "prediction", *(["label"] if gold else []), "score"]
-
-
 class Tags(Kind):
     name = "tokens"
     headline = "accuracy"
@@ -199,13 +173,27 @@ class Tags(Kind):
         return word_inputs(task.tokenizer, task.train, rows, task.max_len, task.train_targets)[0]
 
     def predictions(self, model, tokenizer, data, batch_size, max_len, device, amp=None, what=None) -> tuple[list, list]:
-        return predict(model, tokenizer, data, batch_size, max_len, device, amp, what)
+        """Every sentence's tag ids, one per word within `max_len`, and each tag's probability."""
+        batches = [word_inputs(tokenizer, data, rows, max_len) for rows in in_batches(len(data), batch_size)]
+        predicted, sure = [], []
+        for (_, starts), out in zip(batches, outputs(model, (inputs for inputs, _ in batches), device, amp, len(data), what)):
+            ids = out.logits.argmax(-1)  # [B, T]
+            chosen = out.logits.float().softmax(-1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)  # the tag's probability
+            predicted += [ids[i, first].tolist() for i, first in enumerate(starts)]  # [B, T] -> the tag at each word's first sub-token
+            sure += [chosen[i, first].tolist() for i, first in enumerate(starts)]
+        return predicted, sure
 
     def scores(self, task: Task, predicted: list) -> dict:
         return tagging_metrics([tags for tags, _ in predicted], task.dev_targets, task.labels)
 
     def table(self, data, predicted, gold, labels, sure) -> tuple[list[str], list[list[str]]]:
-        return header(gold is not None), tag_rows(data, predicted, gold, labels, sure)
+        """One row per word: sentence, word, prediction, the gold tag (dev), the tag's probability;
+        "-" for a word past --max-len, which has no prediction."""
+        columns = [(predicted, lambda tag: str(labels.names[tag])), *([(gold, lambda tag: str(labels.names[tag]))] if gold else []),
+                   (sure, lambda probability: f"{probability:.6g}")]
+        rows = [[str(i), word, *(write(values[i][j]) if j < len(values[i]) else "-" for values, write in columns)]
+                for i, words in enumerate(data.words) for j, word in enumerate(words)]
+        return ["sentence", "word", "prediction", *(["label"] if gold is not None else []), "score"], rows
 
     def listed(self, rows: list) -> TaggedData:
         if not isinstance(rows, list):
