@@ -90,8 +90,8 @@ class Kind:
         raise NotImplementedError
 
     def model(self, config: ModelConfig, task: Task, settings) -> nn.Module:
-        """The task model: the encoder (weights loaded next) and a fresh head."""
-        raise NotImplementedError
+        """The task model: the encoder (weights loaded next) and a fresh head, as `build` makes one."""
+        return self.build(config, {"num_labels": 1 if task.labels is None else len(task.labels), "pooling": settings.pooling})
 
     def inputs(self, task: Task, rows: list[int]) -> dict:
         """A training batch of `task.train`'s `rows`, with its targets."""

@@ -87,9 +87,6 @@ class SentenceKind(Kind):
         labels = LabelMap.from_labels(train.labels) if files.labels is None else LabelMap(files.labels)
         return Task(chosen, **read, labels=labels, train_targets=labels.encode(train), dev_targets=labels.encode(dev))
 
-    def model(self, config: ModelConfig, task: Task, settings) -> SequenceClassifier:
-        return SequenceClassifier(config, 1 if self.regression else len(task.labels), settings.pooling)
-
     def inputs(self, task: Task, rows: list[int]) -> dict:
         inputs = model_inputs(task.tokenizer, task.config, task.train, rows, task.max_len)
         inputs["labels"] = torch.tensor([task.train_targets[row] for row in rows])  # class ids, or float scores for regression

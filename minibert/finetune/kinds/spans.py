@@ -1,14 +1,8 @@
 """Question answering: an answer span out of a passage, as BERT reads SQuAD (Devlin et al., 2019, section 4.2).
 
-    read     squad.py: SQuAD 1.1 or 2.0's JSON, run_qa.py's records, or JSONL, every answer checked
-    rows     windows.py: the question, then the passage in windows of --max-len tokens
-    head     heads.py:SpanExtractor, BERT's: a start and an end logit per token
-    predict  span_decoding.py: the best span of each question over its windows
-    scores   squad_scores.py: the official scripts' exact match and F1
-    files    predictions.json ({id: answer}, the official layout), nbest_predictions.json, and for
-             SQuAD 2.0 null_odds.json
-
-The training is every fine-tune's, with the family's SQuAD row of its recipe (recipes.py). The
+The kind's parts are files of their own (kinds/__init__.py's map): squad.py reads the questions,
+windows.py cuts their passages into windows, span_decoding.py finds each question's best span
+and writes its files, squad_scores.py scores them. The training is every fine-tune's, with the family's SQuAD row of its recipe (recipes.py). The
 families' releases differ beyond that: ELECTRA's SQuAD head predicts the end given the start (beam
 search) and adds an answerability classifier for 2.0, ALBERT v2's an answer-class head, RoBERTa's
 2.0 an answerability classifier; minibert's is BERT's, for every family, and [CLS] says "no answer".
@@ -139,10 +133,7 @@ class Spans(Kind):
             by_question[window.example].append(window)
         reading = {"max_len": max_len, **Decoding.of(settings.recorded())._asdict(), "with_null": train.has_impossible}
         return Questions(self, tokenizer, encoder.config, max_len, train_windows, dev, None, reading, questions=train, windows=by_question,
-                         unaligned={"answers": alignment.answers, "inexact": alignment.inexact, "lost": alignment.lost})
-
-    def model(self, config, task: Questions, settings) -> SpanExtractor:
-        return SpanExtractor(config)
+                         unaligned=alignment._asdict())
 
     def inputs(self, task: Questions, rows: list[int]) -> dict:
         return window_inputs(task.train, rows, task.tokenizer, task.config.type_vocab_size >= 2, labelled=True)
@@ -151,8 +142,8 @@ class Spans(Kind):
         """(answer, n-best list, null odds) of some dev questions."""
         windows = [window._replace(example=i) for i, row in enumerate(rows) for window in task.windows[row]]
         questions = [task.dev[row] for row in rows]
-        found = answer(model, task.tokenizer, questions, windows, Decoding.of(task.reading), batch_size, device, amp,
-                       task.reading["with_null"])
+        start_logits, end_logits = window_logits(model, task.tokenizer, windows, batch_size, device, amp)
+        found = decode_windows(questions, windows, start_logits, end_logits, Decoding.of(task.reading), task.reading["with_null"])
         return [(found.predictions[q.id], found.nbest[q.id], found.null_odds.get(q.id)) for q in questions]
 
     def scores(self, task: Questions, predicted: list) -> dict:
@@ -275,7 +266,8 @@ def answered(model: SpanExtractor, tokenizer: Tokenizer, reading: dict, examples
     max_len = qa_max_len(reading.get("max_len") if max_len is None else max_len, model.config)
     device = next(model.parameters()).device
     windows, _ = question_windows(tokenizer, examples, max_len, decoding.max_query_len, decoding.doc_stride, labelled=False)
-    found = answer(model, tokenizer, examples, windows, decoding, batch_size, device, amp, with_null=bool(reading.get("with_null")))
+    start_logits, end_logits = window_logits(model, tokenizer, windows, batch_size, device, amp)
+    found = decode_windows(examples, windows, start_logits, end_logits, decoding, with_null=bool(reading.get("with_null")))
     return {example.id: chosen(found, example.id) for example in examples}
 
 
@@ -298,19 +290,12 @@ def answer_table(answers: dict[str, Answer]) -> str:
     return table.getvalue()
 
 
-def answer(model: SpanExtractor, tokenizer: Tokenizer, examples: list[QAExample], windows: list[Window], decoding: Decoding,
-           batch_size: int, device, amp: Precision | None = None, with_null: bool = False) -> Decoded:
-    """Every question's answer: the model over its windows, then the best span of each question
-    (span_decoding.py, by --n-best, --max-answer-len and, `with_null` (SQuAD 2.0), --null-threshold)."""
-    start_logits, end_logits = window_logits(model, tokenizer, windows, batch_size, device, amp)
-    return decode_windows(examples, windows, start_logits, end_logits, decoding, with_null)
-
-
 def decode_windows(examples: list[QAExample], windows: list[Window], start_logits: torch.Tensor, end_logits: torch.Tensor,
                    decoding: Decoding, with_null: bool = False) -> Decoded:
-    """The answers from the windows' logits [W, T] (window_logits'): their passage offsets as
-    decode_spans takes them, then its decoding. Apart from `answer`, so that a caller that
-    shows the logits themselves (the explorer) decodes the very numbers it shows."""
+    """Every question's answer from its windows' logits [W, T] (window_logits'): their passage offsets
+    as decode_spans takes them, then its decoding (by --n-best, --max-answer-len and, `with_null`
+    (SQuAD 2.0), --null-threshold). Apart from the logits, so that a caller that shows them (the
+    explorer) decodes the very numbers it shows."""
     offsets = np.full((len(windows), start_logits.shape[1], 2), -1, dtype=np.int64)  # [W, T, 2]: -1 outside the passage
     for row, window in enumerate(windows):
         inside = [i for i, span in enumerate(window.offsets) if span is not None]

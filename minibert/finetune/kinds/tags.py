@@ -166,9 +166,6 @@ class Tags(Kind):
         return Task(self, tokenizer, encoder.config, check_max_len(settings.max_len, encoder.config), train, dev, labels, None,
                     tag_ids(train, labels), tag_ids(dev, labels))
 
-    def model(self, config, task: Task, settings) -> TokenClassifier:
-        return TokenClassifier(config, len(task.labels))
-
     def inputs(self, task: Task, rows: list[int]) -> dict:
         return word_inputs(task.tokenizer, task.train, rows, task.max_len, task.train_targets)[0]
 
