@@ -20,7 +20,7 @@ from minibert.corpus.documents import read_documents
 from minibert.finetune import job, main
 from minibert.finetune.checkpoint import load_classifier
 from minibert.finetune.cli import build_parser, parse
-from minibert.finetune.glue.sweep import Side, choose_lr
+from minibert.finetune.glue.sweep import Side, choose_lr, task_runs
 from minibert.finetune.glue.tasks import GLUE_TASKS, training_text
 from minibert.finetune.job import TaskLoss, load_backbone
 from minibert.finetune.kinds.sentences import SentenceKind
@@ -371,8 +371,9 @@ def test_the_grid_chooses_its_lr_without_a_dev_file_and_scores_only_held_out_tra
     args = parse(["--init", str(tiny), "--glue", str(glue), "--out", str(out), "--glue-recipe", "grid", *STEPS])
     backbone, task = load_backbone(tiny), GLUE_TASKS["RTE"]
     recipe = recipe_for("grid", backbone[0].config)
-    choice = choose_lr(args, task, 0, recipe, recipe.values("RTE"), backbone, Side("", out, str(tiny)), glue, torch.device("cpu"),
-                       Precision.of("fp32", torch.device("cpu")))
+    side = Side("", out, str(tiny))
+    choices, _ = task_runs(args, task, [0], recipe, side)
+    choice = choose_lr(args, task, choices, backbone, side, glue, torch.device("cpu"), Precision.of("fp32", torch.device("cpu")))
     assert choice["lr"] in GRID_LRS and set(choice["held_out_scores"]) == {f"{lr:g}" for lr in GRID_LRS}
     rest, held = read_task(glue / "RTE" / "train.tsv", columns=task.columns).held_out(0.1)
     assert trained_on == [rest.lines] * len(GRID_LRS) and len(held) == 2 and not set(rest.lines) & set(held.lines)

@@ -30,8 +30,9 @@ Spearman for STS-B, accuracy for the others, MNLI's matched) and GLUE's leaderbo
 from __future__ import annotations
 
 import statistics
+from itertools import product
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
 
 from ...operations.distributed import Distributed
 from ...operations.files import read_record, write_json
@@ -86,12 +87,13 @@ def run_glue(settings: FinetuneSettings, device, amp, dist: Distributed) -> dict
             sides.append(Side(f"{prefix}untrained ", folder / UNTRAINED, init, seed))
         plans[name] = backbone, recipe, sides
     for _, recipe, sides in plans.values():  # a run in the way is refused now, before anything is trained
-        for side in sides:
-            for folder, metrics, run_settings, marker in planned_runs(settings, found, seeds, recipe, side):
+        for side, task in product(sides, found):
+            choices, runs = task_runs(settings, task, seeds, recipe, side)
+            for folder, run_settings in (choices or runs).values():  # after a choice of the lr, the seeds' runs wait for it
                 check_out(folder, overwrite=True)
                 if not settings.resume:  # as run.py's --tasks: an interrupted run is refused now, not in its turn
                     check_unfinished(folder, settings.overwrite)
-                finished_run(folder, metrics, run_settings, marker)
+                finished_run(folder, task.file_metrics, run_settings, "eval.json" if choices else SAFETENSORS_FILE)
     checkpoints = {name: checkpoint_sweep(settings, found, seeds, glue_dir, *plan, device, amp, dist) for name, plan in plans.items()}
     if len(checkpoints) == 1:
         result = next(iter(checkpoints.values()))
@@ -150,16 +152,13 @@ def sweep(settings: FinetuneSettings, found: list[GlueTask], seeds: list[int], r
     it open, then one run per seed (read back when it finished earlier). Returns {tasks, averages, seed_averages}."""
     results = {}
     for task in found:
-        values, choice = recipe.values(task.name), None
-        if values["lr"] is None and settings.lr is None:
-            choice = choose_lr(settings, task, seeds[0], recipe, values, backbone, side, glue_dir, device, amp)
-            values["lr"] = choice["lr"]
+        choices, runs = task_runs(settings, task, seeds, recipe, side)
+        choice = choose_lr(settings, task, choices, backbone, side, glue_dir, device, amp) if choices else None
         scores = {}
-        for seed in seeds:
-            run_settings = task_settings(settings, seed, values, recipe, side)
+        for seed, (folder, run_settings) in runs.items():
+            run_settings = run_settings if choice is None else run_settings.replace(lr=choice["lr"])
             files = TaskFiles(f"{side.label}{task.name} seed {seed}", glue_dir / task.name / "train.tsv", glue_dir / task.name / task.dev,
-                              run_folder(side, task, seed), task.kind, task.columns, task.labels, settings.max_train_examples,
-                              metric=task.selected_by)
+                              folder, task.kind, task.columns, task.labels, settings.max_train_examples, metric=task.selected_by)
             report = run_once(settings, files, task.file_metrics, run_settings, backbone, device, amp)
             if task.mismatched and MISMATCHED not in report:  # scored once the model is saved: a run stopped before is scored now
                 report = score_mismatched(task, glue_dir, files, report, run_settings, device, amp, dist)
@@ -168,39 +167,37 @@ def sweep(settings: FinetuneSettings, found: list[GlueTask], seeds: list[int], r
     return {"tasks": results, "averages": averages(found, results), "seed_averages": seed_averages(found, results, seeds)}
 
 
-def choose_lr(settings: FinetuneSettings, task: GlueTask, seed: int, recipe: Recipe, values: dict, backbone, side: Side,
-              glue_dir: Path, device, amp) -> dict:
-    """The recipe's lr for `task`, chosen on training rows alone: each candidate trained on the
-    rest of the training rows and scored on a held-out HELD_OUT of them (seed 0: `TaskData.held_out`),
-    the dev file never opened; the best mean of the task's metrics wins, the lower lr on ties (`choose`)."""
+def task_runs(settings: FinetuneSettings, task: GlueTask, seeds: list[int], recipe: Recipe,
+              side: Side) -> tuple[dict[float, tuple[Path, FinetuneSettings]], dict[int, tuple[Path, FinetuneSettings]]]:
+    """The folder and flags of each of `side`'s runs of `task`, by lr and by seed: where the recipe
+    leaves the lr open, one per lr of its grid (the first seed's, scored on held-out training rows:
+    `choose_lr`), whose choice the seeds' runs then take (lr None until it is made); one per seed."""
+    values = recipe.values(task.name)
+    lrs = recipe.lrs if values["lr"] is None and settings.lr is None else ()
+    choices = {lr: (side.out / task.name / CHOOSE / f"lr-{lr:g}",
+                    task_settings(settings, seeds[0], {**values, "lr": lr}, recipe, side, held_out=HELD_OUT)) for lr in lrs}
+    runs = {seed: (side.out / task.name / f"seed-{seed}", task_settings(settings, seed, values, recipe, side)) for seed in seeds}
+    return choices, runs
+
+
+def choose_lr(settings: FinetuneSettings, task: GlueTask, choices: dict[float, tuple[Path, FinetuneSettings]], backbone,
+              side: Side, glue_dir: Path, device, amp) -> dict:
+    """The recipe's lr for `task`, chosen on training rows alone: each candidate of `choices` (task_runs')
+    trained on the rest of the training rows and scored on a held-out HELD_OUT of them (seed 0:
+    `TaskData.held_out`), the dev file never opened; the best mean of the task's metrics wins, the
+    lower lr on ties (`choose`)."""
     scores = {}
-    for lr in recipe.lrs:
-        run_settings = task_settings(settings, seed, {**values, "lr": lr}, recipe, side, held_out=HELD_OUT)
-        files = TaskFiles(f"{side.label}{task.name} lr {lr:g}", glue_dir / task.name / "train.tsv", None,
-                          choice_folder(side, task, lr), task.kind, task.columns, task.labels, settings.max_train_examples,
-                          held_out=HELD_OUT, keep_model=False, metric=task.selected_by)
+    for lr, (folder, run_settings) in choices.items():
+        files = TaskFiles(f"{side.label}{task.name} lr {lr:g}", glue_dir / task.name / "train.tsv", None, folder, task.kind,
+                          task.columns, task.labels, settings.max_train_examples, held_out=HELD_OUT, keep_model=False,
+                          metric=task.selected_by)
         report = run_once(settings, files, task.file_metrics, run_settings, backbone, device, amp, marker="eval.json")
         scores[lr] = statistics.mean(report[metric] for metric in task.file_metrics)
     chosen = choose(scores)
     print(f"{side.label}{task.name}: lr {chosen:g} chosen on {HELD_OUT:.0%} of the training rows held out "
           f"({', '.join(f'{lr:g}: {100 * score:.1f}' for lr, score in scores.items())}); trained next on all of them", flush=True)
     return {"lr": chosen, "held_out_scores": {f"{lr:g}": score for lr, score in scores.items()}, "held_out": HELD_OUT,
-            "seed": seed, "metrics": list(task.file_metrics)}
-
-
-def planned_runs(settings: FinetuneSettings, found: list[GlueTask], seeds: list[int], recipe: Recipe,
-                 side: Side) -> Iterator[tuple[Path, tuple[str, ...], FinetuneSettings, str]]:
-    """(folder, metrics, flags, marker file) of every run of `side` whose flags are known before any
-    run: all of them, but the lr grid's final runs, whose lr their choice decides."""
-    for task in found:
-        values = recipe.values(task.name)
-        if values["lr"] is None and settings.lr is None:
-            for lr in recipe.lrs:
-                run_settings = task_settings(settings, seeds[0], {**values, "lr": lr}, recipe, side, held_out=HELD_OUT)
-                yield choice_folder(side, task, lr), task.file_metrics, run_settings, "eval.json"
-            continue
-        for seed in seeds:
-            yield run_folder(side, task, seed), task.file_metrics, task_settings(settings, seed, values, recipe, side), SAFETENSORS_FILE
+            "seed": run_settings.seed, "metrics": list(task.file_metrics)}
 
 
 def finished_runs(out: Path) -> list[Path]:
@@ -209,14 +206,6 @@ def finished_runs(out: Path) -> list[Path]:
     seeds = [model.parent for model in out.rglob(f"seed-*/{SAFETENSORS_FILE}")]
     return sorted(folder for folder in [*seeds, *(scores.parent for scores in out.rglob(f"{CHOOSE}/lr-*/eval.json"))]
                   if (folder / "eval.json").is_file())
-
-
-def run_folder(side: Side, task: GlueTask, seed: int) -> Path:
-    return side.out / task.name / f"seed-{seed}"
-
-
-def choice_folder(side: Side, task: GlueTask, lr: float) -> Path:
-    return side.out / task.name / CHOOSE / f"lr-{lr:g}"
 
 
 # flags that choose runs or where they go, or how one is carried out (run_tools/steps.py's OPERATIONAL), not what it computes
