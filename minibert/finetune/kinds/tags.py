@@ -55,18 +55,6 @@ class TaggedData:
                         [n for ns in self.lines for n in ns])
 
 
-def is_tagged(path: str | Path) -> bool:
-    """A .conll file, or a .jsonl file whose first record has "tokens": token classification."""
-    path = Path(path)
-    if path.suffix == ".conll":
-        return True
-    if path.suffix != ".jsonl" or not path.is_file():
-        return False
-    with path.open(encoding="utf-8-sig", errors="replace") as file:
-        first = next(json_objects(path, file), None)
-    return first is not None and "tokens" in first[1]
-
-
 def read_tagged(path: str | Path, labelled: bool = True) -> TaggedData:
     """Read a .conll or .jsonl token-classification file (formats in the module docstring).
     `labelled=False`: the words alone, for predicting their tags (a .conll line may be just
@@ -148,7 +136,14 @@ class Tags(Kind):
     teaches = False
 
     def detects(self, path: Path) -> bool:
-        return is_tagged(path)
+        """A .conll file, or a .jsonl file whose first record has "tokens"."""
+        if path.suffix == ".conll":
+            return True
+        if path.suffix != ".jsonl" or not path.is_file():
+            return False
+        with path.open(encoding="utf-8-sig", errors="replace") as file:
+            first = next(json_objects(path, file), None)
+        return first is not None and "tokens" in first[1]
 
     def refuse(self, settings, files) -> None:
         """A tagging task reads every token's own vector (no --pooling) and is never subsampled
