@@ -269,6 +269,8 @@ def test_a_sweep_run_again_with_more_seeds_trains_only_the_missing_runs(glue_dir
     assert main([*argv, "--seeds", "0", "--lr", "1e-3"]) == 2  # other settings: refused, nothing replaced
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "other settings (--lr)" in err and "--overwrite" in err and model.stat().st_mtime_ns == stamp
+    assert main([*argv, "--glue-tasks", "RTE", "--seeds", "0", "--lr", "1e-3", "--overwrite"]) == 0  # as the refusal says
+    assert "RTE seed 0: dev" in capsys.readouterr().out and model.stat().st_mtime_ns != stamp
 
 # --- every family on a pair task -----------------------------------------------------------------
 

@@ -93,7 +93,8 @@ def run_glue(settings: FinetuneSettings, device, amp, dist: Distributed) -> dict
                 check_out(folder, overwrite=True)
                 if not settings.resume:  # as run.py's --tasks: an interrupted run is refused now, not in its turn
                     check_unfinished(folder, settings.overwrite)
-                finished_run(folder, task.file_metrics, run_settings, "eval.json" if choices else SAFETENSORS_FILE)
+                if not settings.overwrite:  # a run made with other flags: refused now, as it would be in its turn
+                    finished_run(folder, task.file_metrics, run_settings, "eval.json" if choices else SAFETENSORS_FILE)
     checkpoints = {name: checkpoint_sweep(settings, found, seeds, glue_dir, *plan, device, amp, dist) for name, plan in plans.items()}
     if len(checkpoints) == 1:
         result = next(iter(checkpoints.values()))
@@ -242,7 +243,7 @@ def finished_run(folder: Path, metrics: tuple[str, ...], run_settings: FinetuneS
 
 
 def task_settings(settings: FinetuneSettings, seed: int, values: dict, recipe: Recipe, side: Side,
-              held_out: float | None = None) -> FinetuneSettings:
+                  held_out: float | None = None) -> FinetuneSettings:
     """The command's settings for one run of `side`: the recipe's `values` wherever a flag was not
     given (`Recipe.applied`, as every fine-tune); `held_out`: the share of the training rows a run
     that chooses the lr is scored on."""
