@@ -101,7 +101,7 @@ def transformers_side(init: Path, train: Path, dev: Path, args) -> dict:
     import torch
     from transformers import AutoModelForQuestionAnswering
 
-    from minibert.finetune.kinds.spans import Decoding, answer
+    from minibert.finetune.kinds.spans import Decoding, decode_windows, window_logits
     from minibert.finetune.job import CLIP, load_backbone, task_config
     from minibert.finetune.kinds.squad_scores import squad_scores
     from minibert.finetune.settings import FinetuneSettings
@@ -149,7 +149,8 @@ def transformers_side(init: Path, train: Path, dev: Path, args) -> dict:
         losses.append(loss.item())
     seconds = time.perf_counter() - started
     with autocast:
-        answers = answer(model, tokenizer, examples, dev_windows, Decoding(), args.batch_size, "cpu")
+        start_logits, end_logits = window_logits(model, tokenizer, dev_windows, args.batch_size, "cpu")
+    answers = decode_windows(examples, dev_windows, start_logits, end_logits, Decoding())
     scores = squad_scores(examples, answers.predictions)
     last = losses[-max(1, steps // 10):]
     return {"exact_match": scores["exact_match"], "f1": scores["f1"], "steps": steps, "seconds": seconds,
@@ -157,10 +158,12 @@ def transformers_side(init: Path, train: Path, dev: Path, args) -> dict:
             "initial_logits_differ_by": agree}
 
 
-def paired_steps(init: Path, train: Path, args, pairs: int) -> dict:
-    """Seconds per training step of each side's model, the two alternated step by step (who goes
-    first alternates too), so that a load on the machine meets both alike: the same batches, each
-    step forward, backward, gradient clip and AdamW's update, dropout 0.1, under --precision."""
+def paired_steps(init: Path, train: Path, args, pairs: int, dropouts: tuple[float, ...] = (0.1,)) -> dict:
+    """Seconds per training step of each side's model at each of `dropouts` (on the hidden states
+    and the attention probabilities), the models alternated step by step (the order reversed every
+    other round), so that a load on the machine meets all alike: the same batches, each step
+    forward, backward, gradient clip and AdamW's update, under --precision. The first dropout's
+    seconds are `seconds`; the others', `other_dropouts`."""
     from contextlib import nullcontext
     from statistics import median
 
@@ -178,26 +181,33 @@ def paired_steps(init: Path, train: Path, args, pairs: int) -> dict:
     windows, _ = question_windows(tokenizer, read_squad(train), args.max_len, 64, args.doc_stride, labelled=True)
     order = iter(TaskBatches(len(windows), args.batch_size, 0))
     batches = [window_inputs(windows, next(order), tokenizer, True, labelled=True) for _ in range(pairs + 1)]
-    ours = SpanExtractor(task_config(encoder.config, args.max_len, FinetuneSettings(dropout=0.1)))
-    ours.encoder.load_state_dict(encoder.state_dict())
-    models = {"minibert": ours.train(), "transformers": AutoModelForQuestionAnswering.from_pretrained(init).train()}
-    optimizers = {name: torch.optim.AdamW(model.parameters(), lr=args.lr, eps=1e-6) for name, model in models.items()}
+    models = {}
+    for dropout in dropouts:
+        ours = SpanExtractor(task_config(encoder.config, args.max_len, FinetuneSettings(dropout=dropout)))
+        ours.encoder.load_state_dict(encoder.state_dict())
+        models[("minibert", dropout)] = ours.train()
+        models[("transformers", dropout)] = AutoModelForQuestionAnswering.from_pretrained(
+            init, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout).train()
+    optimizers = {key: torch.optim.AdamW(model.parameters(), lr=args.lr, eps=1e-6) for key, model in models.items()}
     autocast = torch.autocast("cpu", dtype=torch.bfloat16) if args.precision == "bf16" else nullcontext()
-    seconds: dict[str, list[float]] = {name: [] for name in models}
+    seconds: dict[tuple, list[float]] = {key: [] for key in models}
+    turns = list(models)
     for i, batch in enumerate(batches):
-        for name in (("minibert", "transformers") if i % 2 else ("transformers", "minibert")):
+        for key in (turns if i % 2 else turns[::-1]):
             began = time.perf_counter()
             with autocast:
-                loss = models[name](**batch).loss
+                loss = models[key](**batch).loss
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(models[name].parameters(), CLIP)
-            optimizers[name].step()
-            optimizers[name].zero_grad(set_to_none=True)
-            if i:  # the first pair warms up
-                seconds[name].append(time.perf_counter() - began)
-    step = {name: median(times) for name, times in seconds.items()}
-    return {"pairs": pairs, "seconds": step, "ratio": step["transformers"] / step["minibert"],
-            "load": f"{os.getloadavg()[0]:.1f}"}
+            torch.nn.utils.clip_grad_norm_(models[key].parameters(), CLIP)
+            optimizers[key].step()
+            optimizers[key].zero_grad(set_to_none=True)
+            if i:  # the first round warms up
+                seconds[key].append(time.perf_counter() - began)
+    step = {key: median(times) for key, times in seconds.items()}
+    by_dropout = {dropout: {side: step[(side, dropout)] for side in ("minibert", "transformers")} for dropout in dropouts}
+    first = by_dropout[dropouts[0]]
+    return {"pairs": pairs, "dropout": dropouts[0], "seconds": first, "ratio": first["transformers"] / first["minibert"],
+            "other_dropouts": {f"{dropout:g}": by_dropout[dropout] for dropout in dropouts[1:]}, "load": f"{os.getloadavg()[0]:.1f}"}
 
 
 def exported_answers(fine_tuned: Path, dev: Path, out: Path, args) -> str:
@@ -328,14 +338,28 @@ def page(results: dict, args, command: str) -> str:
                   f"for transformers, a ratio of **{paired['ratio']:.2f}** (load average {paired['load']} at the end).", ""]
     alone = results.get("steps_only")
     if alone:
+        lines += [f"**The steps alone** (`--steps-only`, windows of {alone.get('max_len', args.max_len)} tokens, batch "
+                  f"{alone.get('batch_size', args.batch_size)}, {alone['threads']} torch thread(s), load average "
+                  f"{alone['load_before']} before): each model with the recipes' dropout 0.1 (hidden states and attention "
+                  f"probabilities) and without dropout, the four taking turns step by step on the same batches, "
+                  f"{alone['fp32']['pairs']} rounds each (forward, backward, gradient clip and AdamW's update).", "",
+                  "| precision | dropout | minibert s/step | transformers s/step | minibert's speed-up | load at the end |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        for precision in ("fp32", "bf16"):
+            timed = alone[precision]
+            for dropout, seconds in ((timed.get("dropout", 0.1), timed["seconds"]), *timed.get("other_dropouts", {}).items()):
+                lines.append(f"| {precision} | {float(dropout):g} | {seconds['minibert']:.2f} | {seconds['transformers']:.2f} "
+                             f"| **{seconds['transformers'] / seconds['minibert']:.2f}** | {timed['load']} |")
         fp32, bf16 = alone["fp32"], alone["bf16"]
-        lines += [f"**The steps alone, on a quieter machine** (`--steps-only`, {alone['threads']} torch thread(s), load average "
-                  f"{alone['load_before']} before): {fp32['pairs']} pairs each. fp32: minibert {fp32['seconds']['minibert']:.2f} s, "
-                  f"transformers {fp32['seconds']['transformers']:.2f} s, a ratio of **{fp32['ratio']:.2f}**. bf16 autocast on both: "
-                  f"{bf16['seconds']['minibert']:.2f} s and {bf16['seconds']['transformers']:.2f} s, **{bf16['ratio']:.2f}**. "
-                  f"minibert in bf16 (what --precision auto picks on a CPU with native bf16) against transformers in fp32 (its "
-                  f"default): **{fp32['seconds']['transformers'] / bf16['seconds']['minibert']:.2f}**. Most of a step is the same "
-                  f"matmuls on both sides, and drawing dropout's masks (aten::bernoulli_) takes about a fifth of it.", ""]
+        lines += ["", f"minibert in bf16 (what --precision auto picks on a CPU with native bf16) against transformers in fp32 "
+                      f"(its default), both with dropout 0.1: **{fp32['seconds']['transformers'] / bf16['seconds']['minibert']:.2f}**."]
+        if "0" in fp32.get("other_dropouts", {}):
+            cost = {(precision, side): alone[precision]["seconds"][side] / alone[precision]["other_dropouts"]["0"][side]
+                    for precision in ("fp32", "bf16") for side in ("minibert", "transformers")}
+            lines[-1] += (f" Dropout makes minibert's step {cost[('fp32', 'minibert')]:.2f}× its step without in fp32 and "
+                          f"{cost[('bf16', 'minibert')]:.2f}× in bf16 (kernels/cpu_dropout.py), transformers' "
+                          f"{cost[('fp32', 'transformers')]:.2f}× and {cost[('bf16', 'transformers')]:.2f}×.")
+        lines.append("")
     lines += [f"Both sides ran in {'fp32' if args.precision == 'fp32' else 'bf16 autocast (minibert --precision bf16; transformers under torch.autocast)'}.", ""]
     if results.get("exported"):
         lines += ["## Out to transformers", "",
@@ -354,6 +378,7 @@ def page(results: dict, args, command: str) -> str:
               "settings above:", "", "| model | SQuAD | EM | F1 |", "|---|---|---:|---:|"]
     lines += [f"| {name} | {version} | {em} | {f1} |" for name, version, em, f1 in PUBLISHED]
     then = [f"    python bench/qa.py --steps-only --work WORK --examples {results['train_questions']} --pairs {alone['fp32']['pairs']} "
+            f"--max-len {alone.get('max_len', args.max_len)} --doc-stride {alone.get('doc_stride', args.doc_stride)} "
             f"--threads {alone['threads']} --page docs/qa.md   # WORK: the first command's --work"] if alone else []
     lines += ["", "## How the numbers were made", "", f"    {command}", *then, "",
               f"On {results['date']}: {results['machine']}. The split: `split_articles(dev-v1.1.json, 38, ...)`; the "
@@ -519,6 +544,7 @@ def main() -> int:
     dev = sample(dev_all, args.dev_examples, work / "dev.jsonl")
     minilm = minilm_folder(work)
     results = {"date": str(datetime.date.today()), "threads": torch.get_num_threads(), "machine": machine(torch.get_num_threads()),
+               "settings": {name: getattr(args, name) for name in ("max_len", "doc_stride", "batch_size", "lr", "epochs", "precision", "seed")},
                "train_questions": len(train.read_text().splitlines()), "dev_questions": len(dev.read_text().splitlines()),
                "run_dev_questions": dev_questions}
     results["minibert"] = minibert_side(minilm, train, dev, work / "minibert", args)
@@ -538,8 +564,9 @@ def main() -> int:
 
 
 def steps_only(args) -> int:
-    """--steps-only: `paired_steps` in fp32 and in bf16 autocast on --examples of the training
-    questions, stored in --work's qa.json beside the fine-tunes (the page then shows both)."""
+    """--steps-only: `paired_steps` in fp32 and in bf16 autocast, each with the recipes' dropout 0.1
+    and without dropout, on --examples of the training questions in windows of --max-len tokens,
+    stored in --work's qa.json beside the fine-tunes (the page then shows both)."""
     import torch
 
     from minibert.finetune.kinds.squad import split_articles
@@ -553,9 +580,11 @@ def steps_only(args) -> int:
         split_articles(args.squad, 38, train_all, work / "dev-10.json")
     train = sample(train_all, args.examples, work / "train.jsonl")
     load = f"{os.getloadavg()[0]:.1f}"
-    steps = {"threads": torch.get_num_threads(), "load_before": load}
+    steps = {"threads": torch.get_num_threads(), "load_before": load, "max_len": args.max_len, "doc_stride": args.doc_stride,
+             "batch_size": args.batch_size}
     for precision in ("fp32", "bf16"):
-        steps[precision] = paired_steps(minilm_folder(work), train, argparse.Namespace(**{**vars(args), "precision": precision}), args.pairs)
+        steps[precision] = paired_steps(minilm_folder(work), train, argparse.Namespace(**{**vars(args), "precision": precision}),
+                                        args.pairs, dropouts=(0.1, 0.0))
     print(json.dumps(steps, indent=2))
     stored = work / "qa.json"
     if stored.is_file():
@@ -563,7 +592,7 @@ def steps_only(args) -> int:
         results["steps_only"] = steps
         stored.write_text(json.dumps(results, indent=2))
         if args.page:
-            first = argparse.Namespace(**{**vars(args), "threads": results["threads"]})  # the fine-tunes' own command
+            first = argparse.Namespace(**{**vars(args), **results.get("settings", {}), "threads": results["threads"]})  # the fine-tunes' own command
             args.page.write_text(kept_runs_section(args.page, page(results, first, f"{PAGE} {' '.join(size_flags(first))}")),
                                  encoding="utf-8")
             print(f"wrote {args.page}")

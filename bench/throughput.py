@@ -16,6 +16,13 @@ inference) are checked to agree in fp32 before anything is timed.
     python bench/throughput.py --shapes mini --steps 10 --modes train
     python bench/throughput.py --compile             # minibert's sublayers under torch.compile
     python bench/throughput.py --shapes base --batches full --modes train --profile   # where a step's time goes
+    python bench/throughput.py --modes finetune --shapes minilm-128,minilm-384 --batches full --dropouts 0,0.1
+
+The models train without dropout unless --dropouts says otherwise (the default runs pretrain
+without it). Fine-tuning recipes use 0.1 on the hidden states and the attention probabilities:
+with --dropouts 0,0.1 each model takes its turn with both, on both sides alike, and a table sets
+each side's step with dropout against its step without. The minilm shapes are all-MiniLM-L6-v2's
+(6 layers, H = 384, 12 heads) at GLUE's batches (32 × 128) and SQuAD's windows (16 × 384).
 
 Each row gives minibert against transformers in fp32 (what its users get by default) and
 against transformers under the same autocast (like for like). MFU (model FLOP utilisation)
@@ -31,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import statistics
 import tempfile
 import time
@@ -46,6 +54,8 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 SHAPES = {
     "mini": dict(hidden=256, layers=4, heads=4, ffn=1024, vocab=30522, length=128, batch=16),
     "base": dict(hidden=768, layers=12, heads=12, ffn=3072, vocab=30522, length=128, batch=8),
+    "minilm-128": dict(hidden=384, layers=6, heads=12, ffn=1536, vocab=30522, length=128, batch=32),
+    "minilm-384": dict(hidden=384, layers=6, heads=12, ffn=1536, vocab=30522, length=384, batch=16),
 }
 MASKED = 0.15  # share of the real tokens given an MLM label, BERT's rate
 
@@ -121,22 +131,23 @@ def compile_sublayers(model) -> None:
             module.compile(dynamic=True)
 
 
-def bert_config(shape: dict, **extra):
-    """transformers' BertConfig of a benchmark shape, without dropout (what `shape_config` is to minibert)."""
+def bert_config(shape: dict, dropout: float = 0.0, **extra):
+    """transformers' BertConfig of a benchmark shape, with `dropout` on the hidden states and the
+    attention probabilities (what `shape_config` is to minibert)."""
     from transformers import BertConfig
 
     return BertConfig(vocab_size=shape["vocab"], hidden_size=shape["hidden"], num_hidden_layers=shape["layers"],
-                      num_attention_heads=shape["heads"], intermediate_size=shape["ffn"], hidden_dropout_prob=0.0,
-                      attention_probs_dropout_prob=0.0, **extra)
+                      num_attention_heads=shape["heads"], intermediate_size=shape["ffn"], hidden_dropout_prob=dropout,
+                      attention_probs_dropout_prob=dropout, **extra)
 
 
-def build_pair(shape: dict, tmp: str, compile: bool = False):
+def build_pair(shape: dict, tmp: str, compile: bool = False, dropout: float = 0.0):
     from transformers import BertForMaskedLM
 
     import minibert
 
     torch.manual_seed(0)
-    reference = BertForMaskedLM(bert_config(shape))
+    reference = BertForMaskedLM(bert_config(shape, dropout))
     reference.save_pretrained(tmp)
     reference = BertForMaskedLM.from_pretrained(tmp, attn_implementation="sdpa")
     ours = minibert.from_pretrained(tmp, head="mlm")
@@ -145,20 +156,21 @@ def build_pair(shape: dict, tmp: str, compile: bool = False):
     return reference.train(), ours.train()
 
 
-def build_classifiers(shape: dict, tmp: str):
-    """transformers' BertForSequenceClassification (two classes, no dropout) and a minibert
-    SequenceClassifier ([CLS] through the pooler, as BERT's) holding the same weights."""
+def build_classifiers(shape: dict, tmp: str, dropout: float = 0.0):
+    """transformers' BertForSequenceClassification (two classes) and a minibert SequenceClassifier
+    ([CLS] through the pooler, as BERT's) holding the same weights, both with `dropout` (the
+    classifier's too, as BERT's)."""
     from transformers import BertForSequenceClassification
 
     import minibert
     from minibert.heads import SequenceClassifier
 
     torch.manual_seed(0)
-    BertForSequenceClassification(bert_config(shape, num_labels=2, classifier_dropout=0.0)).save_pretrained(tmp)
+    BertForSequenceClassification(bert_config(shape, dropout, num_labels=2)).save_pretrained(tmp)
     reference = BertForSequenceClassification.from_pretrained(tmp, attn_implementation="sdpa")
     reference.bert.save_pretrained(f"{tmp}/encoder")  # the encoder and pooler alone: what from_pretrained maps
     encoder = minibert.from_pretrained(f"{tmp}/encoder")
-    ours = SequenceClassifier(encoder.config.replace(hidden_dropout=0.0, attention_dropout=0.0), num_labels=2)
+    ours = SequenceClassifier(encoder.config, num_labels=2)
     ours.encoder.load_state_dict(encoder.state_dict())
     with torch.no_grad():
         ours.head.classifier.weight.copy_(reference.classifier.weight)
@@ -167,35 +179,38 @@ def build_classifiers(shape: dict, tmp: str):
 
 
 def run_shape(name: str, padded: bool, steps: int, threads: int, compile: bool = False, mode: str = "train",
-              precisions: tuple[str, ...] = ("fp32",), profile: bool = False) -> list[dict]:
-    """One shape and batch in one mode: a row per precision, every variant timed in turns."""
+              precisions: tuple[str, ...] = ("fp32",), profile: bool = False, dropouts: tuple[float, ...] = (0.0,)) -> list[dict]:
+    """One shape and batch in one mode: a row per precision and dropout, every variant timed in turns."""
     shape = SHAPES[name]
-    with tempfile.TemporaryDirectory() as tmp:
-        reference, ours = build_pair(shape, tmp, compile) if mode == "train" else build_classifiers(shape, tmp)
+    models = {}  # (side, dropout) -> model: the same weights at every dropout
+    for dropout in dropouts:
+        with tempfile.TemporaryDirectory() as tmp:
+            reference, ours = build_pair(shape, tmp, compile, dropout) if mode == "train" else build_classifiers(shape, tmp, dropout)
+        models[("transformers", dropout)], models[("minibert", dropout)] = reference, ours
     ids, mask, labels = make_batch(shape, padded)
     if mode != "train":
         labels = torch.arange(len(ids)) % 2  # a class per sequence
-    models = {"transformers": reference, "minibert": ours}
     training = mode != "infer"
     for model in models.values():
         model.train(training)
     # The same optimizer on both sides: the fused AdamW (one pass over each parameter's memory);
     # it is a shared cost, so the ratio measures the models.
     optimizers = {k: torch.optim.AdamW(m.parameters(), lr=1e-5, fused=True) for k, m in models.items()}
-    variants = [(key, precision) for precision in precisions for key in models]
+    variants = [(side, precision, dropout) for precision in precisions for dropout in dropouts for side in ("transformers", "minibert")]
 
-    def step(key: str, precision: str) -> tuple[float, torch.Tensor]:
+    def step(side: str, precision: str, dropout: float) -> tuple[float, torch.Tensor]:
         autocast = torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
+        model = models[(side, dropout)]
         start = time.perf_counter()
         if training:
             with autocast:
-                out = models[key](input_ids=ids, attention_mask=mask, labels=labels).loss
+                out = model(input_ids=ids, attention_mask=mask, labels=labels).loss
             out.backward()
-            optimizers[key].step()
-            optimizers[key].zero_grad(set_to_none=True)
+            optimizers[(side, dropout)].step()
+            optimizers[(side, dropout)].zero_grad(set_to_none=True)
         else:
             with torch.no_grad(), autocast:
-                out = models[key](input_ids=ids, attention_mask=mask).logits
+                out = model(input_ids=ids, attention_mask=mask).logits
         return time.perf_counter() - start, out.detach().float()
 
     times = {variant: [] for variant in variants}
@@ -206,9 +221,11 @@ def run_shape(name: str, padded: bool, steps: int, threads: int, compile: bool =
             first.setdefault(variant, out)
             if i >= 2:
                 times[variant].append(seconds)
-    a, b = first[("transformers", precisions[0])], first[("minibert", precisions[0])]
-    if precisions[0] == "fp32" and (a - b).abs().max() > 1e-4 * max(1.0, a.abs().max().item()):
-        raise SystemExit(f"{mode}: outputs disagree before timing: transformers {a.flatten()[:4].tolist()} vs minibert {b.flatten()[:4].tolist()}")
+    checked = 0.0 if 0.0 in dropouts else None if training else dropouts[0]  # while training with dropout the sides draw other masks
+    if checked is not None:
+        a, b = first[("transformers", precisions[0], checked)], first[("minibert", precisions[0], checked)]
+        if (a - b).abs().max() > 1e-4 * max(1.0, a.abs().max().item()):
+            raise SystemExit(f"{mode}: outputs disagree before timing: transformers {a.flatten()[:4].tolist()} vs minibert {b.flatten()[:4].tolist()}")
     real_tokens = int(mask.sum())
     config = shape_config(shape)
     batch = BatchShape.of(mask, labels if mode == "train" else torch.full_like(mask, -100))
@@ -219,14 +236,17 @@ def run_shape(name: str, padded: bool, steps: int, threads: int, compile: bool =
     med = {variant: statistics.median(times[variant]) for variant in variants}
     rows = []
     for precision in precisions:
-        ours_s, same_s, fp32_s = med[("minibert", precision)], med[("transformers", precision)], med[("transformers", precisions[0])]
-        rows.append(dict(
-            mode=mode, shape=name, batch="padded" if padded else "full", precision=precision, real_tokens=real_tokens,
-            ref_fp32_tps=real_tokens / fp32_s, ref_tps=real_tokens / same_s, ours_tps=real_tokens / ours_s,
-            ratio_fp32=fp32_s / ours_s, ratio=same_s / ours_s, seconds=ours_s,
-            flops_per_s=flops / ours_s, strict_flops_per_s=strict / ours_s,
-            split=time_split(lambda: step("minibert", precision)) if profile else None,
-        ))
+        for dropout in dropouts:
+            ours_s, same_s, fp32_s = (med[(side, p, dropout)] for side, p in (("minibert", precision), ("transformers", precision),
+                                                                             ("transformers", precisions[0])))
+            rows.append(dict(
+                mode=mode, shape=name, batch="padded" if padded else "full", precision=precision, dropout=dropout,
+                real_tokens=real_tokens, ref_fp32_tps=real_tokens / fp32_s, ref_tps=real_tokens / same_s, ours_tps=real_tokens / ours_s,
+                ratio_fp32=fp32_s / ours_s, ratio=same_s / ours_s, seconds=ours_s, ref_seconds=same_s,
+                without_dropout={side: med[(side, precision, 0.0)] for side in ("minibert", "transformers")} if 0.0 in dropouts else None,
+                flops_per_s=flops / ours_s, strict_flops_per_s=strict / ours_s,
+                split=time_split(lambda: step("minibert", precision, dropout)) if profile else None,
+            ))
     return rows
 
 
@@ -241,7 +261,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--compile", action="store_true", help="torch.compile minibert's sublayers (compile_sublayers)")
     parser.add_argument("--profile", action="store_true", help="also where one minibert step's time goes (time_split)")
+    parser.add_argument("--dropouts", default="0", help="comma-separated dropout on the hidden states and the attention "
+                        "probabilities, both sides alike (fine-tuning recipes: 0.1; default 0)")
     args = parser.parse_args()
+    dropouts = tuple(float(p) for p in args.dropouts.split(","))
     precisions = tuple(args.precisions.split(","))
     if precisions[0] != "fp32" or not set(precisions) <= set(DTYPES):
         raise SystemExit("--precisions: fp32 first, then bf16 if wanted (e.g. fp32,bf16)")
@@ -250,36 +273,52 @@ def main() -> None:
     # The machine's speed drifts: the peaks are re-measured before every row and after the last,
     # and MFU is taken against the best of those, so that a slow moment cannot inflate it.
     peaks, results = {p: [] for p in precisions}, []
+    label = (lambda r: f" dropout {r['dropout']:g}") if dropouts != (0.0,) else (lambda r: "")
     for mode in args.modes.split(","):
         for name in args.shapes.split(","):
             for batch in args.batches.split(","):
                 for precision in precisions:
                     peaks[precision].append(matmul_peak(args.threads, precision=precision))
-                rows = run_shape(name, batch == "padded", args.steps, args.threads, args.compile, mode, precisions, args.profile)
+                rows = run_shape(name, batch == "padded", args.steps, args.threads, args.compile, mode, precisions, args.profile,
+                                 dropouts)
                 results += rows
-                print(f"  {mode} {name} {batch}: " + ", ".join(f"{r['precision']} {r['ratio_fp32']:.2f}× transformers fp32"
-                                                               for r in rows), flush=True)
+                print(f"  {mode} {name} {batch}: " + ", ".join(f"{r['precision']}{label(r)} {r['ratio_fp32']:.2f}× "
+                                                               f"transformers fp32" for r in rows) + f" (load {os.getloadavg()[0]:.1f})",
+                      flush=True)
     for precision in precisions:
         peaks[precision].append(matmul_peak(args.threads, precision=precision))
     peak = {precision: max(found) for precision, found in peaks.items()}
     for precision, found in peaks.items():
         print(f"{precision} matmul peak {peak[precision] / 1e9:.0f} GFLOP/s (a 2048² matmul, best of {len(found)} "
               f"measurements, lowest {min(found) / 1e9:.0f})")
-    print("| mode | shape | batch | precision | real tokens | minibert tok/s | × transformers fp32 | × transformers, same "
+    column = " dropout |" if dropouts != (0.0,) else ""  # the models' dropout, where --dropouts names one
+
+    def cells(r: dict) -> str:
+        return f"| {r['mode']} | {r['shape']} | {r['batch']} | {r['precision']} |" + (f" {r['dropout']:g} |" if column else "")
+
+    print(f"| mode | shape | batch | precision |{column} real tokens | minibert tok/s | × transformers fp32 | × transformers, same "
           "precision | minibert ms/step | minibert MFU | strict MFU |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|" + "---|" * (7 + bool(column)))
     for r in results:
         share = 100 / peak[r["precision"]]
-        print(f"| {r['mode']} | {r['shape']} | {r['batch']} | {r['precision']} | {r['real_tokens']} | {r['ours_tps']:.0f} "
-              f"| {r['ratio_fp32']:.2f}× | {r['ratio']:.2f}× | {1000 * r['seconds']:.0f} | {share * r['flops_per_s']:.0f}% "
-              f"| {share * r['strict_flops_per_s']:.0f}% |")
+        print(f"{cells(r)} {r['real_tokens']} | {r['ours_tps']:.0f} | {r['ratio_fp32']:.2f}× | {r['ratio']:.2f}× "
+              f"| {1000 * r['seconds']:.0f} | {share * r['flops_per_s']:.0f}% | {share * r['strict_flops_per_s']:.0f}% |")
+    costs = [r for r in results if r["dropout"] and r["without_dropout"] and r["mode"] != "infer"]  # inference runs no dropout
+    if costs:
+        print()  # each side's step with dropout against its own step without, measured in the same turns
+        print("| mode | shape | batch | precision | dropout | minibert ms/step | without dropout | dropout's cost | transformers "
+              "ms/step | without dropout | dropout's cost | minibert's speed-up, same dropout |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in costs:
+            ours, theirs = r["without_dropout"]["minibert"], r["without_dropout"]["transformers"]
+            print(f"{cells(r)} {1000 * r['seconds']:.0f} | {1000 * ours:.0f} | {r['seconds'] / ours:.2f}× "
+                  f"| {1000 * r['ref_seconds']:.0f} | {1000 * theirs:.0f} | {r['ref_seconds'] / theirs:.2f}× | {r['ratio']:.2f}× |")
     if args.profile:
         print()
-        print("| mode | shape | batch | precision | " + " | ".join(f"{g} %" for g in [*WORK, "other"]) + " |")
-        print("|---|---|---|---|" + "---|" * (len(WORK) + 1))
+        print(f"| mode | shape | batch | precision |{column} " + " | ".join(f"{g} %" for g in [*WORK, "other"]) + " |")
+        print("|---|---|---|---|" + "---|" * (len(WORK) + 1 + bool(column)))
         for r in results:
-            print(f"| {r['mode']} | {r['shape']} | {r['batch']} | {r['precision']} | "
-                  + " | ".join(f"{100 * share:.0f}" for share in r["split"].values()) + " |")
+            print(f"{cells(r)} " + " | ".join(f"{100 * share:.0f}" for share in r["split"].values()) + " |")
 
 
 if __name__ == "__main__":

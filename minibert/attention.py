@@ -7,9 +7,11 @@
 `attend` computes that on a padded grid, as nanoGPT does: one `if` with torch's fused
 `scaled_dot_product_attention` in one branch ("sdpa", the default: the same math in fewer
 passes over memory) and the formulas written out in the other ("naive", the one to read;
-`--reference` and looking inside use it). The third backend, "triton", is our FlashAttention
-kernel (minibert/kernels/); it reads the real tokens packed back to back, which kernels/unpad.py
-prepares.
+`--reference` uses it). Looking inside runs the layers on the model's own backend and takes
+the probabilities from `attention_probs`, since no fused kernel holds them. torch's CPU kernel
+has no dropout: while training with dropout on a CPU, "sdpa" runs kernels/cpu_dropout.py
+instead, the same formulas a block of rows at a time. The third backend, "triton", is our FlashAttention kernel (minibert/kernels/);
+it reads the real tokens packed back to back, which kernels/unpad.py prepares.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import ModelConfig
+from .kernels.cpu_dropout import dropout_attention
 
 
 # In bf16 on a CPU, up to this many keys, "sdpa" takes the formulas too: torch's CPU kernel gains
@@ -42,6 +45,8 @@ def attention_probs(q, k, key_mask) -> torch.Tensor:
 
 def attend(q, k, v, key_mask, backend: str, dropout_p: float) -> torch.Tensor:
     """q, k, v [B, heads, T, d], key_mask [B, T] or None -> each query's mix of values [B, heads, T, d]."""
+    if backend == "sdpa" and dropout_p > 0 and q.is_cpu:  # torch's CPU kernel has no dropout; SDPA would write out every T × T
+        return dropout_attention(q, k, v, key_mask, dropout_p)
     if backend == "sdpa" and not (q.dtype == torch.bfloat16 and q.is_cpu and k.shape[-2] <= BF16_CPU_FORMULAS_UP_TO):  # torch's fused kernel
         mask = None if key_mask is None else (key_mask | ~key_mask.any(1, keepdim=True))[:, None, None, :]  # an empty row: not 0/0
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)

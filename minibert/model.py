@@ -31,6 +31,7 @@ from torch.utils.checkpoint import checkpoint
 
 from .attention import Rotary, SelfAttention, Sequences
 from .config import ModelConfig
+from .kernels.cpu_dropout import dropout_add
 from .kernels.unpad import TokenLayout
 
 ACTIVATIONS = {
@@ -127,6 +128,7 @@ class Sublayer(nn.Module):
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout)
         self.pre_norm = config.norm == "pre"
+        self.speed_tricks = not config.reference  # the residual and dropout in one pass on a CPU (`residual_add`)
 
     def forward(self, x: torch.Tensor, *args) -> torch.Tensor:
         return self.residual_add(x, self.fn(self.fn_input(x), *args))
@@ -147,7 +149,10 @@ class Sublayer(nn.Module):
 
     def residual_add(self, residual: torch.Tensor, fn_output: torch.Tensor) -> torch.Tensor:
         """The residual connection: x + dropout(f(...)), then LayerNorm under post-LN."""
-        x = residual + self.dropout(fn_output)
+        if self.speed_tricks and self.training and self.dropout.p > 0 and fn_output.is_cpu:  # one pass, a cheaper mask (kernels/cpu_dropout.py)
+            x = dropout_add(fn_output, self.dropout.p, residual)
+        else:
+            x = residual + self.dropout(fn_output)
         return x if self.pre_norm else self.norm(x)
 
 
