@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import NamedTuple
 
 from ...finetune.settings import FLAGS
 from ...training.settings import flag
@@ -21,10 +22,20 @@ CARD_FILE = "README.md"
 EVAL_FILE = "eval.json"  # written by finetune/job.py
 # eval.json's numbers that score nothing: sizes, times, the step kept, the label F1 and MCC call positive (0/1)
 NOT_METRICS = ("examples", "steps", "train_loss", "seconds", "kept_step", "positive_label")
-PIPELINES = {"classifier": "text-classification", "token_classifier": "token-classification",
-             "span_extractor": "question-answering"}
-# What to do with a text longer than the model reads, where the pipeline's truncation=True is not the answer
-LONGER = {"span_extractor": "cut a longer context into overlapping windows and keep the best span over them"}
+# What a card says of each head where the labels don't say it: its pipeline_tag, the task and the
+# outputs it names, what to do with a text longer than the model reads, and the usage example
+PIPELINE = 'from transformers import pipeline\n\nclassify = pipeline("{pipeline}", model="{folder}"{trust})'
+TRUNCATE = "pass `truncation=True` to the pipeline for longer texts"
+
+
+class Card(NamedTuple):
+    pipeline: str
+    task: str | None = None  # None: classification, or regression where there are no labels
+    outputs: str | None = None  # None: the classes, or one score where there are no labels
+    longer: str = TRUNCATE
+    usage: str = PIPELINE
+
+
 # How a question-answering model is used: transformers' question-answering pipeline is gone since
 # transformers 5.3, so the card shows the model read directly, the answer kept inside the context
 # and ending where it starts or later (what the pipeline did, without its length limit)
@@ -42,6 +53,12 @@ outside = torch.tensor([segment != 1 for segment in inputs.sequence_ids(0)])  # 
 start = out.start_logits[0].masked_fill(outside, -torch.inf).argmax()
 end = start + out.end_logits[0, start:].masked_fill(outside[start:], -torch.inf).argmax()
 answer = context[offsets[start][0]:offsets[end][1]]"""
+CARDS = {"classifier": Card("text-classification"),
+         "token_classifier": Card("token-classification", task="tokens"),
+         "span_extractor": Card("question-answering", task="question answering",  # no classes but a span of the passage
+                                outputs="the start and the end of the answer in a passage",
+                                longer="cut a longer context into overlapping windows and keep the best span over them",
+                                usage=ANSWER)}
 
 
 def model_card(source: Path, out: Path, architecture: str, head: str, labels: list | None, custom: bool,
@@ -49,10 +66,9 @@ def model_card(source: Path, out: Path, architecture: str, head: str, labels: li
     """The card of the fine-tuned checkpoint `source`, exported to `out` as `architecture`."""
     report = read_record(source / EVAL_FILE)
     args = report.get("args", {})
-    task = report.get("task", "tokens" if head == "token_classifier" else "regression" if labels is None else "classification")
-    outputs = "one score" if labels is None else f"{len(labels)} classes: {', '.join(map(str, labels))}"
-    if head == "span_extractor":  # no classes but a span of the passage
-        task, outputs = report.get("task", "question answering"), "the start and the end of the answer in a passage"
+    card = CARDS[head]
+    task = report.get("task", card.task or ("regression" if labels is None else "classification"))
+    outputs = card.outputs or ("one score" if labels is None else f"{len(labels)} classes: {', '.join(map(str, labels))}")
     trust = ", trust_remote_code=True" if custom else ""
     training = [
         "## Base checkpoint", "", base_checkpoint(args.get("init")), "",
@@ -62,25 +78,18 @@ def model_card(source: Path, out: Path, architecture: str, head: str, labels: li
         "## Commands", "", "```", command(args), f"python -m minibert export {shown(source)} {out.name}", "```", "",
     ] if report else ["## Training", "", f"Not recorded: no {EVAL_FILE} beside {source} (`python train.py finetune` writes one).", ""]
     lines = [
-        "---", "library_name: transformers", f"pipeline_tag: {PIPELINES[head]}", "tags:", "- minibert", "---", "",
+        "---", "library_name: transformers", f"pipeline_tag: {card.pipeline}", "tags:", "- minibert", "---", "",
         f"# {out.name}", "",
         f"{architecture}, fine-tuned with minibert for {task}: {outputs}.", "",
-        "```python", usage(head, out.name, trust), "```", "",
+        "```python", card.usage.format(pipeline=card.pipeline, folder=out.name, trust=trust), "```", "",
         *training,
         "## Intended use and limits", "",
         f"- For {task} of texts like its training data; scores on other kinds of text say little.",
-        f"- It reads at most {max_length} tokens: {LONGER.get(head, 'pass `truncation=True` to the pipeline for longer texts')}.",
+        f"- It reads at most {max_length} tokens: {card.longer}.",
         "- The dev metrics above are its only evaluation: no test set, no check for bias or robustness.",
         "- A research model of a small library: measure it on your own data before relying on it.",
     ]
     return "\n".join(lines) + "\n"
-
-
-def usage(head: str, folder: str, trust: str) -> str:
-    """The card's example: the model loaded from `folder` and run on a text."""
-    if head == "span_extractor":
-        return ANSWER.format(folder=folder, trust=trust)
-    return f'from transformers import pipeline\n\nclassify = pipeline("{PIPELINES[head]}", model="{folder}"{trust})'
 
 
 def shown(value) -> str:
