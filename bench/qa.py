@@ -477,7 +477,7 @@ def runs_only(args) -> int:
                "run_dev_questions": dev_questions, "runs": {}}
     for run in args.runs:
         twin, line = twin_folder(run, work / f"{run.name}-untrained")
-        results["runs"][run.name] = {"twin": line.replace(str(run), run.name),
+        results["runs"][run.name] = {"twin": line.replace(f"{run.parent}{os.sep}", ""),  # runs by name: the page names no folder of this machine
                                      "pretrained": default_run(run, train_all, dev_all, work / f"{run.name}-qa", args),
                                      "untrained": default_run(twin, train_all, dev_all, work / f"{run.name}-untrained-qa", args)}
         (work / "qa-runs.json").write_text(json.dumps(results, indent=2))  # each pair as soon as it is measured
