@@ -544,7 +544,8 @@ def main() -> int:
     dev = sample(dev_all, args.dev_examples, work / "dev.jsonl")
     minilm = minilm_folder(work)
     results = {"date": str(datetime.date.today()), "threads": torch.get_num_threads(), "machine": machine(torch.get_num_threads()),
-               "settings": {name: getattr(args, name) for name in ("max_len", "doc_stride", "batch_size", "lr", "epochs", "precision", "seed")},
+               "settings": {name: getattr(args, name) for name in ("examples", "dev_examples", "max_len", "doc_stride", "batch_size", "lr",
+                                                                "epochs", "precision", "seed")},
                "train_questions": len(train.read_text().splitlines()), "dev_questions": len(dev.read_text().splitlines()),
                "run_dev_questions": dev_questions}
     results["minibert"] = minibert_side(minilm, train, dev, work / "minibert", args)
