@@ -1,4 +1,5 @@
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,12 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ["MINIBERT_CPU_BF16"] = "0"
 
 torch.set_num_threads(min(2, os.cpu_count() or 1))
+
+# The Ctrl-C tests press a real Ctrl-C in the processes they start. A shell starts a command run in
+# the background (`&`) with SIGINT ignored, and a process inherits that: those processes would
+# sleep through the signal. Python's own handler here makes theirs the default again.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 
