@@ -45,11 +45,11 @@ def attention_probs(q, k, key_mask) -> torch.Tensor:
 
 def attend(q, k, v, key_mask, backend: str, dropout_p: float) -> torch.Tensor:
     """q, k, v [B, heads, T, d], key_mask [B, T] or None -> each query's mix of values [B, heads, T, d]."""
-    if backend == "sdpa" and dropout_p > 0 and q.is_cpu:  # torch's CPU kernel has no dropout; SDPA would write out every T × T
-        return dropout_attention(q, k, v, key_mask, dropout_p)
-    if backend == "sdpa" and not (q.dtype == torch.bfloat16 and q.is_cpu and k.shape[-2] <= BF16_CPU_FORMULAS_UP_TO):  # torch's fused kernel
+    if backend == "sdpa" and not (q.is_cpu and (dropout_p > 0 or q.dtype == torch.bfloat16 and k.shape[-2] <= BF16_CPU_FORMULAS_UP_TO)):
         mask = None if key_mask is None else (key_mask | ~key_mask.any(1, keepdim=True))[:, None, None, :]  # an empty row: not 0/0
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)  # torch's fused kernel
+    if backend == "sdpa" and dropout_p > 0:  # on a CPU, whose kernel has no dropout (SDPA would write out every T × T): blocks
+        return dropout_attention(q, k, v, key_mask, dropout_p)
     probs = attention_probs(q, k, key_mask)  # [B, heads, Tq, Tk]
     return F.dropout(probs, dropout_p) @ v  # each query's weighted sum of the values
 

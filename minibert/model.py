@@ -128,7 +128,7 @@ class Sublayer(nn.Module):
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout)
         self.pre_norm = config.norm == "pre"
-        self.speed_tricks = not config.reference  # the residual and dropout in one pass on a CPU (`residual_add`)
+        self.one_pass = config.hidden_dropout > 0 and not config.reference  # while training on a CPU: `residual_add`
 
     def forward(self, x: torch.Tensor, *args) -> torch.Tensor:
         return self.residual_add(x, self.fn(self.fn_input(x), *args))
@@ -148,11 +148,9 @@ class Sublayer(nn.Module):
         return self.norm(x) if self.pre_norm else x
 
     def residual_add(self, residual: torch.Tensor, fn_output: torch.Tensor) -> torch.Tensor:
-        """The residual connection: x + dropout(f(...)), then LayerNorm under post-LN."""
-        if self.speed_tricks and self.training and self.dropout.p > 0 and fn_output.is_cpu:  # one pass, a cheaper mask (kernels/cpu_dropout.py)
-            x = dropout_add(fn_output, self.dropout.p, residual)
-        else:
-            x = residual + self.dropout(fn_output)
+        """The residual connection: x + dropout(f(...)), then LayerNorm under post-LN. While training
+        on a CPU the add and the dropout take one pass and a cheaper mask (kernels/cpu_dropout.py)."""
+        x = residual + self.dropout(fn_output) if not (self.one_pass and self.training and fn_output.is_cpu) else dropout_add(fn_output, self.dropout.p, residual)
         return x if self.pre_norm else self.norm(x)
 
 
