@@ -45,7 +45,7 @@ def co_dropped(a: torch.Tensor, b: torch.Tensor) -> tuple[int, int]:
 
 
 def test_attention_keeps_one_minus_p_of_its_probabilities_scaled_by_one_over_one_minus_p():
-    keep, out, probs = attention_masks()
+    keep, out, probs = attention_masks(length=512)
     assert within_binomial(int(keep.sum()), keep.numel(), 1 - P)  # 4.2M probabilities: 1 − p to ±0.0007
     torch.testing.assert_close(out[keep], probs[keep] / (1 - P), rtol=1e-5, atol=1e-7)
 
